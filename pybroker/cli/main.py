@@ -1,0 +1,22 @@
+"""The ``pybroker`` command: sub-command dispatch."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pybroker.cli import apis, serve, topics
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve.add_parser(commands)
+    topics.add_parser(commands)
+    apis.add_parser(commands)
+    args = parser.parse_args(argv)
+    return int(args.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

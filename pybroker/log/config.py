@@ -1,0 +1,196 @@
+"""Topic-level log configuration: Kafka's topic config names, types, defaults and validation.
+
+Owns the table of topic configs (``cleanup.policy``, ``retention.ms``, ``segment.bytes`` …), the
+broker property each one falls back to (its synonym: ``log.retention.ms`` for ``retention.ms``),
+and ``LogConfig``, the resolved per-topic view a ``Log`` reads. It knows nothing of the network or
+of requests; DescribeConfigs/AlterConfigs handlers use the table to validate and describe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A config value that is unknown or out of range; maps to INVALID_CONFIG (40)."""
+
+
+def parse_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ConfigError(f"expected true or false, got {value!r}")
+
+
+def parse_int(value: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ConfigError(f"expected an integer, got {value!r}") from None
+
+
+def parse_list(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """One config: its Kafka name, type (as DescribeConfigs v3+ reports it), default and checks."""
+
+    name: str
+    type: str  # BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD
+    default: Any
+    doc: str
+    synonym: str | None = None  # broker property supplying the default
+    minimum: int | None = None
+    choices: tuple[str, ...] | None = None
+
+    def parse(self, raw: str) -> Any:
+        """Convert a string value to its typed form, raising ConfigError if it is invalid."""
+        if self.type == "BOOLEAN":
+            value: Any = parse_bool(raw)
+        elif self.type in ("INT", "LONG", "SHORT"):
+            value = parse_int(raw)
+            limit = INT_MAX if self.type == "INT" else LONG_MAX
+            if value > limit:
+                raise ConfigError(f"{self.name}: {value} is out of range")
+            if self.minimum is not None and value < self.minimum:
+                raise ConfigError(f"{self.name}: value {value} must be at least {self.minimum}")
+        elif self.type == "LIST":
+            value = parse_list(raw)
+            if self.choices is not None:
+                for item in value:
+                    if item not in self.choices:
+                        raise ConfigError(
+                            f"{self.name}: {item!r} is not one of {', '.join(self.choices)}"
+                        )
+        else:
+            value = raw.strip()
+            if self.choices is not None and value not in self.choices:
+                raise ConfigError(
+                    f"{self.name}: {value!r} is not one of {', '.join(self.choices)}"
+                )
+        return value
+
+
+def format_value(value: Any) -> str:
+    """Render a typed config value as Kafka prints it (lists comma-joined, booleans lowercase)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)
+
+
+_TOPIC_CONFIG_DEFS = [
+    ConfigDef("cleanup.policy", "LIST", ["delete"], "Retention policy: delete and/or compact.",
+              synonym="log.cleanup.policy", choices=("delete", "compact")),
+    ConfigDef("compression.type", "STRING", "producer",
+              "Final compression for the topic; 'producer' keeps what the producer sent.",
+              synonym="compression.type",
+              choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+    ConfigDef("delete.retention.ms", "LONG", 86400000, "Retention of delete markers (compaction).",
+              synonym="log.cleaner.delete.retention.ms", minimum=0),
+    ConfigDef("file.delete.delay.ms", "LONG", 60000,
+              "Delay before a segment renamed .deleted is removed from disk.",
+              synonym="log.segment.delete.delay.ms", minimum=0),
+    ConfigDef("flush.messages", "LONG", LONG_MAX, "Messages between forced fsyncs of the log.",
+              synonym="log.flush.interval.messages", minimum=1),
+    ConfigDef("flush.ms", "LONG", LONG_MAX, "Milliseconds between forced fsyncs of the log.",
+              synonym="log.flush.interval.ms", minimum=0),
+    ConfigDef("index.interval.bytes", "INT", 4096, "Bytes between offset index entries.",
+              synonym="log.index.interval.bytes", minimum=0),
+    ConfigDef("log.retention.min.timestamp", "LONG", 0,
+              "Delete segments whose largest timestamp is below this Unix time in ms "
+              "(0 disables it). OR-ed with retention.ms and retention.bytes."),
+    ConfigDef("max.message.bytes", "INT", 1048588, "Largest record batch size allowed.",
+              synonym="message.max.bytes", minimum=0),
+    ConfigDef("message.timestamp.type", "STRING", "CreateTime",
+              "Whether record timestamps are the producer's or the broker's append time.",
+              synonym="log.message.timestamp.type", choices=("CreateTime", "LogAppendTime")),
+    ConfigDef("min.insync.replicas", "INT", 1,
+              "Replicas that must acknowledge an acks=all write.",
+              synonym="min.insync.replicas", minimum=1),
+    ConfigDef("retention.bytes", "LONG", -1, "Largest partition size before old segments go.",
+              synonym="log.retention.bytes"),
+    ConfigDef("retention.ms", "LONG", 604800000, "Age after which old segments are deleted.",
+              synonym="log.retention.ms", minimum=-1),
+    ConfigDef("segment.bytes", "INT", 1073741824, "Segment file size.",
+              synonym="log.segment.bytes", minimum=14),
+    ConfigDef("segment.index.bytes", "INT", 10485760, "Size of the offset/time index files.",
+              synonym="log.index.size.max.bytes", minimum=4),
+    ConfigDef("segment.jitter.ms", "LONG", 0, "Random jitter subtracted from segment.ms.",
+              synonym="log.roll.jitter.ms", minimum=0),
+    ConfigDef("segment.ms", "LONG", 604800000, "Time after which a segment is rolled.",
+              synonym="log.roll.ms", minimum=1),
+    ConfigDef("unclean.leader.election.enable", "BOOLEAN", False,
+              "Whether out-of-sync replicas may become leader.",
+              synonym="unclean.leader.election.enable"),
+]
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _TOPIC_CONFIG_DEFS}
+
+
+def validate_topic_configs(raw: Mapping[str, str | None]) -> dict[str, str]:
+    """Check topic config overrides; returns them normalised. Raises ConfigError."""
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            raise ConfigError(f"Unknown topic config name: {name}")
+        if value is None:
+            raise ConfigError(f"Null value not supported for topic config {name}")
+        definition.parse(value)
+        out[name] = value.strip()
+    return out
+
+
+class LogConfig:
+    """The resolved configuration of one topic's logs: overrides over broker defaults.
+
+    Attributes use the config names with dots replaced by underscores (``retention_ms``).
+    """
+
+    def __init__(self, overrides: Mapping[str, str], defaults: Callable[[str], Any]) -> None:
+        self.overrides = dict(overrides)
+        for name, definition in TOPIC_CONFIGS.items():
+            if name in overrides:
+                value = definition.parse(overrides[name])
+            else:
+                value = defaults(name)
+            setattr(self, name.replace(".", "_"), value)
+
+    cleanup_policy: list[str]
+    compression_type: str
+    delete_retention_ms: int
+    file_delete_delay_ms: int
+    flush_messages: int
+    flush_ms: int
+    index_interval_bytes: int
+    log_retention_min_timestamp: int
+    max_message_bytes: int
+    message_timestamp_type: str
+    min_insync_replicas: int
+    retention_bytes: int
+    retention_ms: int
+    segment_bytes: int
+    segment_index_bytes: int
+    segment_jitter_ms: int
+    segment_ms: int
+    unclean_leader_election_enable: bool
+
+    @property
+    def delete_enabled(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    def value(self, name: str) -> Any:
+        return getattr(self, name.replace(".", "_"))

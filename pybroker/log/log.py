@@ -1,0 +1,404 @@
+"""One partition's log: its segments, offsets, and the rules for appending, reading and trimming.
+
+Owns the ordered list of native ``Segment`` objects of one ``<topic>-<partition>`` directory and
+the offsets Kafka's ``UnifiedLog`` tracks: the log end offset (LEO), the high watermark, the log
+start offset (which may sit inside a segment — KIP-107's soft delete), and the recovery point
+(everything below it is known to be fsynced). Record bytes never pass through Python code here:
+validation, offset assignment, indexing, reading and truncation are single calls into Rust.
+
+Not thread-safe: every method runs on the event loop, except ``flush_files``, which only fsyncs
+file descriptors and may run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pybroker import _native
+from pybroker.log.config import LogConfig
+from pybroker.log.leader_epoch import LeaderEpochCache
+from pybroker.log.producer_state import ProducerStateManager, last_sequence
+from pybroker.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+DELETED_SUFFIX = ".deleted"
+INT32_MAX = 2**31 - 1
+PARTITION_METADATA = "partition.metadata"
+
+
+class OffsetOutOfRangeError(Exception):
+    """An offset outside [log start offset, log end offset] (OFFSET_OUT_OF_RANGE, 1)."""
+
+
+class InvalidRecordError(Exception):
+    """Records that are well-formed but not acceptable (INVALID_RECORD, 87)."""
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass
+class LogAppendInfo:
+    """What an append did: the offsets it assigned (or, for a retried batch, had assigned)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    record_count: int
+    duplicate: bool = False
+
+
+def write_partition_metadata(partition_dir: str, topic_id: str) -> None:
+    """Kafka's ``partition.metadata``: the topic id this directory belongs to."""
+    from pybroker.log.checkpoint import write_atomically
+
+    write_atomically(
+        os.path.join(partition_dir, PARTITION_METADATA), f"version: 0\ntopic_id: {topic_id}\n"
+    )
+
+
+def read_partition_metadata(partition_dir: str) -> str | None:
+    try:
+        with open(os.path.join(partition_dir, PARTITION_METADATA), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "topic_id":
+                    return value.strip()
+    except FileNotFoundError:
+        return None
+    return None
+
+
+class Log:
+    """A partition's append-only log of segments."""
+
+    def __init__(
+        self,
+        directory: str,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        had_clean_shutdown: bool = True,
+    ) -> None:
+        self.dir = directory
+        self.topic_partition = topic_partition
+        self.config = config
+        self.on_roll: Callable[[Log], None] | None = None
+        os.makedirs(directory, exist_ok=True)
+        self.segments: list[_native.Segment] = []
+        self._base_offsets: list[int] = []
+        self.recovery_point = recovery_point
+        self.leader_epoch_cache = LeaderEpochCache(directory)
+        self.producer_state = ProducerStateManager()
+        self.unflushed_messages = 0
+        self.last_flush_ms = time.monotonic() * 1000
+        self._load(had_clean_shutdown, log_start_offset)
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self.recovery_point = min(max(self.recovery_point, self.log_start_offset), self.log_end_offset)
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._rebuild_producer_state()
+
+    # --- loading and recovery ----------------------------------------------------------------
+
+    def _open_segment(self, base_offset: int) -> _native.Segment:
+        return _native.Segment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+        )
+
+    def _load(self, had_clean_shutdown: bool, log_start_offset: int) -> None:
+        bases: list[int] = []
+        for name in os.listdir(self.dir):
+            path = os.path.join(self.dir, name)
+            if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+                os.remove(path)  # an interrupted deletion or checkpoint write
+                continue
+            if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
+                bases.append(int(name[: -len(LOG_SUFFIX)]))
+        for base in sorted(bases):
+            self._add_segment(self._open_segment(base))
+        if not self.segments:
+            self._add_segment(self._open_segment(max(log_start_offset, 0)))
+            return
+        if not had_clean_shutdown:
+            self._recover()
+
+    def _recover(self) -> None:
+        """After an unclean stop: rescan every segment from the recovery point on."""
+        start = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
+        for index in range(start, len(self.segments)):
+            segment = self.segments[index]
+            truncated = segment.recover(self.config.max_message_bytes)
+            if truncated:
+                log.warning(
+                    "%s: truncated %d invalid bytes at the end of %s; removing %d later segment(s)",
+                    self.topic_partition, truncated, segment.path, len(self.segments) - index - 1,
+                )
+                for later in self.segments[index + 1 :]:
+                    later.delete()
+                del self.segments[index + 1 :]
+                del self._base_offsets[index + 1 :]
+                break
+        self.recovery_point = self.log_end_offset
+
+    def _rebuild_producer_state(self) -> None:
+        self.producer_state.truncate_and_reload()
+        for header in self.active_segment.batches():
+            if header.producer_id >= 0 and not header.is_control:
+                count = header.last_offset - header.base_offset
+                self.producer_state.update(
+                    header.producer_id, header.producer_epoch, header.base_sequence,
+                    last_sequence(header.base_sequence, count),
+                    header.base_offset, header.last_offset, header.max_timestamp,
+                )
+
+    def _add_segment(self, segment: _native.Segment) -> None:
+        self.segments.append(segment)
+        self._base_offsets.append(segment.base_offset)
+
+    # --- offsets -------------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> _native.Segment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    def update_high_watermark(self, offset: int) -> int:
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    def maybe_increment_log_start_offset(self, new_offset: int, reason: str) -> bool:
+        """Move the log start offset forward (never back, never past the high watermark)."""
+        if new_offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {new_offset} of partition "
+                f"{self.topic_partition} since it is larger than the high watermark "
+                f"{self.high_watermark}"
+            )
+        if new_offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_offset
+        self.recovery_point = max(self.recovery_point, new_offset)
+        self.leader_epoch_cache.truncate_from_start(new_offset)
+        log.info("%s: incremented log start offset to %d due to %s", self.topic_partition, new_offset, reason)
+        return True
+
+    # --- append --------------------------------------------------------------------------------
+
+    def append_as_leader(self, records: memoryview, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+        """Validate, assign offsets to and append a produce request's record set.
+
+        Raises ``_native.CorruptRecordError``, ``_native.RecordTooLargeError``,
+        ``InvalidRecordError`` or the producer-state errors; nothing is appended then.
+        """
+        info = _native.validate_batches(records, self.config.max_message_bytes)
+        if info.batch_count != 1:
+            raise InvalidRecordError(
+                "Produce requests with version 3+ are only allowed to contain exactly one record batch"
+            )
+        if info.is_control:
+            raise InvalidRecordError("Clients are not allowed to write control records")
+        producer_id = info.producer_id
+        if producer_id >= 0:
+            first_seq = info.base_sequence
+            last_seq = last_sequence(first_seq, info.last_offset_delta)
+            duplicate = self.producer_state.find_duplicate(producer_id, info.producer_epoch, first_seq, last_seq)
+            if duplicate is not None:
+                return LogAppendInfo(
+                    duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                    duplicate.last_offset, -1, info.record_count, duplicate=True,
+                )
+            self.producer_state.check(producer_id, info.producer_epoch, first_seq)
+        self._maybe_roll(info.size, info.max_timestamp, info.record_count, now_ms)
+        first_offset = self.log_end_offset
+        log_append_time = now_ms if self.config.log_append_time else -1
+        last_offset, max_timestamp, offset_of_max = self.active_segment.append(
+            records, first_offset, leader_epoch, log_append_time
+        )
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        if producer_id >= 0:
+            self.producer_state.update(
+                producer_id, info.producer_epoch, info.base_sequence,
+                last_sequence(info.base_sequence, info.last_offset_delta),
+                first_offset, last_offset, max_timestamp,
+            )
+        self.unflushed_messages += info.record_count
+        return LogAppendInfo(
+            first_offset, last_offset, max_timestamp, offset_of_max, log_append_time, info.record_count
+        )
+
+    def _maybe_roll(self, incoming_bytes: int, incoming_max_timestamp: int, record_count: int, now_ms: int) -> None:
+        segment = self.active_segment
+        size = segment.size
+        if size == 0:
+            return
+        first_timestamp = segment.first_batch_timestamp
+        if first_timestamp >= 0:
+            waited = incoming_max_timestamp - first_timestamp
+        else:
+            waited = now_ms - segment.last_modified_ms
+        last_offset = self.log_end_offset + record_count - 1
+        if (
+            size > self.config.segment_bytes - incoming_bytes
+            or waited > self.config.segment_ms - self.config.segment_jitter_ms
+            or segment.index_is_full
+            or last_offset - segment.base_offset > INT32_MAX
+        ):
+            self.roll()
+
+    def roll(self) -> _native.Segment:
+        """Start a new active segment at the log end offset."""
+        new_base = self.log_end_offset
+        old = self.active_segment
+        if old.size == 0 and old.base_offset == new_base:
+            return old
+        old.on_become_inactive()
+        segment = self._open_segment(new_base)
+        self._add_segment(segment)
+        log.info("%s: rolled new log segment at offset %d", self.topic_partition, new_base)
+        if self.on_roll is not None:
+            self.on_roll(self)
+        return segment
+
+    # --- read ----------------------------------------------------------------------------------
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> bytes:
+        """Whole batches from ``start_offset`` (the batch holding it first), below ``max_offset``."""
+        if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"Received request for offset {start_offset} for partition {self.topic_partition}, "
+                f"but we only have log segments in the range {self.log_start_offset} to "
+                f"{self.log_end_offset}."
+            )
+        if start_offset >= max_offset:
+            return b""
+        index = bisect.bisect_right(self._base_offsets, start_offset) - 1
+        while 0 <= index < len(self.segments):
+            segment = self.segments[index]
+            if segment.base_offset >= max_offset:
+                break
+            data = segment.read(start_offset, max_bytes, max_offset, min_one_batch)
+            if data:
+                return data
+            index += 1
+        return b""
+
+    def fetch_offset_by_timestamp(self, timestamp: int, max_offset: int) -> tuple[int, int, int] | None:
+        """(offset, timestamp, leader epoch) of the first record at or after ``timestamp`` that is
+        at or above the log start offset and below ``max_offset``; None if there is none."""
+        for index, segment in enumerate(self.segments):
+            following = self._base_offsets[index + 1] if index + 1 < len(self.segments) else None
+            if following is not None and following <= self.log_start_offset:
+                continue
+            if segment.max_timestamp < timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(timestamp, max(self.log_start_offset, segment.base_offset))
+            if found is not None:
+                offset, found_ts = found
+                if offset >= max_offset:
+                    return None
+                return offset, found_ts, self.leader_epoch_cache.epoch_for_offset(offset)
+        return None
+
+    def fetch_max_timestamp(self, max_offset: int) -> tuple[int, int, int] | None:
+        """(offset, timestamp, epoch) of the first record carrying the log's largest timestamp."""
+        best = None
+        for segment in self.segments:
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        found = best.max_timestamp_record()
+        if found is None or found[0] >= max_offset:
+            return None
+        return found[0], found[1], self.leader_epoch_cache.epoch_for_offset(found[0])
+
+    # --- truncation and deletion ---------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything at or above ``offset`` (a follower diverged from its leader)."""
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self.segments.pop().delete()
+            self._base_offsets.pop()
+        self.active_segment.truncate_to(offset)
+        self.recovery_point = min(self.recovery_point, offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._rebuild_producer_state()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        for segment in self.segments:
+            segment.delete()
+        self.segments.clear()
+        self._base_offsets.clear()
+        self._add_segment(self._open_segment(offset))
+        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        self.leader_epoch_cache.truncate_from_end(offset)
+        self.producer_state.truncate_and_reload()
+
+    # --- durability ----------------------------------------------------------------------------
+
+    def segment_paths_to_flush(self, up_to_offset: int) -> list[str]:
+        """Files holding data between the recovery point and ``up_to_offset``."""
+        paths = []
+        for index, segment in enumerate(self.segments):
+            end = self._base_offsets[index + 1] if index + 1 < len(self.segments) else self.log_end_offset
+            if end > self.recovery_point and segment.base_offset < up_to_offset:
+                base = os.path.join(self.dir, segment_file_name(segment.base_offset, ""))
+                paths.extend(base + suffix for suffix in (".log", ".index", ".timeindex"))
+        return paths
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+
+    def delete_directory(self) -> None:
+        """Close and remove the whole partition directory (topic deletion)."""
+        for segment in self.segments:
+            segment.delete()
+        self.segments.clear()
+        for name in os.listdir(self.dir):
+            os.remove(os.path.join(self.dir, name))
+        os.rmdir(self.dir)
+
+
+def flush_files(paths: list[str]) -> None:
+    """fsync each file (from a worker thread: fsync covers pages written through mmap too)."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue  # deleted meanwhile
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,926 @@
+"""The wire codec: request/response frames ⇄ message objects, compiled from the specs.
+
+For each (API, version, direction) the first use generates Python source for a straight-line
+decoder or encoder — fixed-width runs merged into one ``struct`` call, nested arrays as inline
+loops, tagged fields in a single pass — compiles it once and caches the function. Nothing is
+interpreted field by field per request.
+
+Wire rules implemented here (Kafka's): big-endian integers; classic strings/arrays/bytes carry
+int16/int32/int32 lengths (-1 = null); in flexible versions they carry an unsigned varint of
+length+1 (0 = null) and every struct ends with a tagged-field section (count, then tag/size/value
+each); unknown tags are skipped on decode, and known tagged fields are written only when they differ
+from their default. Request headers are v2 for flexible versions, else v1 (v0 only for
+ControlledShutdown v0); response headers are v1 for flexible versions except ApiVersions, whose
+response header is always v0.
+
+``records`` fields decode to a memoryview slice of the input (writable when the input is a
+bytearray) and encode from any bytes-like object. Every decoding failure surfaces as
+`MalformedRequestError`.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pybroker.protocol.messages import REQUEST_CLASSES, RESPONSE_CLASSES, RequestHeader
+from pybroker.protocol.schema import FIXED_WIDTH, NONE, ZERO_UUID, Field, Message, Struct
+from pybroker.protocol.specs import REQUESTS, RESPONSES
+
+__all__ = [
+    "MalformedRequestError",
+    "UnsupportedVersionError",
+    "EncodeError",
+    "decode_request_header",
+    "decode_request",
+    "encode_response",
+    "encode_request",
+    "decode_response",
+    "supported_versions",
+    "supported_apis",
+    "is_flexible",
+    "request_header_version",
+    "response_header_version",
+    "encode_api_versions_error_v0",
+    "generated_source",
+]
+
+API_VERSIONS_KEY = 18
+CONTROLLED_SHUTDOWN_KEY = 7
+UNSUPPORTED_VERSION = 35
+
+
+class MalformedRequestError(Exception):
+    """The bytes do not decode: truncated, a negative/oversized length, a bad varint, bad UTF-8."""
+
+
+class UnsupportedVersionError(MalformedRequestError):
+    """The (API key, version) pair is not one this codec has a spec for."""
+
+
+class EncodeError(ValueError):
+    """A message object could not be encoded (wrong type, value out of range, null not allowed)."""
+
+
+# --------------------------------------------------------------------------------------------
+# runtime helpers used by the generated code
+
+
+def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    """Unsigned varint at ``pos`` → (value, next position). At most 5 bytes (32 bits)."""
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    result = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise MalformedRequestError("varint longer than 5 bytes")
+
+
+def _uvarint_bytes(value: int) -> bytes:
+    if value < 0:
+        raise EncodeError(f"negative unsigned varint {value}")
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_ARRAY_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def _array_struct(code: str, n: int) -> struct.Struct:
+    s = _ARRAY_STRUCTS.get((code, n))
+    if s is None:
+        s = struct.Struct(f">{n}{code}")
+        if len(_ARRAY_STRUCTS) < 512:
+            _ARRAY_STRUCTS[(code, n)] = s
+    return s
+
+
+def _read_fixed_array(code: str, buf: memoryview, pos: int, n: int) -> list[Any]:
+    return list(_array_struct(code, n).unpack_from(buf, pos))
+
+
+def _pack_fixed_array(code: str, values: list[Any]) -> bytes:
+    return _array_struct(code, len(values)).pack(*values)
+
+
+_UUID_STRUCT = struct.Struct(">16s")
+
+
+def _read_uuid(buf: memoryview, pos: int) -> uuid.UUID:
+    raw = _UUID_STRUCT.unpack_from(buf, pos)[0]
+    if raw == b"\x00" * 16:
+        return ZERO_UUID
+    return uuid.UUID(bytes=raw)
+
+
+def _uuid_bytes(value: uuid.UUID) -> bytes:
+    return value.bytes
+
+
+def _truncated(pos: int, need: int, have: int) -> MalformedRequestError:
+    return MalformedRequestError(f"field at byte {pos} needs {need} bytes, only {have - pos} left")
+
+
+def _uuid_from_bytes(raw: bytes) -> uuid.UUID:
+    if raw == b"\x00" * 16:
+        return ZERO_UUID
+    return uuid.UUID(bytes=raw)
+
+
+def _too_long(n: int, left: int) -> MalformedRequestError:
+    return MalformedRequestError(f"array of {n} elements cannot fit in the {left} bytes left")
+
+
+def _null_error(name: str) -> MalformedRequestError:
+    return MalformedRequestError(f"non-nullable field {name} was serialized as null")
+
+
+def _encode_null_error(name: str) -> EncodeError:
+    return EncodeError(f"field {name} is not nullable in this version")
+
+
+_BASE_NAMESPACE: dict[str, Any] = {
+    "_uv": _read_uvarint,
+    "_uvb": _uvarint_bytes,
+    "_rfa": _read_fixed_array,
+    "_pfa": _pack_fixed_array,
+    "_ruuid": _read_uuid,
+    "_uuidb": _uuid_from_bytes,
+    "_toolong": _too_long,
+    "_new": object.__new__,
+    "_mv": memoryview,
+    "_trunc": _truncated,
+    "_nullerr": _null_error,
+    "_encnull": _encode_null_error,
+    "_M": MalformedRequestError,
+    "_E": EncodeError,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# code generation
+
+
+class _Gen:
+    """Accumulates the source of one generated function plus the constants it refers to."""
+
+    def __init__(self, msg: Message, version: int, cls: type) -> None:
+        self.msg = msg
+        self.version = version
+        self.flexible = msg.is_flexible(version)
+        self.cls = cls
+        self.lines: list[str] = []
+        self.ns: dict[str, Any] = dict(_BASE_NAMESPACE)
+        self._consts: dict[tuple[str, Any], str] = {}
+        self._n = 0
+        self.indent = 1
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    def tmp(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def const(self, value: Any, prefix: str = "_k") -> str:
+        key = (type(value).__name__, id(value) if isinstance(value, list | type) else value)
+        try:
+            hit = self._consts.get(key)
+        except TypeError:  # unhashable
+            hit = None
+        if hit is not None:
+            return hit
+        name = f"{prefix}{len(self.ns)}"
+        self.ns[name] = value
+        try:
+            self._consts[key] = name
+        except TypeError:
+            pass
+        return name
+
+    def struct_const(self, fmt: str, op: str) -> str:
+        s = struct.Struct(">" + fmt)
+        return self.const(getattr(s, op), f"_{op}_{fmt.replace('?', 'B_')}_")
+
+    def class_of(self, st: Struct) -> type:
+        if st is self.msg.struct:
+            return self.cls
+        return self.cls._structs[st.name]  # type: ignore[attr-defined]
+
+    def fields_in_version(self, st: Struct) -> list[Field]:
+        return [f for f in st.fields if f.present_in(self.version)]
+
+
+def _default_expr(g: _Gen, f: Field) -> str:
+    """Source for a field's default value (fresh for lists and structs)."""
+    if f.struct is not None and not f.is_array:
+        return f"{g.const(g.class_of(f.struct), '_C')}()"
+    if isinstance(f.default, list):
+        return "[]"
+    return g.const(f.default, "_d")
+
+
+# ---- decoding ------------------------------------------------------------------------------
+#
+# A "run" is a list of consecutive fixed-width items read with one struct call: (target, code)
+# pairs where target is the expression to assign (an attribute, or a temp that is converted
+# afterwards). In classic (non-flexible) versions the int16/int32 length prefix of the next
+# string/bytes/records/array field joins the run, so ``index`` + records length is one call.
+
+
+def _length_code(f: Field) -> str:
+    return "h" if f.type == "string" else "i"
+
+
+def _gen_decode_struct(g: _Gen, st: Struct, target: str) -> None:
+    """Emit code that builds an instance of ``st`` from buf[pos:] into local ``target``."""
+    v = g.version
+    g.emit(f"{target} = _new({g.const(g.class_of(st), '_C')})")
+    regular: list[Field] = []
+    tagged: list[Field] = []
+    for f in st.fields:
+        if not f.present_in(v):
+            g.emit(f"{target}.{f.name} = {_default_expr(g, f)}")
+        elif f.tagged_in(v):
+            g.emit(f"{target}.{f.name} = {_default_expr(g, f)}")
+            tagged.append(f)
+        else:
+            regular.append(f)
+    run: list[tuple[str, str]] = []
+    converts: list[str] = []
+    for f in regular:
+        dest = f"{target}.{f.name}"
+        if f.type in FIXED_WIDTH:
+            run.append((dest, FIXED_WIDTH[f.type]))
+        elif f.type == "uuid":
+            raw = g.tmp("u")
+            run.append((raw, "16s"))
+            converts.append(f"{dest} = _uuidb({raw})")
+        elif f.struct is not None and not f.is_array:
+            _flush_decode_run(g, run, converts)
+            run, converts = [], []
+            _gen_decode_field(g, f, dest)
+        elif not g.flexible:
+            n = g.tmp("n")
+            run.append((n, _length_code(f)))
+            _flush_decode_run(g, run, converts)
+            run, converts = [], []
+            _gen_decode_field(g, f, dest, length_var=n)
+        else:
+            _flush_decode_run(g, run, converts)
+            run, converts = [], []
+            _gen_decode_field(g, f, dest)
+    _flush_decode_run(g, run, converts)
+    if g.flexible:
+        _gen_decode_tagged(g, tagged, target)
+
+
+def _flush_decode_run(g: _Gen, run: list[tuple[str, str]], converts: list[str]) -> None:
+    if not run:
+        return
+    fmt = "".join(code for _, code in run)
+    size = struct.calcsize(">" + fmt)
+    unpack = g.struct_const(fmt, "unpack_from")
+    names = ", ".join(t for t, _ in run)
+    if len(run) == 1:
+        names += ","
+    g.emit(f"{names} = {unpack}(buf, pos)")
+    g.emit(f"pos += {size}")
+    for line in converts:
+        g.emit(line)
+
+
+def _gen_read_length(g: _Gen, var: str, code: str) -> None:
+    """Read a length into ``var``: classic int16/int32 (``code`` 'h'/'i') or compact (N+1)."""
+    if g.flexible:
+        g.emit(f"{var} = buf[pos]")
+        g.emit("pos += 1")
+        g.emit(f"if {var} > 127:")
+        g.emit(f"    {var}, pos = _uv(buf, pos - 1)")
+        g.emit(f"{var} -= 1")
+    else:
+        unpack = g.struct_const(code, "unpack_from")
+        g.emit(f"{var}, = {unpack}(buf, pos)")
+        g.emit(f"pos += {2 if code == 'h' else 4}")
+
+
+def _gen_decode_field(g: _Gen, f: Field, dest: str, length_var: str | None = None) -> None:
+    """Emit code decoding one field value into the expression ``dest``.
+
+    ``length_var`` names a local already holding the field's classic length prefix.
+    """
+    t = f.type
+    if t in FIXED_WIDTH:
+        unpack = g.struct_const(FIXED_WIDTH[t], "unpack_from")
+        g.emit(f"{dest}, = {unpack}(buf, pos)")
+        g.emit(f"pos += {struct.calcsize('>' + FIXED_WIDTH[t])}")
+        return
+    if t == "uuid":
+        g.emit(f"{dest} = _ruuid(buf, pos)")
+        g.emit("pos += 16")
+        return
+    if f.struct is not None and not f.is_array:
+        tmp = g.tmp("s")
+        _gen_decode_struct(g, f.struct, tmp)
+        g.emit(f"{dest} = {tmp}")
+        return
+    n = length_var
+    if n is None:
+        n = g.tmp("n")
+        _gen_read_length(g, n, _length_code(f))
+    g.emit(f"if {n} < 0:")
+    if f.nullable_in(g.version):
+        g.emit(f"    {dest} = None")
+    else:
+        g.emit(f"    raise _nullerr({f.name!r})")
+    if f.is_array:
+        _gen_decode_array_body(g, f, dest, n)
+        return
+    g.emit("else:")
+    g.indent += 1
+    e = g.tmp("e")
+    g.emit(f"{e} = pos + {n}")
+    g.emit(f"if {e} > blen:")
+    g.emit(f"    raise _trunc(pos, {n}, blen)")
+    if t == "string":
+        g.emit(f"{dest} = buf[pos:{e}].tobytes().decode()")
+    elif t == "bytes":
+        g.emit(f"{dest} = buf[pos:{e}].tobytes()")
+    else:  # records
+        g.emit(f"{dest} = buf[pos:{e}]")
+    g.emit(f"pos = {e}")
+    g.indent -= 1
+
+
+def _gen_decode_array_body(g: _Gen, f: Field, dest: str, n: str) -> None:
+    g.emit(f"elif {n} > blen - pos:")
+    g.emit(f"    raise _toolong({n}, blen - pos)")
+    g.emit("else:")
+    g.indent += 1
+    et = f.element_type
+    if et in FIXED_WIDTH:
+        code = FIXED_WIDTH[et]
+        size = struct.calcsize(">" + code)
+        g.emit(f"{dest} = _rfa({code!r}, buf, pos, {n})")
+        g.emit(f"pos += {n} * {size}")
+    else:
+        lst = g.tmp("l")
+        g.emit(f"{lst} = []")
+        g.emit(f"{dest} = {lst}")
+        g.emit(f"for _ in range({n}):")
+        g.indent += 1
+        if f.struct is not None:
+            item = g.tmp("o")
+            _gen_decode_struct(g, f.struct, item)
+        else:
+            item = g.tmp("x")
+            _gen_decode_field(g, _element_field(f), item)
+        g.emit(f"{lst}.append({item})")
+        g.indent -= 1
+    g.indent -= 1
+
+
+def _element_field(f: Field) -> Field:
+    """A pseudo-field for one element of a primitive array (elements are never null)."""
+    return Field(
+        kafka_name=f.kafka_name,
+        name=f.name + "[]",
+        type=f.element_type,
+        versions=f.versions,
+        nullable_versions=NONE,
+        tagged_versions=NONE,
+        tag=None,
+        default=None,
+        ignorable=False,
+    )
+
+
+def _gen_decode_tagged(g: _Gen, tagged: list[Field], target: str) -> None:
+    nt = g.tmp("t")
+    g.emit(f"{nt} = buf[pos]")
+    g.emit("pos += 1")
+    g.emit(f"if {nt}:")
+    g.indent += 1
+    g.emit(f"if {nt} > 127:")
+    g.emit(f"    {nt}, pos = _uv(buf, pos - 1)")
+    tag, size, end = g.tmp("tg"), g.tmp("sz"), g.tmp("te")
+    g.emit(f"for _ in range({nt}):")
+    g.indent += 1
+    g.emit(f"{tag}, pos = _uv(buf, pos)")
+    g.emit(f"{size}, pos = _uv(buf, pos)")
+    g.emit(f"{end} = pos + {size}")
+    g.emit(f"if {end} > blen:")
+    g.emit(f"    raise _trunc(pos, {size}, blen)")
+    first = True
+    for f in sorted(tagged, key=lambda x: x.tag or 0):
+        g.emit(f"{'if' if first else 'elif'} {tag} == {f.tag}:")
+        first = False
+        g.indent += 1
+        _gen_decode_field(g, f, f"{target}.{f.name}")
+        g.indent -= 1
+    g.emit(f"pos = {end}")
+    g.indent -= 2
+
+
+def _compile_decoder(msg: Message, version: int, cls: type) -> Callable[..., Any]:
+    g = _Gen(msg, version, cls)
+    g.emit("blen = len(buf)")
+    _gen_decode_struct(g, msg.struct, "o")
+    g.emit("return o, pos")
+    name = f"decode_{msg.name}_v{version}"
+    src = f"def {name}(buf, pos):\n" + "\n".join(g.lines) + "\n"
+    return _exec(src, name, g.ns)
+
+
+# ---- encoding ------------------------------------------------------------------------------
+#
+# Mirrors decoding: fixed-width runs become one ``pack`` call, and in classic versions the length
+# prefix of the following variable-width field is packed in the same call. Such a field is then
+# encoded in two steps: "prepare" (compute its bytes and length before the pack) and "finish"
+# (append the payload after it).
+
+
+def _gen_encode_struct(g: _Gen, st: Struct, src: str, out: str) -> None:
+    """Emit code appending the encoding of struct instance ``src`` to bytearray ``out``."""
+    v = g.version
+    regular: list[Field] = []
+    tagged: list[Field] = []
+    for f in st.fields:
+        if not f.present_in(v):
+            continue
+        (tagged if f.tagged_in(v) else regular).append(f)
+    run: list[tuple[str, str]] = []
+    for f in regular:
+        expr = f"{src}.{f.name}"
+        if f.type in FIXED_WIDTH:
+            run.append((expr, FIXED_WIDTH[f.type]))
+        elif f.type == "uuid":
+            run.append((f"{expr}.bytes", "16s"))
+        elif f.struct is not None and not f.is_array:
+            _flush_encode_run(g, run, out)
+            run = []
+            val = g.tmp("v")
+            g.emit(f"{val} = {expr}")
+            _gen_encode_struct(g, f.struct, val, out)
+        elif not g.flexible:
+            val, length = _gen_encode_prepare(g, f, expr)
+            run.append((length, _length_code(f)))
+            _flush_encode_run(g, run, out)
+            run = []
+            _gen_encode_finish(g, f, val, out)
+        else:
+            _flush_encode_run(g, run, out)
+            run = []
+            _gen_encode_field(g, f, expr, out)
+    _flush_encode_run(g, run, out)
+    if g.flexible:
+        _gen_encode_tagged(g, tagged, src, out)
+
+
+def _flush_encode_run(g: _Gen, run: list[tuple[str, str]], out: str) -> None:
+    if not run:
+        return
+    fmt = "".join(code for _, code in run)
+    pack = g.struct_const(fmt, "pack")
+    g.emit(f"{out} += {pack}({', '.join(expr for expr, _ in run)})")
+
+
+def _gen_encode_prepare(g: _Gen, f: Field, expr: str) -> tuple[str, str]:
+    """Classic versions: emit code computing the payload and the length prefix of a
+    string/bytes/records/array field. Returns (payload variable, length variable)."""
+    val, length = g.tmp("v"), g.tmp("n")
+    g.emit(f"{val} = {expr}")
+    g.emit(f"if {val} is None:")
+    if f.nullable_in(g.version):
+        g.emit(f"    {length} = -1")
+    else:
+        g.emit(f"    raise _encnull({f.name!r})")
+    if f.type == "string":
+        g.emit("else:")
+        g.emit(f"    {val} = {val}.encode()")
+        g.emit(f"    {length} = len({val})")
+    elif f.is_array:
+        g.emit("else:")
+        g.emit(f"    {length} = len({val})")
+    else:  # bytes / records
+        g.emit(f"elif {val}.__class__ is _mv and {val}.format != 'B':")
+        g.emit(f"    {val} = {val}.cast('B')")
+        g.emit(f"    {length} = len({val})")
+        g.emit("else:")
+        g.emit(f"    {length} = len({val})")
+    return val, length
+
+
+def _gen_encode_finish(g: _Gen, f: Field, val: str, out: str) -> None:
+    """Classic versions: append the payload prepared by `_gen_encode_prepare`."""
+    if f.is_array:
+        g.emit(f"if {val} is not None:")
+        g.indent += 1
+        _gen_encode_array_items(g, f, val, out)
+        g.indent -= 1
+    elif f.nullable_in(g.version):
+        g.emit(f"if {val} is not None:")
+        g.emit(f"    {out} += {val}")
+    else:
+        g.emit(f"{out} += {val}")
+
+
+def _gen_encode_array_items(g: _Gen, f: Field, val: str, out: str) -> None:
+    et = f.element_type
+    if et in FIXED_WIDTH:
+        g.emit(f"{out} += _pfa({FIXED_WIDTH[et]!r}, {val})")
+        return
+    item = g.tmp("x")
+    g.emit(f"for {item} in {val}:")
+    g.indent += 1
+    if f.struct is not None:
+        _gen_encode_struct(g, f.struct, item, out)
+    else:
+        _gen_encode_field(g, _element_field(f), item, out)
+    g.indent -= 1
+
+
+def _gen_write_compact_length(g: _Gen, expr: str, out: str) -> None:
+    n = g.tmp("n")
+    g.emit(f"{n} = {expr} + 1")
+    g.emit(f"if {n} < 128:")
+    g.emit(f"    {out}.append({n})")
+    g.emit("else:")
+    g.emit(f"    {out} += _uvb({n})")
+
+
+def _gen_encode_field(g: _Gen, f: Field, expr: str, out: str) -> None:
+    """Emit code appending one field value (any type, either encoding) to ``out``."""
+    t = f.type
+    if t in FIXED_WIDTH:
+        pack = g.struct_const(FIXED_WIDTH[t], "pack")
+        g.emit(f"{out} += {pack}({expr})")
+        return
+    if t == "uuid":
+        g.emit(f"{out} += {expr}.bytes")
+        return
+    if f.struct is not None and not f.is_array:
+        val = g.tmp("v")
+        g.emit(f"{val} = {expr}")
+        _gen_encode_struct(g, f.struct, val, out)
+        return
+    if not g.flexible:
+        val, length = _gen_encode_prepare(g, f, expr)
+        pack = g.struct_const(_length_code(f), "pack")
+        g.emit(f"{out} += {pack}({length})")
+        _gen_encode_finish(g, f, val, out)
+        return
+    val = g.tmp("v")
+    g.emit(f"{val} = {expr}")
+    g.emit(f"if {val} is None:")
+    if f.nullable_in(g.version):
+        g.emit(f"    {out}.append(0)")
+    else:
+        g.emit(f"    raise _encnull({f.name!r})")
+    g.emit("else:")
+    g.indent += 1
+    if f.is_array:
+        _gen_write_compact_length(g, f"len({val})", out)
+        _gen_encode_array_items(g, f, val, out)
+    elif t == "string":
+        raw = g.tmp("b")
+        g.emit(f"{raw} = {val}.encode()")
+        _gen_write_compact_length(g, f"len({raw})", out)
+        g.emit(f"{out} += {raw}")
+    else:  # bytes / records: any bytes-like
+        g.emit(f"if {val}.__class__ is _mv and {val}.format != 'B':")
+        g.emit(f"    {val} = {val}.cast('B')")
+        _gen_write_compact_length(g, f"len({val})", out)
+        g.emit(f"{out} += {val}")
+    g.indent -= 1
+
+
+def _nondefault_expr(g: _Gen, f: Field, expr: str) -> str:
+    """An expression that is true when field value ``expr`` differs from the field's default."""
+    if f.struct is not None and not f.is_array:
+        parts = [
+            _nondefault_expr(g, sub, f"{expr}.{sub.name}")
+            for sub in f.struct.fields
+            if sub.present_in(g.version)
+        ]
+        return "(" + " or ".join(parts) + ")" if parts else "False"
+    if isinstance(f.default, list):
+        return f"({expr} is None or len({expr}) > 0)"
+    if f.default is None:
+        return f"({expr} is not None)"
+    return f"({expr} != {g.const(f.default, '_dflt')})"
+
+
+def _gen_encode_tagged(g: _Gen, tagged: list[Field], src: str, out: str) -> None:
+    if not tagged:
+        g.emit(f"{out}.append(0)")
+        return
+    tagged = sorted(tagged, key=lambda x: x.tag or 0)
+    flags = []
+    for f in tagged:
+        flag = g.tmp("h")
+        g.emit(f"{flag} = {_nondefault_expr(g, f, f'{src}.{f.name}')}")
+        flags.append(flag)
+    count = g.tmp("c")
+    g.emit(f"{count} = {' + '.join(flags)}")
+    g.emit(f"if not {count}:")
+    g.emit(f"    {out}.append(0)")
+    g.emit("else:")
+    g.indent += 1
+    g.emit(f"{out}.append({count})")  # fewer than 128 known tags per struct
+    for f, flag in zip(tagged, flags, strict=True):
+        g.emit(f"if {flag}:")
+        g.indent += 1
+        tb = g.tmp("tb")
+        g.emit(f"{tb} = bytearray()")
+        _gen_encode_field(g, f, f"{src}.{f.name}", tb)
+        g.emit(f"{out} += _uvb({f.tag})")
+        g.emit(f"{out} += _uvb(len({tb}))")
+        g.emit(f"{out} += {tb}")
+        g.indent -= 1
+    g.indent -= 1
+
+
+def _compile_encoder(msg: Message, version: int, cls: type) -> Callable[..., Any]:
+    g = _Gen(msg, version, cls)
+    _gen_encode_struct(g, msg.struct, "o", "out")
+    g.emit("return out")
+    name = f"encode_{msg.name}_v{version}"
+    src = f"def {name}(o, out):\n" + "\n".join(g.lines) + "\n"
+    return _exec(src, name, g.ns)
+
+
+_SOURCES: dict[str, str] = {}
+
+
+def _exec(src: str, name: str, ns: dict[str, Any]) -> Callable[..., Any]:
+    code = compile(src, f"<pybroker.protocol.codec {name}>", "exec")
+    exec(code, ns)
+    _SOURCES[name] = src
+    return ns[name]  # type: ignore[no-any-return]
+
+
+def generated_source(api_key: int, api_version: int, kind: str, direction: str) -> str:
+    """The generated source of one codec function (for debugging and docs).
+
+    ``kind`` is "request" or "response", ``direction`` "decode" or "encode".
+    """
+    _function(kind, direction, api_key, api_version)
+    msg = (REQUESTS if kind == "request" else RESPONSES)[api_key]
+    return _SOURCES[f"{direction}_{msg.name}_v{api_version}"]
+
+
+# --------------------------------------------------------------------------------------------
+# caches and lookup
+
+_CACHE: dict[tuple[str, str, int, int], Callable[..., Any]] = {}
+
+
+def _function(kind: str, direction: str, api_key: int, api_version: int) -> Callable[..., Any]:
+    key = (kind, direction, api_key, api_version)
+    fn = _CACHE.get(key)
+    if fn is not None:
+        return fn
+    specs = REQUESTS if kind == "request" else RESPONSES
+    classes = REQUEST_CLASSES if kind == "request" else RESPONSE_CLASSES
+    msg = specs.get(api_key)
+    if msg is None or api_version not in msg.valid_versions:
+        raise UnsupportedVersionError(f"no spec for api key {api_key} version {api_version}")
+    compile_fn = _compile_decoder if direction == "decode" else _compile_encoder
+    fn = compile_fn(msg, api_version, classes[api_key])
+    _CACHE[key] = fn
+    return fn
+
+
+def supported_versions(api_key: int) -> tuple[int, int]:
+    """(min, max) version this codec handles for ``api_key``; KeyError if it has no spec."""
+    msg = REQUESTS[api_key]
+    return msg.min_version, msg.max_version
+
+
+def supported_apis() -> list[tuple[int, int, int]]:
+    """Every (api_key, min, max) the codec handles, in key order (an ApiVersions table)."""
+    return [(k, m.min_version, m.max_version) for k, m in sorted(REQUESTS.items())]
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    """True when ``version`` of ``api_key`` uses the flexible (compact + tagged) encoding."""
+    msg = REQUESTS.get(api_key)
+    if msg is None:
+        raise KeyError(api_key)
+    return msg.is_flexible(version)
+
+
+def request_header_version(api_key: int, api_version: int) -> int | None:
+    """2 for flexible versions, 1 otherwise (0 for ControlledShutdown v0); None if unknown."""
+    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+        return 0
+    msg = REQUESTS.get(api_key)
+    if msg is None or api_version not in msg.valid_versions:
+        return None
+    return 2 if msg.is_flexible(api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """1 for flexible versions, else 0; ApiVersions responses always use header v0."""
+    if api_key == API_VERSIONS_KEY:
+        return 0
+    msg = RESPONSES.get(api_key)
+    if msg is None:
+        raise UnsupportedVersionError(f"no spec for api key {api_key}")
+    return 1 if msg.is_flexible(api_version) else 0
+
+
+# --------------------------------------------------------------------------------------------
+# public entry points
+
+_HEADER_FIXED = struct.Struct(">hhi")
+_unpack_h = struct.Struct(">h").unpack_from
+_pack_h = struct.Struct(">h").pack
+_unpack_i = struct.Struct(">i").unpack_from
+_pack_ii = struct.Struct(">ii").pack
+_pack_into_i = struct.Struct(">i").pack_into
+
+
+def _as_view(buf: Any) -> memoryview:
+    return buf if type(buf) is memoryview else memoryview(buf)
+
+
+def _read_client_id(buf: memoryview, pos: int) -> tuple[str | None, int]:
+    (n,) = _unpack_h(buf, pos)
+    pos += 2
+    if n < 0:
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise _truncated(pos, n, len(buf))
+    return buf[pos:end].tobytes().decode(), end
+
+
+def _skip_tagged(buf: memoryview, pos: int) -> int:
+    count, pos = _read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = _read_uvarint(buf, pos)
+        size, pos = _read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise MalformedRequestError("tagged field runs past the end of the header")
+    return pos
+
+
+def decode_request_header(buf: memoryview) -> tuple[RequestHeader, int]:
+    """Decode the request header at the start of ``buf`` (a frame without its size prefix).
+
+    Returns (header, body_offset). For an API/version the codec has no spec for, only the fixed
+    part is trusted: body_offset is -1 (and client_id is filled in when it happens to parse), so
+    the server can answer ApiVersions with UNSUPPORTED_VERSION or close the connection.
+    """
+    buf = _as_view(buf)
+    try:
+        api_key, api_version, correlation_id = _HEADER_FIXED.unpack_from(buf, 0)
+    except struct.error as exc:
+        raise MalformedRequestError(f"request header needs 8 bytes, got {len(buf)}") from exc
+    hv = request_header_version(api_key, api_version)
+    header = _new_header(api_key, api_version, correlation_id)
+    if hv is None:
+        try:
+            header.client_id = _read_client_id(buf, 8)[0]
+        except Exception:  # noqa: BLE001 - best effort only
+            header.client_id = None
+        header.header_version = 2 if api_key == API_VERSIONS_KEY and api_version >= 3 else 1
+        return header, -1
+    header.header_version = hv
+    if hv == 0:
+        header.client_id = None
+        return header, 8
+    try:
+        header.client_id, pos = _read_client_id(buf, 8)
+        if hv == 2:
+            pos = _skip_tagged(buf, pos)
+    except MalformedRequestError:
+        raise
+    except Exception as exc:
+        raise MalformedRequestError(f"bad request header: {exc}") from exc
+    return header, pos
+
+
+def _new_header(api_key: int, api_version: int, correlation_id: int) -> RequestHeader:
+    h = object.__new__(RequestHeader)
+    h.api_key = api_key
+    h.api_version = api_version
+    h.correlation_id = correlation_id
+    return h
+
+
+def decode_request(api_key: int, api_version: int, buf: memoryview, offset: int) -> Any:
+    """Decode a request body starting at ``offset`` of ``buf``. Trailing bytes are ignored."""
+    fn = _CACHE.get(("request", "decode", api_key, api_version))
+    if fn is None:
+        fn = _function("request", "decode", api_key, api_version)
+    if type(buf) is not memoryview:
+        buf = memoryview(buf)
+    try:
+        return fn(buf, offset)[0]
+    except MalformedRequestError:
+        raise
+    except Exception as exc:
+        raise MalformedRequestError(
+            f"api {api_key} v{api_version}: cannot decode request: {exc!r}"
+        ) from exc
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytearray:
+    """A complete response frame: 4-byte size, response header, body."""
+    fn = _CACHE.get(("response", "encode", api_key, api_version))
+    if fn is None:
+        fn = _function("response", "encode", api_key, api_version)
+    out = bytearray(_pack_ii(0, correlation_id))
+    if api_key != API_VERSIONS_KEY and RESPONSES[api_key].is_flexible(api_version):
+        out.append(0)
+    try:
+        fn(response, out)
+    except EncodeError:
+        raise
+    except Exception as exc:
+        raise EncodeError(f"api {api_key} v{api_version}: cannot encode response: {exc!r}") from exc
+    _pack_into_i(out, 0, len(out) - 4)
+    return out
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, request: Any
+) -> bytearray:
+    """A complete request frame: 4-byte size, request header (v1, or v2 if flexible), body."""
+    fn = _CACHE.get(("request", "encode", api_key, api_version))
+    if fn is None:
+        fn = _function("request", "encode", api_key, api_version)
+    hv = request_header_version(api_key, api_version)
+    out = bytearray(4)
+    out += _HEADER_FIXED.pack(api_key, api_version, correlation_id)
+    if hv != 0:
+        if client_id is None:
+            out += b"\xff\xff"
+        else:
+            raw = client_id.encode()
+            out += _pack_h(len(raw))
+            out += raw
+        if hv == 2:
+            out.append(0)
+    try:
+        fn(request, out)
+    except EncodeError:
+        raise
+    except Exception as exc:
+        raise EncodeError(f"api {api_key} v{api_version}: cannot encode request: {exc!r}") from exc
+    _pack_into_i(out, 0, len(out) - 4)
+    return out
+
+
+def decode_response(api_key: int, api_version: int, buf: memoryview) -> tuple[int, Any]:
+    """Decode a response frame (without its size prefix) → (correlation_id, response)."""
+    fn = _function("response", "decode", api_key, api_version)
+    buf = _as_view(buf)
+    try:
+        (correlation_id,) = _unpack_i(buf, 0)
+        pos = 4
+        if response_header_version(api_key, api_version) == 1:
+            pos = _skip_tagged(buf, pos)
+        return correlation_id, fn(buf, pos)[0]
+    except MalformedRequestError:
+        raise
+    except Exception as exc:
+        raise MalformedRequestError(
+            f"api {api_key} v{api_version}: cannot decode response: {exc!r}"
+        ) from exc
+
+
+def encode_api_versions_error_v0(
+    correlation_id: int, supported: list[tuple[int, int, int]]
+) -> bytearray:
+    """An ApiVersions response in the v0 layout with UNSUPPORTED_VERSION (35), header v0.
+
+    The answer to an ApiVersions request whose version the broker does not know: every client can
+    parse it, and ``supported`` (api_key, min, max) tells it which version to retry with.
+    """
+    out = bytearray(_pack_ii(0, correlation_id))
+    out += struct.pack(">hi", UNSUPPORTED_VERSION, len(supported))
+    for key, lo, hi in supported:
+        out += struct.pack(">hhh", key, lo, hi)
+    _pack_into_i(out, 0, len(out) - 4)
+    return out
+

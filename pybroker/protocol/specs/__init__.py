@@ -1,0 +1,67 @@
+"""The project's message specs, one module per Kafka API, and the registry of all of them.
+
+Each module defines ``REQUEST`` and ``RESPONSE`` (`pybroker.protocol.schema.Message`) whose valid
+versions are the versions this broker supports. ``REQUESTS`` / ``RESPONSES`` map API key → spec.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from pybroker.protocol.schema import Message
+from pybroker.protocol.specs import (
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    fetch,
+    incremental_alter_configs,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+)
+
+#: every spec module, in API-key order
+MODULES: tuple[ModuleType, ...] = tuple(
+    sorted(
+        (
+            produce,
+            fetch,
+            list_offsets,
+            metadata,
+            api_versions,
+            create_topics,
+            delete_topics,
+            init_producer_id,
+            offset_for_leader_epoch,
+            describe_configs,
+            alter_configs,
+            create_partitions,
+            incremental_alter_configs,
+            describe_cluster,
+        ),
+        key=lambda m: m.REQUEST.api_key,
+    )
+)
+
+REQUESTS: dict[int, Message] = {m.REQUEST.api_key: m.REQUEST for m in MODULES}
+RESPONSES: dict[int, Message] = {m.RESPONSE.api_key: m.RESPONSE for m in MODULES}
+
+
+def _check() -> None:
+    for m in MODULES:
+        req, resp = m.REQUEST, m.RESPONSE
+        if req.api_key != resp.api_key or req.valid_versions != resp.valid_versions:
+            raise ValueError(f"{m.__name__}: request/response key or versions differ")
+        if req.flexible_versions != resp.flexible_versions:
+            raise ValueError(f"{m.__name__}: request/response flexible versions differ")
+    if len(REQUESTS) != len(MODULES):
+        raise ValueError("two spec modules share an API key")
+
+
+_check()

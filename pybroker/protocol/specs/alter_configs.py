@@ -1,0 +1,25 @@
+"""AlterConfigs (key 33): replace a resource's whole set of dynamic configs (legacy, non-incremental)."""
+
+from pybroker.protocol.schema import field, request, response
+
+REQUEST = request(33, "AlterConfigs", "0-2", "2+", [
+    field("Resources", "[]AlterConfigsResource", "0+", fields=[
+        field("ResourceType", "int8", "0+"),
+        field("ResourceName", "string", "0+"),
+        field("Configs", "[]AlterableConfig", "0+", fields=[
+            field("Name", "string", "0+"),
+            field("Value", "string", "0+", nullable="0+"),
+        ]),
+    ]),
+    field("ValidateOnly", "bool", "0+"),
+])
+
+RESPONSE = response(33, "AlterConfigs", "0-2", "2+", [
+    field("ThrottleTimeMs", "int32", "0+"),
+    field("Responses", "[]AlterConfigsResourceResponse", "0+", fields=[
+        field("ErrorCode", "int16", "0+"),
+        field("ErrorMessage", "string", "0+", nullable="0+"),
+        field("ResourceType", "int8", "0+"),
+        field("ResourceName", "string", "0+"),
+    ]),
+])

@@ -1,0 +1,47 @@
+"""Request handlers, one module per Kafka API.
+
+Each module defines ``API_KEY``, ``VERSIONS`` (the inclusive range this broker answers) and
+``handle(ctx, request)``, which returns the response message, a future of it, or None (no
+response, e.g. Produce with acks=0). ``HANDLERS`` is the registry the dispatcher routes by and
+ApiVersions advertises: an API is advertised exactly when its module is listed here.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from pybroker.server.apis import (
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    fetch,
+    incremental_alter_configs,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    produce,
+)
+
+_MODULES: list[ModuleType] = [
+    produce,
+    fetch,
+    list_offsets,
+    metadata,
+    offset_for_leader_epoch,
+    create_topics,
+    delete_topics,
+    create_partitions,
+    describe_configs,
+    alter_configs,
+    incremental_alter_configs,
+    init_producer_id,
+    describe_cluster,
+    api_versions,
+]
+
+HANDLERS: dict[int, ModuleType] = {int(module.API_KEY): module for module in _MODULES}

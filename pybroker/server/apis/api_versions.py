@@ -1,0 +1,33 @@
+"""ApiVersions (18): the APIs and version ranges this broker answers, from the handler registry."""
+
+from __future__ import annotations
+
+import re
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.API_VERSIONS
+VERSIONS = (0, 3)
+
+# KIP-511: client software names and versions must look like this.
+_SOFTWARE_PATTERN = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+    from pybroker.server.dispatcher import supported_api_versions
+
+    keys = [
+        ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+        for key, low, high in supported_api_versions()
+    ]
+    error = ErrorCode.NONE
+    if ctx.api_version >= 3:
+        name, version = request.client_software_name or "", request.client_software_version or ""
+        if not (_SOFTWARE_PATTERN.match(name) and _SOFTWARE_PATTERN.match(version)):
+            error = ErrorCode.INVALID_REQUEST
+        else:
+            ctx.connection.attributes["client_software"] = (name, version)
+    return ApiVersionsResponse(error_code=error, api_keys=keys, throttle_time_ms=0)

@@ -1,0 +1,51 @@
+"""CreatePartitions (37): raise a topic's partition count."""
+
+from __future__ import annotations
+
+from pybroker.controller.metadata import InvalidPartitionsError, UnknownTopicError
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.CREATE_PARTITIONS
+VERSIONS = (0, 3)
+
+_Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    names = [t.name for t in request.topics]
+    results = []
+    for topic in request.topics:
+        if names.count(topic.name) > 1:
+            results.append(_Result(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
+                                   error_message="Duplicate topic in request."))
+            continue
+        results.append(_increase(ctx, request, topic))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic: object) -> _Result:
+    broker = ctx.broker
+    name, count = topic.name, topic.count  # type: ignore[attr-defined]
+    try:
+        current = len(broker.metadata.check_partition_increase(name, count).partitions)
+        assignments = topic.assignments  # type: ignore[attr-defined]
+        if assignments is not None:
+            if len(assignments) != count - current:
+                raise InvalidPartitionsError(
+                    f"Increasing the number of partitions by {count - current} but {len(assignments)} assignments provided."
+                )
+            brokers = set(broker.metadata.broker_ids)
+            for a in assignments:
+                if not set(a.broker_ids) <= brokers:
+                    return _Result(name=name, error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                   error_message=f"Unknown broker in assignment {a.broker_ids}.")
+        if not request.validate_only:
+            broker.create_partitions(name, count)
+    except UnknownTopicError as e:
+        return _Result(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=str(e))
+    except InvalidPartitionsError as e:
+        return _Result(name=name, error_code=ErrorCode.INVALID_PARTITIONS, error_message=str(e))
+    return _Result(name=name, error_code=ErrorCode.NONE, error_message=None)

@@ -1,0 +1,105 @@
+"""CreateTopics (19): create topics with partition counts, replication and config overrides."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from pybroker.controller.metadata import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    TopicExistsError,
+)
+from pybroker.log.config import ConfigError, validate_topic_configs
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
+from pybroker.server import config_describer
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.CREATE_TOPICS
+VERSIONS = (2, 7)
+
+_ERRORS: dict[type[Exception], ErrorCode] = {
+    TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
+    InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
+    InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
+    InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
+    ConfigError: ErrorCode.INVALID_CONFIG,
+}
+
+_Result = CreateTopicsResponse.CreatableTopicResult
+
+
+class _AssignmentError(Exception):
+    pass
+
+
+def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+    counts = Counter(topic.name for topic in request.topics)
+    results = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            results.append(_error(topic.name, ErrorCode.INVALID_REQUEST,
+                                  f"Create topics request from client contains multiple entries for the topic {topic.name}"))
+            continue
+        results.append(_create(ctx, request, topic))
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _error(name: str, code: ErrorCode, message: str) -> _Result:
+    return _Result(name=name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1, configs=None)
+
+
+def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int]:
+    assignments = topic.assignments  # type: ignore[attr-defined]
+    partitions, replication = topic.num_partitions, topic.replication_factor  # type: ignore[attr-defined]
+    if not assignments:
+        return partitions, replication
+    if partitions != -1 or replication != -1:
+        raise _AssignmentError("Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
+    brokers = set(ctx.broker.metadata.broker_ids)
+    sizes = {len(a.broker_ids) for a in assignments}
+    indexes = sorted(a.partition_index for a in assignments)
+    if indexes != list(range(len(assignments))) or len(sizes) != 1:
+        raise _AssignmentError("Partitions must be numbered 0..N-1 with equally many replicas each.")
+    for a in assignments:
+        if not set(a.broker_ids) <= brokers or len(set(a.broker_ids)) != len(a.broker_ids):
+            raise _AssignmentError(f"Invalid replica assignment {a.broker_ids} for partition {a.partition_index}.")
+    return len(assignments), sizes.pop()
+
+
+def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: object) -> _Result:
+    broker = ctx.broker
+    name = topic.name  # type: ignore[attr-defined]
+    configs = {c.name: c.value for c in topic.configs}  # type: ignore[attr-defined]
+    try:
+        partitions, replication = _partition_layout(ctx, topic)
+        if partitions == -1:
+            partitions = broker.config.get("num.partitions")
+        if replication == -1:
+            replication = broker.config.get("default.replication.factor")
+        if request.validate_only:
+            broker.metadata.check_new_topic(name, partitions, replication)
+            validate_topic_configs(configs)
+            created_id = None
+        else:
+            created_id = broker.create_topic(name, partitions, replication, configs).topic_id
+    except _AssignmentError as e:
+        return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT if "Invalid" in str(e) else ErrorCode.INVALID_REQUEST, str(e))
+    except tuple(_ERRORS) as e:
+        code = next(c for t, c in _ERRORS.items() if isinstance(e, t))
+        return _error(name, code, str(e))
+    described = None
+    if ctx.api_version >= 5 and created_id is not None:
+        described = [
+            CreateTopicsResponse.CreatableTopicConfigs(
+                name=e.name, value=e.value, read_only=e.read_only, config_source=e.source, is_sensitive=False
+            )
+            for e in config_describer.describe_topic(broker, name)
+        ]
+    result = _Result(name=name, error_code=ErrorCode.NONE, error_message=None,
+                     num_partitions=partitions, replication_factor=replication, configs=described)
+    if created_id is not None:
+        result.topic_id = created_id
+    return result

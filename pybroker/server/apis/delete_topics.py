@@ -1,0 +1,43 @@
+"""DeleteTopics (20): delete topics by name (v0–5) or by name or id (v6)."""
+
+from __future__ import annotations
+
+import uuid
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.DELETE_TOPICS
+VERSIONS = (1, 6)
+ZERO_UUID = uuid.UUID(int=0)
+
+_Result = DeleteTopicsResponse.DeletableTopicResult
+
+
+def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=[_delete(ctx, name, topic_id) for name, topic_id in wanted])
+
+
+def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> _Result:
+    broker = ctx.broker
+    if name is None:
+        found = broker.metadata.topic_by_id(topic_id)
+        if found is None:
+            return _Result(name=None, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                           error_message=f"Topic id {topic_id} does not exist.")
+        name = found.name
+    if not broker.config.get("delete.topic.enable"):
+        return _Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_DELETION_DISABLED,
+                       error_message="Topic deletion is disabled (delete.topic.enable=false).")
+    topic = broker.metadata.topic(name)
+    if topic is None:
+        return _Result(name=name, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                       error_message=f"Topic {name} does not exist.")
+    broker.delete_topic(name)
+    return _Result(name=name, topic_id=topic.topic_id, error_code=ErrorCode.NONE, error_message=None)

@@ -1,0 +1,31 @@
+"""DescribeCluster (60): cluster id, controller and brokers."""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.DESCRIBE_CLUSTER
+VERSIONS = (0, 1)
+ENDPOINT_TYPE_BROKERS = 1
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
+    broker = ctx.broker
+    if ctx.api_version >= 1 and request.endpoint_type != ENDPOINT_TYPE_BROKERS:
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
+            error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
+            endpoint_type=request.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1, brokers=[],
+            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+    endpoint = broker.advertised_endpoint
+    return DescribeClusterResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=ENDPOINT_TYPE_BROKERS,
+        cluster_id=broker.cluster_id, controller_id=broker.metadata.controller_id,
+        brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=endpoint.host, port=endpoint.port, rack=None)],
+        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )

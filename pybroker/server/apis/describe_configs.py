@@ -1,0 +1,59 @@
+"""DescribeConfigs (32): topic configs (overrides over broker defaults) and this broker's configs."""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
+from pybroker.server import config_describer
+from pybroker.server.config_describer import ResourceType
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.DESCRIBE_CONFIGS
+VERSIONS = (1, 4)
+
+_Result = DescribeConfigsResponse.DescribeConfigsResult
+
+
+def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    results = [_describe(ctx, request, resource) for resource in request.resources]
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: object) -> _Result:
+    broker = ctx.broker
+    kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
+    keys = resource.configuration_keys  # type: ignore[attr-defined]
+
+    def error(code: ErrorCode, message: str) -> _Result:
+        return _Result(error_code=code, error_message=message, resource_type=kind, resource_name=name, configs=[])
+
+    if kind == ResourceType.TOPIC:
+        if broker.metadata.topic(name) is None:
+            return error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+        entries = config_describer.describe_topic(broker, name, keys)
+    elif kind == ResourceType.BROKER:
+        if name not in ("", str(broker.node_id)):
+            return error(ErrorCode.INVALID_REQUEST,
+                         f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}")
+        entries = config_describer.describe_broker(broker, keys)
+    else:
+        return error(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
+    include_synonyms = request.include_synonyms
+    include_docs = ctx.api_version >= 3 and request.include_documentation
+    configs = [
+        DescribeConfigsResponse.DescribeConfigsResourceResult(
+            name=e.name,
+            value=e.value,
+            read_only=e.read_only,
+            config_source=e.source,
+            is_sensitive=False,
+            synonyms=[
+                DescribeConfigsResponse.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms
+            ] if include_synonyms else [],
+            config_type=e.type,
+            documentation=e.documentation if include_docs else None,
+        )
+        for e in entries
+    ]
+    return _Result(error_code=ErrorCode.NONE, error_message=None, resource_type=kind, resource_name=name, configs=configs)

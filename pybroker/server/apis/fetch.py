@@ -1,0 +1,69 @@
+"""Fetch (1): read record batches, long-polling up to max_wait_ms for min_bytes.
+
+Fetch sessions (KIP-227) are not cached: every response carries session id 0, which tells
+clients to send full fetch requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import FetchRequest, FetchResponse
+from pybroker.server.replica_manager import FetchPartitionRequest, FetchPartitionResult
+from pybroker.server.request_context import RequestContext
+from pybroker.types import TopicPartition
+
+API_KEY = ApiKey.FETCH
+VERSIONS = (4, 12)
+READ_COMMITTED = 1
+_FINAL_EPOCH = -1
+
+
+def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | asyncio.Future:
+    if request.session_id != 0:
+        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
+    if request.session_epoch not in (0, _FINAL_EPOCH):
+        return FetchResponse(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=0, responses=[])
+    partitions = [
+        FetchPartitionRequest(
+            TopicPartition(topic.topic, p.partition), p.fetch_offset, p.partition_max_bytes,
+            p.current_leader_epoch, p.log_start_offset,
+        )
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+    outcome = ctx.broker.replica_manager.fetch_messages(
+        request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes, partitions
+    )
+    if asyncio.isfuture(outcome):
+        return _respond_later(request, outcome)
+    return _response(request, outcome)
+
+
+async def _respond_later(request: FetchRequest, outcome: asyncio.Future) -> FetchResponse:
+    return _response(request, await outcome)
+
+
+def _response(request: FetchRequest, results: dict[TopicPartition, FetchPartitionResult]) -> FetchResponse:
+    aborted = [] if request.isolation_level == READ_COMMITTED else None
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            result = results[TopicPartition(topic.topic, p.partition)]
+            partitions.append(
+                FetchResponse.PartitionData(
+                    partition_index=p.partition,
+                    error_code=result.error,
+                    high_watermark=result.high_watermark,
+                    last_stable_offset=result.last_stable_offset,
+                    log_start_offset=result.log_start_offset,
+                    aborted_transactions=aborted,
+                    preferred_read_replica=-1,
+                    records=result.records,
+                )
+            )
+        topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=partitions))
+    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)

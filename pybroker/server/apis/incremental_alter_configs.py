@@ -1,0 +1,94 @@
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND or SUBTRACT individual topic configs."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from pybroker.log.config import TOPIC_CONFIGS, ConfigError, parse_list, validate_topic_configs
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from pybroker.server.config_describer import ResourceType
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
+VERSIONS = (0, 1)
+
+_Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+
+
+class OpType(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class _RequestError(Exception):
+    pass
+
+
+def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    responses = []
+    for resource in request.resources:
+        code, message = _alter(ctx, resource, request.validate_only)
+        responses.append(_Result(error_code=code, error_message=message,
+                                 resource_type=resource.resource_type, resource_name=resource.resource_name))
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+def _apply(current: dict[str, str], ops: list[object], defaults: dict[str, str]) -> dict[str, str]:
+    names = [op.name for op in ops]  # type: ignore[attr-defined]
+    if len(set(names)) != len(names):
+        raise _RequestError("Error due to duplicate config keys")
+    updated = dict(current)
+    for op in ops:
+        name, value, kind = op.name, op.value, op.config_operation  # type: ignore[attr-defined]
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            raise ConfigError(f"Unknown topic config name: {name}")
+        if kind == OpType.SET:
+            if value is None:
+                raise ConfigError(f"Null value not supported for topic config {name}")
+            updated[name] = value
+        elif kind == OpType.DELETE:
+            updated.pop(name, None)
+        elif kind in (OpType.APPEND, OpType.SUBTRACT):
+            if definition.type != "LIST":
+                verb = "append" if kind == OpType.APPEND else "subtract"
+                raise ConfigError(f"Config value {verb} is not allowed for config key: {name}")
+            items = parse_list(updated.get(name, defaults[name]))
+            change = parse_list(value or "")
+            if kind == OpType.APPEND:
+                items += [item for item in change if item not in items]
+            else:
+                items = [item for item in items if item not in change]
+            updated[name] = ",".join(items)
+        else:
+            raise _RequestError(f"Unknown config operation {kind}")
+    return updated
+
+
+def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    broker = ctx.broker
+    kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
+    if kind == ResourceType.BROKER:
+        return ErrorCode.INVALID_REQUEST, "pybroker has no dynamic broker configs; set them in server.properties"
+    if kind != ResourceType.TOPIC:
+        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
+    topic = broker.metadata.topic(name)
+    if topic is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
+    defaults = {n: ",".join(v) if isinstance(v := broker.config.topic_default(n), list) else str(v) for n in TOPIC_CONFIGS}
+    try:
+        updated = validate_topic_configs(_apply(topic.configs, resource.configs, defaults))  # type: ignore[attr-defined]
+    except _RequestError as e:
+        return ErrorCode.INVALID_REQUEST, str(e)
+    except ConfigError as e:
+        return ErrorCode.INVALID_CONFIG, str(e)
+    if not validate_only:
+        broker.set_topic_configs(name, updated)
+    return ErrorCode.NONE, None

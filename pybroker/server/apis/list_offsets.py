@@ -1,0 +1,87 @@
+"""ListOffsets (2): earliest, latest, max-timestamp, or first offset at/after a timestamp."""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from pybroker.server.partition import (
+    FencedLeaderEpochError,
+    NotLeaderError,
+    UnknownLeaderEpochError,
+)
+from pybroker.server.request_context import RequestContext
+from pybroker.types import TopicPartition
+
+API_KEY = ApiKey.LIST_OFFSETS
+VERSIONS = (1, 7)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+DEBUGGING_REPLICA_ID = -2
+
+_Partition = ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    seen: set[TopicPartition] = set()
+    duplicates = {
+        tp
+        for topic in request.topics
+        for p in topic.partitions
+        if (tp := TopicPartition(topic.name, p.partition_index)) in seen or seen.add(tp)
+    }
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if tp in duplicates:
+                partitions.append(_error(p.partition_index, ErrorCode.INVALID_REQUEST))
+            else:
+                partitions.append(_list_offset(ctx, request, tp, p))
+        topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _error(index: int, code: ErrorCode) -> _Partition:
+    return _Partition(partition_index=index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
+
+
+def _list_offset(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPartition, p: object) -> _Partition:
+    broker = ctx.broker
+    timestamp = p.timestamp  # type: ignore[attr-defined]
+    index = tp.partition
+    if timestamp < 0 and timestamp not in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP):
+        return _error(index, ErrorCode.UNSUPPORTED_VERSION)
+    if timestamp == MAX_TIMESTAMP and ctx.api_version < 7:
+        return _error(index, ErrorCode.UNSUPPORTED_VERSION)
+    partition = broker.replica_manager.get_partition(tp)
+    if partition is None:
+        known = broker.metadata.partition(tp.topic, tp.partition) is not None
+        return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    try:
+        if request.replica_id != DEBUGGING_REPLICA_ID:
+            partition.require_leader()
+        partition.check_leader_epoch(p.current_leader_epoch)  # type: ignore[attr-defined]
+    except NotLeaderError:
+        return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    except FencedLeaderEpochError:
+        return _error(index, ErrorCode.FENCED_LEADER_EPOCH)
+    except UnknownLeaderEpochError:
+        return _error(index, ErrorCode.UNKNOWN_LEADER_EPOCH)
+    log = partition.log
+    # Consumers see up to the high watermark (no transactions: the last stable offset is the
+    # same); replicas see the whole log.
+    max_offset = log.log_end_offset if request.replica_id >= 0 else log.high_watermark
+    if timestamp == EARLIEST_TIMESTAMP:
+        epoch = log.leader_epoch_cache.epoch_for_offset(log.log_start_offset)
+        return _Partition(partition_index=index, timestamp=-1, offset=log.log_start_offset, leader_epoch=epoch)
+    if timestamp == LATEST_TIMESTAMP:
+        return _Partition(partition_index=index, timestamp=-1, offset=max_offset, leader_epoch=partition.leader_epoch)
+    found = log.fetch_max_timestamp(max_offset) if timestamp == MAX_TIMESTAMP else log.fetch_offset_by_timestamp(timestamp, max_offset)
+    if found is None:
+        return _error(index, ErrorCode.NONE)
+    offset, found_timestamp, epoch = found
+    return _Partition(partition_index=index, timestamp=found_timestamp, offset=offset, leader_epoch=epoch)

@@ -1,0 +1,48 @@
+"""OffsetForLeaderEpoch (23): the end offset of a leader epoch, for truncation decisions."""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from pybroker.server.partition import (
+    FencedLeaderEpochError,
+    NotLeaderError,
+    UnknownLeaderEpochError,
+)
+from pybroker.server.request_context import RequestContext
+from pybroker.types import TopicPartition
+
+API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
+VERSIONS = (2, 4)
+
+_Result = OffsetForLeaderEpochResponse.EpochEndOffset
+
+
+def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    topics = []
+    for topic in request.topics:
+        results = [_end_offset(ctx, TopicPartition(topic.topic, p.partition), p) for p in topic.partitions]
+        topics.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=topic.topic, partitions=results))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+
+def _end_offset(ctx: RequestContext, tp: TopicPartition, p: object) -> _Result:
+    def error(code: ErrorCode) -> _Result:
+        return _Result(error_code=code, partition=tp.partition, leader_epoch=-1, end_offset=-1)
+
+    partition = ctx.broker.replica_manager.get_partition(tp)
+    if partition is None:
+        known = ctx.broker.metadata.partition(tp.topic, tp.partition) is not None
+        return error(ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    try:
+        log = partition.require_leader()
+        partition.check_leader_epoch(p.current_leader_epoch)  # type: ignore[attr-defined]
+    except NotLeaderError:
+        return error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    except FencedLeaderEpochError:
+        return error(ErrorCode.FENCED_LEADER_EPOCH)
+    except UnknownLeaderEpochError:
+        return error(ErrorCode.UNKNOWN_LEADER_EPOCH)
+    epoch, end_offset = log.leader_epoch_cache.end_offset_for(p.leader_epoch, log.log_end_offset)  # type: ignore[attr-defined]
+    return _Result(error_code=ErrorCode.NONE, partition=tp.partition, leader_epoch=epoch, end_offset=end_offset)

@@ -1,0 +1,70 @@
+"""Produce (0): append record batches to partition leaders; acks 0, 1 or all."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pybroker.network.connection import CloseConnection
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import ProduceRequest, ProduceResponse
+from pybroker.server.replica_manager import PartitionAppendResult
+from pybroker.server.request_context import RequestContext
+from pybroker.types import TopicPartition
+
+API_KEY = ApiKey.PRODUCE
+VERSIONS = (3, 9)
+
+
+def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | asyncio.Future | None:
+    acks = request.acks
+    entries = [
+        (TopicPartition(topic.name, partition.index), partition.records)
+        for topic in request.topic_data
+        for partition in topic.partition_data
+    ]
+    if acks not in (-1, 0, 1):
+        results = {tp: PartitionAppendResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp, _ in entries}
+    elif request.transactional_id is not None:
+        results = {
+            tp: PartitionAppendResult(
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactions are not supported by pybroker"
+            )
+            for tp, _ in entries
+        }
+    else:
+        outcome = ctx.broker.replica_manager.append_records(acks, request.timeout_ms, entries)
+        if asyncio.isfuture(outcome):
+            return _respond_later(request, outcome)
+        results = outcome
+    if acks == 0:
+        failed = [f"{tp}: {r.error.name}" for tp, r in results.items() if r.error != ErrorCode.NONE]
+        if failed:
+            # With acks=0 there is no response; Kafka closes the connection so the client notices.
+            raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
+        return None
+    return _response(request, results)
+
+
+async def _respond_later(request: ProduceRequest, outcome: asyncio.Future) -> ProduceResponse:
+    return _response(request, await outcome)
+
+
+def _response(request: ProduceRequest, results: dict[TopicPartition, PartitionAppendResult]) -> ProduceResponse:
+    topics = []
+    for topic in request.topic_data:
+        partitions = []
+        for partition in topic.partition_data:
+            result = results[TopicPartition(topic.name, partition.index)]
+            partitions.append(
+                ProduceResponse.PartitionProduceResponse(
+                    index=partition.index,
+                    error_code=result.error,
+                    base_offset=result.base_offset,
+                    log_append_time_ms=result.log_append_time,
+                    log_start_offset=result.log_start_offset,
+                    error_message=result.error_message if result.error != ErrorCode.NONE else None,
+                )
+            )
+        topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
+    return ProduceResponse(responses=topics, throttle_time_ms=0)

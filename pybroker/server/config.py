@@ -1,0 +1,226 @@
+"""Broker configuration: Kafka's broker property names, defaults, and how they are read.
+
+Owns ``BrokerConfig``: parsing a ``server.properties``-style file plus ``key=value`` overrides,
+Kafka's defaults (with pybroker's few deliberate differences written next to them), listener
+parsing, and the broker-level defaults that topic configs fall back to.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pybroker.log.config import LONG_MAX, TOPIC_CONFIGS, ConfigDef, ConfigError, LogConfig
+
+_BROKER_DEFS = [
+    ConfigDef("node.id", "INT", 1, "This broker's id."),
+    # pybroker default: one broker on loopback, so `pybroker serve` just works locally.
+    ConfigDef("listeners", "LIST", ["PLAINTEXT://127.0.0.1:9092"], "Listener URIs."),
+    ConfigDef("advertised.listeners", "LIST", None, "Listeners given to clients (default: listeners)."),
+    ConfigDef("cluster.id", "STRING", None, "Cluster id (generated on first start, kept in meta.properties)."),
+    # pybroker default: a data dir under the working directory (Kafka: /tmp/kafka-logs).
+    ConfigDef("log.dirs", "LIST", None, "Log directories."),
+    ConfigDef("log.dir", "STRING", "./pybroker-data", "Log directory used when log.dirs is unset."),
+    ConfigDef("num.partitions", "INT", 1, "Default partition count of new topics.", minimum=1),
+    ConfigDef("default.replication.factor", "INT", 1, "Default replication factor.", minimum=1),
+    ConfigDef("auto.create.topics.enable", "BOOLEAN", True, "Create topics on first metadata request."),
+    ConfigDef("delete.topic.enable", "BOOLEAN", True, "Allow DeleteTopics."),
+    ConfigDef("message.max.bytes", "INT", 1048588, "Largest record batch size.", minimum=0),
+    ConfigDef("socket.request.max.bytes", "INT", 104857600, "Largest request size.", minimum=1),
+    ConfigDef("log.segment.bytes", "INT", 1073741824, "Segment size.", minimum=14),
+    ConfigDef("log.roll.ms", "LONG", None, "Segment roll time (ms)."),
+    ConfigDef("log.roll.hours", "INT", 168, "Segment roll time (hours).", minimum=1),
+    ConfigDef("log.roll.jitter.ms", "LONG", 0, "Segment roll jitter (ms)."),
+    ConfigDef("log.retention.ms", "LONG", None, "Retention time (ms); -1 = unlimited."),
+    ConfigDef("log.retention.minutes", "INT", None, "Retention time (minutes)."),
+    ConfigDef("log.retention.hours", "INT", 168, "Retention time (hours)."),
+    ConfigDef("log.retention.bytes", "LONG", -1, "Retention size per partition; -1 = unlimited."),
+    ConfigDef("log.retention.check.interval.ms", "LONG", 300000, "Retention check interval.", minimum=1),
+    ConfigDef("log.initial.task.delay.ms", "LONG", 30000, "Delay before the first retention check.", minimum=0),
+    ConfigDef("log.cleanup.policy", "LIST", ["delete"], "Default cleanup policy.", choices=("delete", "compact")),
+    ConfigDef("log.cleaner.delete.retention.ms", "LONG", 86400000, "Delete marker retention."),
+    ConfigDef("log.segment.delete.delay.ms", "LONG", 60000, "Delay before deleting a .deleted segment."),
+    ConfigDef("log.index.interval.bytes", "INT", 4096, "Bytes between index entries.", minimum=0),
+    ConfigDef("log.index.size.max.bytes", "INT", 10485760, "Index file size.", minimum=4),
+    ConfigDef("log.flush.interval.messages", "LONG", LONG_MAX, "Messages between fsyncs.", minimum=1),
+    ConfigDef("log.flush.interval.ms", "LONG", None, "Time between fsyncs (default: flush.scheduler interval)."),
+    ConfigDef("log.flush.scheduler.interval.ms", "LONG", LONG_MAX, "Flush check interval."),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", "INT", 60000, "Recovery point checkpoint interval.", minimum=0),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "INT", 60000, "Log start offset checkpoint interval.", minimum=0),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", "LONG", 5000, "High watermark checkpoint interval."),
+    ConfigDef("log.message.timestamp.type", "STRING", "CreateTime", "Default timestamp type.",
+              choices=("CreateTime", "LogAppendTime")),
+    ConfigDef("compression.type", "STRING", "producer", "Default topic compression."),
+    ConfigDef("min.insync.replicas", "INT", 1, "Default min.insync.replicas.", minimum=1),
+    ConfigDef("unclean.leader.election.enable", "BOOLEAN", False, "Default unclean election."),
+    ConfigDef("replica.fetch.wait.max.ms", "INT", 500, "Follower fetch max wait."),
+    ConfigDef("replica.lag.time.max.ms", "LONG", 30000, "Time before a lagging follower leaves the ISR."),
+    ConfigDef("offsets.topic.num.partitions", "INT", 50, "Partitions of __consumer_offsets.", minimum=1),
+    ConfigDef("offsets.topic.replication.factor", "SHORT", 3, "Replication of __consumer_offsets."),
+    ConfigDef("group.initial.rebalance.delay.ms", "INT", 3000, "Initial rebalance delay."),
+    ConfigDef("group.min.session.timeout.ms", "INT", 6000, "Smallest session timeout."),
+    ConfigDef("group.max.session.timeout.ms", "INT", 1800000, "Largest session timeout."),
+    ConfigDef("delete.records.purgatory.purge.interval.requests", "INT", 1, "DeleteRecords purgatory purge interval."),
+    ConfigDef("fetch.purgatory.purge.interval.requests", "INT", 1000, "Fetch purgatory purge interval."),
+    ConfigDef("producer.purgatory.purge.interval.requests", "INT", 1000, "Produce purgatory purge interval."),
+    ConfigDef("transactional.id.expiration.ms", "INT", 604800000, "Producer id expiration."),
+    ConfigDef("producer.id.expiration.ms", "INT", 86400000, "Idle producer state expiration."),
+]
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One listener: ``PLAINTEXT://host:port``."""
+
+    listener_name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, uri: str) -> Endpoint:
+        name, sep, rest = uri.partition("://")
+        if not sep:
+            raise ConfigError(f"listener {uri!r} is not of the form NAME://HOST:PORT")
+        host, colon, port = rest.rpartition(":")
+        if not colon or not port.isdigit():
+            raise ConfigError(f"listener {uri!r} has no port")
+        host = host.strip("[]") or "0.0.0.0"
+        return cls(name.upper(), host, int(port))
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Read a Java-style .properties file (``key=value``, ``#`` comments, ``\\`` continuations)."""
+    props: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        pending = ""
+        for raw_line in f:
+            line = raw_line.rstrip("\n")
+            if not pending and line.lstrip().startswith(("#", "!")):
+                continue
+            if line.endswith("\\"):
+                pending += line[:-1].lstrip()
+                continue
+            line = (pending + line.lstrip()).strip()
+            pending = ""
+            if not line:
+                continue
+            key, _, value = line.partition("=")
+            if "=" not in line and ":" in line:
+                key, _, value = line.partition(":")
+            props[key.strip()] = value.strip()
+    return props
+
+
+class BrokerConfig:
+    """Resolved broker configuration. Unknown keys are kept (and reported) but not used."""
+
+    def __init__(self, props: Mapping[str, str] | None = None) -> None:
+        self.originals: dict[str, str] = dict(props or {})
+        self.unknown: list[str] = []
+        self._values: dict[str, Any] = {}
+        for key, raw in self.originals.items():
+            definition = BROKER_CONFIGS.get(key)
+            if definition is None:
+                self.unknown.append(key)
+                continue
+            self._values[key] = definition.parse(raw)
+
+    @classmethod
+    def load(cls, path: str | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        """Build from an optional properties file plus ``key=value`` overrides (later wins)."""
+        props = read_properties(path) if path else {}
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"override {item!r} is not of the form key=value")
+            props[key.strip()] = value.strip()
+        return cls(props)
+
+    def get(self, name: str) -> Any:
+        if name in self._values:
+            return self._values[name]
+        return BROKER_CONFIGS[name].default
+
+    def is_set(self, name: str) -> bool:
+        return name in self._values
+
+    # --- derived values, resolved as Kafka resolves them -----------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self.get("node.id")
+
+    @property
+    def log_dirs(self) -> list[str]:
+        dirs = self.get("log.dirs") or [self.get("log.dir")]
+        return [os.path.abspath(d) for d in dirs]
+
+    @property
+    def listeners(self) -> list[Endpoint]:
+        return [Endpoint.parse(u) for u in self.get("listeners")]
+
+    @property
+    def advertised_listeners(self) -> list[Endpoint]:
+        uris = self.get("advertised.listeners")
+        return [Endpoint.parse(u) for u in uris] if uris else self.listeners
+
+    @property
+    def retention_ms(self) -> int:
+        if self.is_set("log.retention.ms"):
+            return self.get("log.retention.ms")
+        if self.is_set("log.retention.minutes"):
+            return self.get("log.retention.minutes") * 60_000
+        return self.get("log.retention.hours") * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        if self.is_set("log.roll.ms"):
+            return self.get("log.roll.ms")
+        return self.get("log.roll.hours") * 3_600_000
+
+    @property
+    def flush_interval_ms(self) -> int:
+        if self.is_set("log.flush.interval.ms"):
+            return self.get("log.flush.interval.ms")
+        return self.get("log.flush.scheduler.interval.ms")
+
+    def topic_default(self, topic_config: str) -> Any:
+        """The broker-level default of a topic config (Kafka's synonym resolution)."""
+        definition = TOPIC_CONFIGS[topic_config]
+        if definition.synonym == "log.retention.ms":
+            return self.retention_ms
+        if definition.synonym == "log.roll.ms":
+            return self.roll_ms
+        if definition.synonym == "log.flush.interval.ms":
+            return self.flush_interval_ms
+        if definition.synonym is not None and definition.synonym in BROKER_CONFIGS:
+            return self.get(definition.synonym)
+        return definition.default
+
+    def topic_default_source(self, topic_config: str) -> tuple[str | None, bool]:
+        """(broker synonym, whether it was set explicitly) for DescribeConfigs sources."""
+        synonym = TOPIC_CONFIGS[topic_config].synonym
+        if synonym is None:
+            return None, False
+        explicit = self.is_set(synonym)
+        if synonym == "log.retention.ms":
+            explicit = explicit or self.is_set("log.retention.minutes") or self.is_set("log.retention.hours")
+        if synonym == "log.roll.ms":
+            explicit = explicit or self.is_set("log.roll.hours")
+        return synonym, explicit
+
+    def log_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
+        return LogConfig(overrides or {}, self.topic_default)
+
+    def new_cluster_id(self) -> str:
+        configured = self.get("cluster.id")
+        if configured:
+            return configured
+        import base64
+
+        return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()

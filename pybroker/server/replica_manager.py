@@ -1,0 +1,321 @@
+"""The replica manager: hosted partitions, appends, reads, and the delayed operations on them.
+
+Owns the map of partitions this broker hosts, applying metadata (become leader, stop hosting),
+appending produce record sets to leaders (with Kafka's per-partition error mapping), reading for
+fetches (consumer or follower view), and the purgatories for delayed produce and delayed fetch.
+Handlers in ``server/apis`` translate wire messages to and from these calls; this module never
+sees wire classes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from pybroker import _native
+from pybroker.controller.metadata import ClusterMetadata, topic_id_to_string
+from pybroker.log.log import InvalidRecordError, OffsetOutOfRangeError
+from pybroker.log.log_manager import LogManager
+from pybroker.log.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError
+from pybroker.protocol.errors import ErrorCode
+from pybroker.server.partition import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderError,
+    Partition,
+    UnknownLeaderEpochError,
+)
+from pybroker.server.purgatory import DelayedOperation, Purgatory
+from pybroker.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+_APPEND_ERRORS: dict[type[BaseException], ErrorCode] = {
+    _native.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
+    _native.RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
+    InvalidRecordError: ErrorCode.INVALID_RECORD,
+    OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
+    NotEnoughReplicasError: ErrorCode.NOT_ENOUGH_REPLICAS,
+    NotLeaderError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+}
+
+_READ_ERRORS: dict[type[BaseException], ErrorCode] = {
+    OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
+    NotLeaderError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    FencedLeaderEpochError: ErrorCode.FENCED_LEADER_EPOCH,
+    UnknownLeaderEpochError: ErrorCode.UNKNOWN_LEADER_EPOCH,
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class PartitionAppendResult:
+    error: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    required_offset: int = -1  # acks=all: the high watermark this append waits for
+
+
+@dataclass
+class FetchPartitionRequest:
+    topic_partition: TopicPartition
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1  # a follower's, reported in its fetch
+
+
+@dataclass
+class FetchPartitionResult:
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+
+
+class DelayedProduce(DelayedOperation):
+    """acks=all: waits until every appended partition's high watermark covers its records."""
+
+    def __init__(
+        self,
+        timeout_ms: int,
+        results: dict[TopicPartition, PartitionAppendResult],
+        partitions: Callable[[TopicPartition], Partition | None],
+        future: asyncio.Future[dict[TopicPartition, PartitionAppendResult]],
+    ) -> None:
+        super().__init__(timeout_ms)
+        self.results = results
+        self._partitions = partitions
+        self._future = future
+
+    def _pending(self) -> list[TopicPartition]:
+        return [tp for tp, r in self.results.items() if r.error == ErrorCode.NONE and r.required_offset >= 0]
+
+    def try_complete(self) -> bool:
+        for tp in self._pending():
+            partition = self._partitions(tp)
+            if partition is None or not partition.is_leader:
+                self.results[tp].error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                self.results[tp].required_offset = -1
+            elif partition.high_watermark >= self.results[tp].required_offset:
+                self.results[tp].required_offset = -1
+        if self._pending():
+            return False
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        for tp in self._pending():
+            self.results[tp].error = ErrorCode.REQUEST_TIMED_OUT
+        if not self._future.done():
+            self._future.set_result(self.results)
+
+
+class DelayedFetch(DelayedOperation):
+    """A long poll: waits until ``min_bytes`` are readable or ``max_wait_ms`` passes."""
+
+    def __init__(
+        self,
+        max_wait_ms: int,
+        min_bytes: int,
+        read: Callable[[], tuple[dict[TopicPartition, FetchPartitionResult], int, bool]],
+        future: asyncio.Future[dict[TopicPartition, FetchPartitionResult]],
+    ) -> None:
+        super().__init__(max_wait_ms)
+        self._min_bytes = min_bytes
+        self._read = read
+        self._future = future
+        self._result: dict[TopicPartition, FetchPartitionResult] | None = None
+
+    def try_complete(self) -> bool:
+        results, total, errors = self._read()
+        if total >= self._min_bytes or errors:
+            self._result = results
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        if self._result is None:
+            self._result = self._read()[0]
+        if not self._future.done():
+            self._future.set_result(self._result)
+
+
+class ReplicaManager:
+    """The partitions hosted by this broker and the operations on them."""
+
+    def __init__(self, broker_id: int, log_manager: LogManager, metadata: ClusterMetadata) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.metadata = metadata
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.produce_purgatory = Purgatory("Produce")
+        self.fetch_purgatory = Purgatory("Fetch")
+        self.delete_records_purgatory = Purgatory("DeleteRecords")
+
+    # --- metadata ------------------------------------------------------------------------------
+
+    def apply_topic(self, name: str) -> None:
+        """Host (and lead) every partition of ``name`` assigned to this broker."""
+        topic = self.metadata.topic(name)
+        if topic is None:
+            return
+        topic_id = topic_id_to_string(topic.topic_id)
+        for index, assignment in enumerate(topic.partitions):
+            if self.broker_id not in assignment.replicas:
+                continue
+            tp = TopicPartition(name, index)
+            partition = self.partitions.get(tp)
+            if partition is None:
+                partition_log = self.log_manager.get_or_create_log(tp, topic_id)
+                partition = Partition(tp, topic_id, self.broker_id, partition_log)
+                self.partitions[tp] = partition
+            if assignment.leader == self.broker_id:
+                partition.make_leader(assignment.leader_epoch, assignment.replicas, assignment.isr, now_ms())
+
+    def remove_topic(self, name: str, num_partitions: int) -> None:
+        for index in range(num_partitions):
+            tp = TopicPartition(name, index)
+            self.partitions.pop(tp, None)
+            for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
+                purgatory.check_and_complete(tp)
+            self.log_manager.delete_log(tp)
+
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    # --- produce -------------------------------------------------------------------------------
+
+    def append_records(
+        self, required_acks: int, timeout_ms: int, entries: Iterable[tuple[TopicPartition, memoryview | None]],
+        internal_topics_allowed: bool = False,
+    ) -> dict[TopicPartition, PartitionAppendResult] | asyncio.Future[dict[TopicPartition, PartitionAppendResult]]:
+        """Append to leaders; returns results now, or a future when acks=all must wait."""
+        results: dict[TopicPartition, PartitionAppendResult] = {}
+        timestamp = now_ms()
+        for tp, records in entries:
+            results[tp] = result = self._append_one(tp, records, required_acks, timestamp, internal_topics_allowed)
+            if result.error == ErrorCode.NONE:
+                self.fetch_purgatory.check_and_complete(tp)
+        if required_acks != -1 or not any(r.required_offset >= 0 for r in results.values()):
+            return results
+        future: asyncio.Future[dict[TopicPartition, PartitionAppendResult]] = asyncio.get_running_loop().create_future()
+        operation = DelayedProduce(timeout_ms, results, self.partitions.get, future)
+        self.produce_purgatory.try_complete_else_watch(operation, list(results))
+        return future
+
+    def _append_one(
+        self, tp: TopicPartition, records: memoryview | None, required_acks: int, timestamp: int,
+        internal_topics_allowed: bool,
+    ) -> PartitionAppendResult:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            known = self.metadata.partition(tp.topic, tp.partition) is not None
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return PartitionAppendResult(error)
+        topic = self.metadata.topic(tp.topic)
+        if topic is not None and topic.is_internal and not internal_topics_allowed:
+            return PartitionAppendResult(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp.topic}"
+            )
+        if records is None or len(records) == 0:
+            return PartitionAppendResult(ErrorCode.INVALID_RECORD, "Produce request has no record batch")
+        try:
+            info = partition.append_records_to_leader(records, required_acks, timestamp)
+        except tuple(_APPEND_ERRORS) as e:
+            code = next(c for t, c in _APPEND_ERRORS.items() if isinstance(e, t))
+            log.debug("Append to %s failed: %s", tp, e)
+            return PartitionAppendResult(code, str(e))
+        except OSError as e:
+            log.error("Append to %s failed with a storage error: %s", tp, e)
+            return PartitionAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
+        if not info.duplicate:
+            self.log_manager.maybe_flush_after_append(partition.log)
+        required = info.last_offset + 1 if required_acks == -1 else -1
+        if required >= 0 and partition.high_watermark >= required:
+            required = -1
+        return PartitionAppendResult(
+            base_offset=info.first_offset,
+            log_append_time=info.log_append_time,
+            log_start_offset=partition.log.log_start_offset,
+            required_offset=required,
+        )
+
+    def on_high_watermark_advanced(self, tp: TopicPartition) -> None:
+        for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
+            purgatory.check_and_complete(tp)
+
+    # --- fetch ---------------------------------------------------------------------------------
+
+    def read_from_local_log(
+        self, replica_id: int, requests: list[FetchPartitionRequest], max_bytes: int
+    ) -> tuple[dict[TopicPartition, FetchPartitionResult], int, bool]:
+        """Read every requested partition; returns (results, bytes read, whether any failed)."""
+        results: dict[TopicPartition, FetchPartitionResult] = {}
+        remaining = max_bytes
+        total = 0
+        errors = False
+        min_one = True
+        for request in requests:
+            tp = request.topic_partition
+            partition = self.partitions.get(tp)
+            if partition is None:
+                known = self.metadata.partition(tp.topic, tp.partition) is not None
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                results[tp] = FetchPartitionResult(code)
+                errors = True
+                continue
+            try:
+                partition_log = partition.require_leader()
+                partition.check_leader_epoch(request.current_leader_epoch)
+                max_offset = partition_log.log_end_offset if replica_id >= 0 else partition_log.high_watermark
+                limit = min(request.max_bytes, remaining)
+                data = partition_log.read(request.fetch_offset, limit, max_offset, min_one) if limit > 0 or min_one else b""
+            except tuple(_READ_ERRORS) as e:
+                code = next(c for t, c in _READ_ERRORS.items() if isinstance(e, t))
+                results[tp] = FetchPartitionResult(code)
+                errors = True
+                continue
+            except OSError as e:
+                log.error("Read from %s failed with a storage error: %s", tp, e)
+                results[tp] = FetchPartitionResult(ErrorCode.KAFKA_STORAGE_ERROR)
+                errors = True
+                continue
+            if data:
+                min_one = False
+                remaining -= len(data)
+                total += len(data)
+            hw = partition_log.high_watermark
+            results[tp] = FetchPartitionResult(
+                high_watermark=hw, last_stable_offset=hw,
+                log_start_offset=partition_log.log_start_offset, records=data,
+            )
+        return results, total, errors
+
+    def fetch_messages(
+        self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+        requests: list[FetchPartitionRequest],
+    ) -> dict[TopicPartition, FetchPartitionResult] | asyncio.Future[dict[TopicPartition, FetchPartitionResult]]:
+        """Read now if enough is there (or no waiting is wanted), else long-poll in the purgatory."""
+        results, total, errors = self.read_from_local_log(replica_id, requests, max_bytes)
+        if max_wait_ms <= 0 or not requests or total >= min_bytes or errors:
+            return results
+        future: asyncio.Future[dict[TopicPartition, FetchPartitionResult]] = asyncio.get_running_loop().create_future()
+        operation = DelayedFetch(
+            max_wait_ms, min_bytes, lambda: self.read_from_local_log(replica_id, requests, max_bytes), future
+        )
+        self.fetch_purgatory.try_complete_else_watch(operation, [r.topic_partition for r in requests])
+        return future
+
+    def shutdown(self) -> None:
+        for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
+            purgatory.shutdown()

@@ -1,0 +1,31 @@
+//! `pybroker._native`: the Rust storage hot path of pybroker.
+//!
+//! Everything that touches record bytes lives here: batch validation (`batch`), CRC-32C
+//! (`crc32c`), record decoding for timestamp lookups (`records`), the sparse indexes
+//! (`offset_index`, `time_index`, over `index_file`), segments (`segment`) and their recovery
+//! (`recovery`). These modules are plain Rust with no Python types; `python` holds the PyO3
+//! bindings, and this file only declares the modules and the `#[pymodule]` entry point.
+
+pub mod batch;
+pub mod crc32c;
+pub mod errors;
+mod index_file;
+pub mod offset_index;
+mod python;
+pub mod records;
+pub mod recovery;
+pub mod segment;
+pub mod time_index;
+
+#[cfg(test)]
+mod segment_tests;
+#[cfg(test)]
+mod test_dir;
+
+use pyo3::prelude::*;
+
+/// The extension module `pybroker._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    python::register(m)
+}

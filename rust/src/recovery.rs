@@ -1,0 +1,71 @@
+//! Segment recovery after an unclean shutdown (Kafka's `LogSegment.recover`).
+//!
+//! The whole `.log` is re-read from position 0 and every batch checked: structure (length,
+//! magic, codec, deltas), size limit, CRC-32C, and offsets that increase and fit the segment.
+//! Both indexes are rebuilt from scratch with the same interval rule as appends. The file is
+//! truncated at the first invalid or partial batch; everything before it is kept. As in Kafka,
+//! recovery ends by trimming the offset index, appending the final time-index entry and trimming
+//! the time index.
+
+use std::sync::Arc;
+
+use crate::batch::{check_crc, BatchHeader, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
+use crate::errors::{IoContext, Result};
+use crate::segment::{LogReader, Segment, SCAN_CHUNK};
+
+impl Segment {
+    /// Rescans and validates the whole log, rebuilding both indexes; truncates at the first
+    /// invalid batch. A batch larger than `max_message_bytes` counts as invalid (pass a bound no
+    /// smaller than any batch the log may legitimately hold). Returns the bytes truncated.
+    pub fn recover(&mut self, max_message_bytes: i64) -> Result<u64> {
+        self.offset_index.reset();
+        self.time_index.reset();
+        self.bytes_since_last_index_entry = 0;
+        self.max_timestamp = NO_TIMESTAMP;
+        self.offset_of_max_timestamp = -1;
+        self.next_offset = self.base_offset;
+        self.first_batch_timestamp = NO_TIMESTAMP;
+        self.generation += 1;
+
+        let log = Arc::clone(&self.log);
+        let path = self.log_path.clone();
+        let file_len = log.metadata().at(&path, "stat")?.len();
+        let mut reader = LogReader::new(&log, &path, file_len, SCAN_CHUNK);
+        let mut pos = 0u64;
+        loop {
+            let Some(header) = reader.slice(pos, RECORD_BATCH_OVERHEAD)?.and_then(BatchHeader::parse) else {
+                break;
+            };
+            if header.check_structure().is_err() || header.size() as i64 > max_message_bytes {
+                break;
+            }
+            let Some(batch) = reader.slice(pos, header.size())? else {
+                break; // torn tail
+            };
+            if check_crc(batch).is_err() {
+                break;
+            }
+            let last_offset = header.last_offset();
+            if header.base_offset < self.next_offset || last_offset - self.base_offset > i32::MAX as i64 {
+                break;
+            }
+            let size = header.size() as u64;
+            self.index_batch(pos, size, last_offset, header.max_timestamp)?;
+            if pos == 0 {
+                self.first_batch_timestamp = header.base_timestamp;
+            }
+            self.next_offset = last_offset + 1;
+            pos += size;
+        }
+        let truncated = file_len - pos;
+        if truncated > 0 {
+            log.set_len(pos).at(&path, "truncate")?;
+        }
+        self.size = pos;
+        self.bytes_since_last_index_entry = 0;
+        self.offset_index.trim_to_valid_size()?;
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true)?;
+        self.time_index.trim_to_valid_size()?;
+        Ok(truncated)
+    }
+}

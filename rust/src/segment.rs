@@ -1,0 +1,717 @@
+//! A log segment: one `.log` file of record batches plus its sparse `.index` and `.timeindex`.
+//!
+//! The segment owns every byte-level operation on its files: appending a record set (offset
+//! assignment and the index-interval rule), reading whole batches by offset, timestamp lookups,
+//! truncation, and (in `recovery.rs`) rebuilding its indexes after an unclean shutdown. It keeps
+//! Kafka's `LogSegment` state: `size`, `next_offset`, `maxTimestampSoFar` and the offset of the
+//! batch holding it, and `bytesSinceLastIndexEntry`. Roll decisions are the caller's: it reads
+//! `size`, `first_batch_timestamp`, `index_is_full` and rolls before appending.
+//!
+//! Files are named after the base offset, zero-padded to 20 digits. The `.log` is written with
+//! plain `write` calls (page cache; `flush` fsyncs) and read with `pread`. Positions inside a
+//! segment are 31-bit, as in Kafka, so a segment never grows past `i32::MAX` bytes.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use crate::batch::{
+    assign_offsets, get_i32, get_i64, AssignedBatch, BatchHeader, BATCH_LENGTH_OFFSET, LOG_OVERHEAD,
+    MIN_BATCH_LENGTH, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
+};
+use crate::errors::{IoContext, Result, StorageError};
+use crate::offset_index::OffsetIndex;
+use crate::records::visit_records;
+use crate::time_index::TimeIndex;
+
+/// Read-ahead used when walking batch headers (lookups, tail scans).
+pub(crate) const HEADER_CHUNK: usize = 16 * 1024;
+/// Read-ahead used when whole batches are needed (timestamp search, listing, recovery).
+pub(crate) const SCAN_CHUNK: usize = 1024 * 1024;
+/// A scratch buffer for read-only appends larger than this is released after use.
+const SCRATCH_KEEP: usize = 8 * 1024 * 1024;
+/// Largest byte position a segment may reach (positions are int32 in the offset index).
+const MAX_SEGMENT_SIZE: u64 = i32::MAX as u64;
+
+/// Summary returned by [`Segment::append`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendResult {
+    /// Offset of the last record appended.
+    pub last_offset: i64,
+    /// Largest `maxTimestamp` among the appended batches (-1 if none).
+    pub max_timestamp: i64,
+    /// Last offset of the first appended batch holding `max_timestamp` (-1 if none).
+    pub offset_of_max_timestamp: i64,
+}
+
+/// Header information of one stored batch, as listed by [`Segment::batches`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub position: u64,
+    pub size: u64,
+    pub partition_leader_epoch: i32,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub is_transactional: bool,
+    pub is_control: bool,
+}
+
+/// What [`Segment::read_plan`] decided to read: `capacity` bytes from `position`, of which the
+/// leading whole batches with `baseOffset < max_offset` are returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadPlan {
+    pub position: u64,
+    pub capacity: usize,
+    pub max_offset: i64,
+}
+
+/// File handles to fsync, detached from the segment so a flush can run without holding it.
+pub struct FlushHandles {
+    files: Vec<(Arc<File>, PathBuf)>,
+}
+
+impl FlushHandles {
+    /// fsyncs (data) the `.log`, `.index` and `.timeindex`. On Linux this also writes back pages
+    /// dirtied through the index mappings (msync(MS_SYNC) is the same operation there).
+    pub fn sync(&self) -> Result<()> {
+        for (file, path) in &self.files {
+            file.sync_data().at(path, "fsync")?;
+        }
+        Ok(())
+    }
+}
+
+/// Outcome of reading the batch header at some position.
+pub(crate) enum HeaderAt {
+    /// A structurally valid header of a batch lying entirely inside the file.
+    Batch(BatchHeader),
+    /// The position is the end of the file.
+    End,
+    /// A partial or malformed batch starts here.
+    Invalid,
+}
+
+/// Positional reader over a `.log` with a read-ahead window, so walking many small batches costs
+/// a few large `pread`s rather than one per header.
+pub(crate) struct LogReader<'a> {
+    file: &'a File,
+    path: &'a Path,
+    end: u64,
+    chunk: usize,
+    buf: Vec<u8>,
+    buf_pos: u64,
+}
+
+impl<'a> LogReader<'a> {
+    pub(crate) fn new(file: &'a File, path: &'a Path, end: u64, chunk: usize) -> Self {
+        LogReader { file, path, end, chunk, buf: Vec::new(), buf_pos: 0 }
+    }
+
+    /// Bytes `[pos, pos + len)`, or `None` when they extend past the end of the file.
+    pub(crate) fn slice(&mut self, pos: u64, len: usize) -> Result<Option<&[u8]>> {
+        let Some(stop) = pos.checked_add(len as u64) else {
+            return Ok(None);
+        };
+        if stop > self.end {
+            return Ok(None);
+        }
+        let cached_end = self.buf_pos + self.buf.len() as u64;
+        if pos < self.buf_pos || stop > cached_end {
+            let want = (len.max(self.chunk) as u64).min(self.end - pos) as usize;
+            self.buf.resize(want, 0);
+            self.file.read_exact_at(&mut self.buf, pos).at(self.path, "read")?;
+            self.buf_pos = pos;
+        }
+        let from = (pos - self.buf_pos) as usize;
+        Ok(Some(&self.buf[from..from + len]))
+    }
+
+    /// The batch header at `pos`, checked for structure and for fitting inside the file.
+    pub(crate) fn header_at(&mut self, pos: u64) -> Result<HeaderAt> {
+        if pos >= self.end {
+            return Ok(HeaderAt::End);
+        }
+        let Some(bytes) = self.slice(pos, RECORD_BATCH_OVERHEAD)? else {
+            return Ok(HeaderAt::Invalid);
+        };
+        let Some(header) = BatchHeader::parse(bytes) else {
+            return Ok(HeaderAt::Invalid);
+        };
+        if header.check_structure().is_err() || pos + header.size() as u64 > self.end {
+            return Ok(HeaderAt::Invalid);
+        }
+        Ok(HeaderAt::Batch(header))
+    }
+}
+
+/// One log segment. Not thread-safe by itself; the Python glue wraps it in a mutex.
+pub struct Segment {
+    pub(crate) base_offset: i64,
+    pub(crate) log_path: PathBuf,
+    pub(crate) log: Arc<File>,
+    pub(crate) size: u64,
+    pub(crate) offset_index: OffsetIndex,
+    pub(crate) time_index: TimeIndex,
+    pub(crate) index_interval_bytes: u64,
+    pub(crate) bytes_since_last_index_entry: u64,
+    pub(crate) next_offset: i64,
+    pub(crate) max_timestamp: i64,
+    pub(crate) offset_of_max_timestamp: i64,
+    pub(crate) first_batch_timestamp: i64,
+    /// Bumped whenever bytes already in the file change (truncation, recovery) so readers that
+    /// planned a read before can detect it.
+    pub(crate) generation: u64,
+    scratch: Vec<u8>,
+    assigned: Vec<AssignedBatch>,
+}
+
+/// `<dir>/<base_offset:020>.<ext>`
+pub fn segment_file(dir: &Path, base_offset: i64, ext: &str) -> PathBuf {
+    dir.join(format!("{base_offset:020}.{ext}"))
+}
+
+impl Segment {
+    /// Opens the segment `<dir>/<base_offset:020>.log` (+ indexes), creating missing files.
+    ///
+    /// For existing files the state is restored: `size` from the file length, the indexes'
+    /// valid entries, `next_offset` by walking batch headers from the last offset-index entry to
+    /// the end, and the max timestamp from the last time-index entry and the walked batches.
+    /// Opening does not verify CRCs; after an unclean shutdown call [`recover`](Self::recover).
+    pub fn open(dir: &Path, base_offset: i64, index_interval_bytes: i64, max_index_size: i64) -> Result<Segment> {
+        if base_offset < 0 {
+            return Err(StorageError::invalid(format!("negative base offset {base_offset}")));
+        }
+        if index_interval_bytes < 0 || max_index_size < 0 {
+            return Err(StorageError::invalid("index_interval_bytes and max_index_size must be >= 0"));
+        }
+        let max_index_size = max_index_size.min(i32::MAX as i64) as usize;
+        let log_path = segment_file(dir, base_offset, "log");
+        let log = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&log_path)
+            .at(&log_path, "open")?;
+        let size = log.metadata().at(&log_path, "stat")?.len();
+        let offset_index = OffsetIndex::open(&segment_file(dir, base_offset, "index"), base_offset, max_index_size)?;
+        let time_index = TimeIndex::open(&segment_file(dir, base_offset, "timeindex"), base_offset, max_index_size)?;
+        let mut segment = Segment {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            size,
+            offset_index,
+            time_index,
+            index_interval_bytes: index_interval_bytes as u64,
+            bytes_since_last_index_entry: 0,
+            next_offset: base_offset,
+            max_timestamp: NO_TIMESTAMP,
+            offset_of_max_timestamp: -1,
+            first_batch_timestamp: NO_TIMESTAMP,
+            generation: 0,
+            scratch: Vec::new(),
+            assigned: Vec::new(),
+        };
+        segment.reload_state()?;
+        Ok(segment)
+    }
+
+    /// Recomputes `next_offset`, the max timestamp and `first_batch_timestamp` from the indexes
+    /// and the batches after the last offset-index entry.
+    pub(crate) fn reload_state(&mut self) -> Result<()> {
+        self.offset_index.sanitize(self.size);
+        let last_entry = self.offset_index.last_entry();
+        let log = Arc::clone(&self.log);
+        let mut reader = LogReader::new(&log, &self.log_path, self.size, HEADER_CHUNK);
+
+        let mut next_offset = if self.offset_index.entries() > 0 { last_entry.offset + 1 } else { self.base_offset };
+        let mut tail_max = (NO_TIMESTAMP, -1i64);
+        let mut pos = last_entry.position as u64;
+        while let HeaderAt::Batch(h) = reader.header_at(pos)? {
+            next_offset = h.last_offset() + 1;
+            if h.max_timestamp > tail_max.0 {
+                tail_max = (h.max_timestamp, h.last_offset());
+            }
+            pos += h.size() as u64;
+        }
+        self.next_offset = next_offset;
+        self.time_index.sanitize(next_offset);
+        let last_time = self.time_index.last_entry();
+        (self.max_timestamp, self.offset_of_max_timestamp) = if self.time_index.entries() > 0 {
+            (last_time.timestamp, last_time.offset)
+        } else {
+            (NO_TIMESTAMP, -1)
+        };
+        if tail_max.0 > self.max_timestamp {
+            (self.max_timestamp, self.offset_of_max_timestamp) = tail_max;
+        }
+        self.first_batch_timestamp = match reader.header_at(0)? {
+            HeaderAt::Batch(h) => h.base_timestamp,
+            _ => NO_TIMESTAMP,
+        };
+        self.bytes_since_last_index_entry = 0;
+        Ok(())
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    /// Bytes in the `.log`.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Offset the next appended record will get (the segment's log end offset).
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+
+    /// Largest batch `maxTimestamp` in the segment, -1 if none.
+    pub fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+
+    /// Last offset of the first batch holding `max_timestamp`, -1 if none.
+    pub fn offset_of_max_timestamp(&self) -> i64 {
+        self.offset_of_max_timestamp
+    }
+
+    /// `baseTimestamp` of the first batch, -1 if the segment is empty.
+    pub fn first_batch_timestamp(&self) -> i64 {
+        self.first_batch_timestamp
+    }
+
+    /// True when either index is full (the caller must roll before appending).
+    pub fn index_is_full(&self) -> bool {
+        self.offset_index.is_full() || self.time_index.is_full()
+    }
+
+    /// Modification time of the `.log`, in milliseconds since the epoch.
+    pub fn last_modified_ms(&self) -> Result<i64> {
+        let modified = self.log.metadata().and_then(|m| m.modified()).at(&self.log_path, "stat")?;
+        Ok(match modified.duration_since(UNIX_EPOCH) {
+            Ok(d) => d.as_millis() as i64,
+            Err(e) => -(e.duration().as_millis() as i64),
+        })
+    }
+
+    /// Path of the `.log`.
+    pub fn path(&self) -> &Path {
+        &self.log_path
+    }
+
+    pub fn offset_index(&self) -> &OffsetIndex {
+        &self.offset_index
+    }
+
+    pub fn time_index(&self) -> &TimeIndex {
+        &self.time_index
+    }
+
+    /// Appends a record set, patching it in place first (see [`assign_offsets`]):
+    /// `first_offset >= 0` assigns offsets from it, `< 0` keeps the buffer's (replicated data);
+    /// `leader_epoch >= 0` stamps the partition leader epoch; `log_append_time_ms >= 0` switches
+    /// the batches to LogAppendTime.
+    ///
+    /// The set must be well formed (the caller validated it). Offsets must not go backwards and
+    /// must stay within `base_offset + i32::MAX`; the segment must stay under 2 GiB.
+    pub fn append(
+        &mut self,
+        records: &mut [u8],
+        first_offset: i64,
+        leader_epoch: i32,
+        log_append_time_ms: i64,
+    ) -> Result<AppendResult> {
+        let mut assigned = std::mem::take(&mut self.assigned);
+        let result = self.append_patched(records, first_offset, leader_epoch, log_append_time_ms, &mut assigned);
+        self.assigned = assigned;
+        result
+    }
+
+    /// Like [`append`](Self::append) for a read-only buffer: the set is copied into a reusable
+    /// scratch buffer and patched there.
+    pub fn append_copy(
+        &mut self,
+        records: &[u8],
+        first_offset: i64,
+        leader_epoch: i32,
+        log_append_time_ms: i64,
+    ) -> Result<AppendResult> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        scratch.extend_from_slice(records);
+        let result = self.append(&mut scratch, first_offset, leader_epoch, log_append_time_ms);
+        if scratch.capacity() > SCRATCH_KEEP {
+            scratch = Vec::new();
+        }
+        self.scratch = scratch;
+        result
+    }
+
+    fn append_patched(
+        &mut self,
+        records: &mut [u8],
+        first_offset: i64,
+        leader_epoch: i32,
+        log_append_time_ms: i64,
+        assigned: &mut Vec<AssignedBatch>,
+    ) -> Result<AppendResult> {
+        if first_offset >= 0 && first_offset < self.next_offset {
+            return Err(StorageError::invalid(format!(
+                "first offset {first_offset} is below the segment's next offset {}",
+                self.next_offset
+            )));
+        }
+        assign_offsets(records, first_offset, leader_epoch, log_append_time_ms, assigned)?;
+        let mut expected = self.next_offset;
+        for b in assigned.iter() {
+            if b.base_offset < expected {
+                return Err(StorageError::invalid(format!(
+                    "batch base offset {} is below the expected offset {expected}",
+                    b.base_offset
+                )));
+            }
+            expected = b.last_offset + 1;
+        }
+        let last_offset = expected - 1;
+        if last_offset - self.base_offset > i32::MAX as i64 {
+            return Err(StorageError::invalid(format!(
+                "offset {last_offset} does not fit segment {} (relative offsets are int32); roll first",
+                self.base_offset
+            )));
+        }
+        let start = self.size;
+        if start + records.len() as u64 > MAX_SEGMENT_SIZE {
+            return Err(StorageError::invalid(format!(
+                "appending {} bytes would grow segment {} past {MAX_SEGMENT_SIZE} bytes; roll first",
+                records.len(),
+                self.base_offset
+            )));
+        }
+        // Grow trimmed indexes before writing so index updates below cannot fail on I/O.
+        self.offset_index.file_mut().ensure_preallocated()?;
+        self.time_index.file_mut().ensure_preallocated()?;
+
+        if let Err(e) = (&*self.log).write_all(records) {
+            // Do not leave a torn batch behind.
+            let _ = self.log.set_len(start);
+            return Err(e).at(&self.log_path, "write");
+        }
+
+        let mut result = AppendResult { last_offset, max_timestamp: NO_TIMESTAMP, offset_of_max_timestamp: -1 };
+        for b in assigned.iter() {
+            if b.max_timestamp > result.max_timestamp {
+                result.max_timestamp = b.max_timestamp;
+                result.offset_of_max_timestamp = b.last_offset;
+            }
+            self.index_batch(start + b.position as u64, b.size as u64, b.last_offset, b.max_timestamp)?;
+        }
+        if start == 0 {
+            if let Some(first) = assigned.first() {
+                self.first_batch_timestamp = first.base_timestamp;
+            }
+        }
+        self.size = start + records.len() as u64;
+        self.next_offset = last_offset + 1;
+        Ok(result)
+    }
+
+    /// Kafka's per-batch index rule (`LogSegment.append`): track the max timestamp, and when more
+    /// than `index_interval_bytes` were appended since the last entry, index this batch (its last
+    /// offset at its position) and the max timestamp so far.
+    pub(crate) fn index_batch(&mut self, position: u64, size: u64, last_offset: i64, max_timestamp: i64) -> Result<()> {
+        if max_timestamp > self.max_timestamp {
+            self.max_timestamp = max_timestamp;
+            self.offset_of_max_timestamp = last_offset;
+        }
+        if self.bytes_since_last_index_entry > self.index_interval_bytes {
+            self.offset_index.append(last_offset, position as u32)?;
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, false)?;
+            self.bytes_since_last_index_entry = 0;
+        }
+        self.bytes_since_last_index_entry += size;
+        Ok(())
+    }
+
+    /// Position and header of the first batch whose last offset is >= `offset`.
+    pub fn translate_offset(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
+        let mut pos = self.offset_index.lookup(offset).position as u64;
+        let mut reader = LogReader::new(&self.log, &self.log_path, self.size, HEADER_CHUNK);
+        while let HeaderAt::Batch(h) = reader.header_at(pos)? {
+            if h.last_offset() >= offset {
+                return Ok(Some((pos, h)));
+            }
+            pos += h.size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Plans a fetch: whole batches starting with the one holding `offset`, none with a base
+    /// offset >= `max_offset`, at most `max_bytes` in total, except that with `min_one_batch` a
+    /// first batch larger than `max_bytes` is returned alone (KIP-74). `None` means nothing.
+    pub fn read_plan(&self, offset: i64, max_bytes: i64, max_offset: i64, min_one_batch: bool) -> Result<Option<ReadPlan>> {
+        if offset >= self.next_offset {
+            return Ok(None);
+        }
+        let Some((position, header)) = self.translate_offset(offset)? else {
+            return Ok(None);
+        };
+        if header.base_offset >= max_offset {
+            return Ok(None);
+        }
+        let max_bytes = max_bytes.max(0) as u64;
+        let first_size = header.size() as u64;
+        let capacity = if first_size > max_bytes {
+            if !min_one_batch {
+                return Ok(None);
+            }
+            first_size
+        } else {
+            max_bytes.min(self.size - position)
+        };
+        Ok(Some(ReadPlan { position, capacity: capacity as usize, max_offset }))
+    }
+
+    /// A handle on the `.log` for reading a [`ReadPlan`] without holding the segment.
+    pub fn log_file(&self) -> Arc<File> {
+        Arc::clone(&self.log)
+    }
+
+    /// Counter of changes to bytes already written (truncation, recovery).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Reads whole batches as [`read_plan`](Self::read_plan) describes.
+    pub fn read(&self, offset: i64, max_bytes: i64, max_offset: i64, min_one_batch: bool) -> Result<Vec<u8>> {
+        let Some(plan) = self.read_plan(offset, max_bytes, max_offset, min_one_batch)? else {
+            return Ok(Vec::new());
+        };
+        let mut buf = vec![0u8; plan.capacity];
+        let n = read_planned(&self.log, &self.log_path, &plan, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// First record with timestamp >= `timestamp` and offset >= `start_offset`, as
+    /// `(offset, timestamp)`. Uses the time index, then the offset index, then scans batches,
+    /// skipping those whose `maxTimestamp` is below the target and decompressing the candidate.
+    pub fn find_offset_by_timestamp(&self, timestamp: i64, start_offset: i64) -> Result<Option<(i64, i64)>> {
+        let indexed = self.time_index.lookup(timestamp);
+        let from = self.offset_index.lookup(indexed.offset.max(start_offset)).position as u64;
+        self.scan_records(from, |h| h.max_timestamp >= timestamp && h.last_offset() >= start_offset, |o, t| {
+            t >= timestamp && o >= start_offset
+        })
+    }
+
+    /// `(offset, timestamp)` of the first record whose timestamp equals the segment's max
+    /// timestamp (ListOffsets MAX_TIMESTAMP), or `None` when the segment has no timestamps.
+    pub fn max_timestamp_record(&self) -> Result<Option<(i64, i64)>> {
+        let max = self.max_timestamp;
+        if max < 0 {
+            return Ok(None);
+        }
+        let target = self.offset_of_max_timestamp;
+        let from = self.offset_index.lookup(target).position as u64;
+        let found = self.scan_records(from, |h| h.max_timestamp == max && h.last_offset() >= target, |_, t| t == max)?;
+        if found.is_some() || from == 0 {
+            return Ok(found);
+        }
+        self.scan_records(0, |h| h.max_timestamp == max, |_, t| t == max)
+    }
+
+    /// Walks batches from `from`; for each batch accepted by `want_batch`, visits its records
+    /// and returns the first `(offset, timestamp)` accepted by `want_record`.
+    fn scan_records(
+        &self,
+        from: u64,
+        want_batch: impl Fn(&BatchHeader) -> bool,
+        mut want_record: impl FnMut(i64, i64) -> bool,
+    ) -> Result<Option<(i64, i64)>> {
+        let mut reader = LogReader::new(&self.log, &self.log_path, self.size, SCAN_CHUNK);
+        let mut pos = from;
+        while let HeaderAt::Batch(h) = reader.header_at(pos)? {
+            let size = h.size();
+            if want_batch(&h) {
+                let Some(batch) = reader.slice(pos, size)? else {
+                    break;
+                };
+                let mut found = None;
+                visit_records(&h, batch, |o, t| {
+                    let hit = want_record(o, t);
+                    if hit {
+                        found = Some((o, t));
+                    }
+                    hit
+                })?;
+                if found.is_some() {
+                    return Ok(found);
+                }
+            }
+            pos += size as u64;
+        }
+        Ok(None)
+    }
+
+    /// Removes every batch whose last offset is >= `offset` (a batch holding `offset` goes
+    /// entirely), and index entries for offsets >= `offset`; recomputes `next_offset` and the max
+    /// timestamp. Returns the number of bytes removed.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<u64> {
+        if offset >= self.next_offset {
+            return Ok(0);
+        }
+        let Some((position, _)) = self.translate_offset(offset)? else {
+            return Ok(0);
+        };
+        let removed = self.size - position;
+        self.offset_index.truncate_to(offset);
+        self.time_index.truncate_to(offset);
+        self.log.set_len(position).at(&self.log_path, "truncate")?;
+        self.size = position;
+        self.generation += 1;
+        self.reload_state()?;
+        Ok(removed)
+    }
+
+    /// Header information of every batch from `start_position` (a batch boundary) to the end
+    /// of the log. Stops quietly at a partial or malformed batch.
+    pub fn batches(&self, start_position: u64) -> Result<Vec<BatchInfo>> {
+        let mut reader = LogReader::new(&self.log, &self.log_path, self.size, SCAN_CHUNK);
+        let mut out = Vec::new();
+        let mut pos = start_position;
+        while let HeaderAt::Batch(h) = reader.header_at(pos)? {
+            let size = h.size() as u64;
+            out.push(BatchInfo {
+                base_offset: h.base_offset,
+                last_offset: h.last_offset(),
+                position: pos,
+                size,
+                partition_leader_epoch: h.partition_leader_epoch,
+                max_timestamp: h.max_timestamp,
+                producer_id: h.producer_id,
+                producer_epoch: h.producer_epoch,
+                base_sequence: h.base_sequence,
+                is_transactional: h.is_transactional(),
+                is_control: h.is_control(),
+            });
+            pos += size;
+        }
+        Ok(out)
+    }
+
+    /// Handles for an fsync of the three files that can run without holding the segment. On
+    /// platforms other than Linux the index mappings are msync'ed here first.
+    pub fn flush_handles(&self) -> Result<FlushHandles> {
+        #[cfg(not(target_os = "linux"))]
+        {
+            self.offset_index.file().msync()?;
+            self.time_index.file().msync()?;
+        }
+        Ok(FlushHandles {
+            files: vec![
+                (Arc::clone(&self.log), self.log_path.clone()),
+                (self.offset_index.file().file(), self.offset_index.path().to_path_buf()),
+                (self.time_index.file().file(), self.time_index.path().to_path_buf()),
+            ],
+        })
+    }
+
+    /// fsyncs the log and both indexes.
+    pub fn flush(&self) -> Result<()> {
+        self.flush_handles()?.sync()
+    }
+
+    /// Called when the segment stops being the active one: appends the final time-index entry
+    /// (max timestamp so far, using the reserved slot) and trims both indexes to their entries.
+    pub fn on_become_inactive(&mut self) -> Result<()> {
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true)?;
+        self.offset_index.trim_to_valid_size()?;
+        self.time_index.trim_to_valid_size()?;
+        Ok(())
+    }
+
+    /// Final time-index entry, trims the indexes, optionally fsyncs, and closes the files.
+    pub fn close(mut self, sync: bool) -> Result<()> {
+        let inactive = self.on_become_inactive();
+        let synced = if sync { self.flush() } else { Ok(()) };
+        self.release();
+        inactive.and(synced)
+    }
+
+    /// The three file paths: `.log`, `.index`, `.timeindex`.
+    pub fn paths(&self) -> [PathBuf; 3] {
+        [self.log_path.clone(), self.offset_index.path().to_path_buf(), self.time_index.path().to_path_buf()]
+    }
+
+    fn release(self) {
+        let Segment { log, offset_index, time_index, .. } = self;
+        offset_index.into_file().close();
+        time_index.into_file().close();
+        drop(log);
+    }
+
+    /// Closes the files (without trimming or syncing) and removes them; missing files are fine.
+    pub fn delete(self) -> Result<()> {
+        let paths = self.paths();
+        self.release();
+        for path in &paths {
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).at(path, "delete"),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the segment (final time entry, trim) and renames each file to `<name><suffix>`,
+    /// e.g. `.deleted`. Missing index files are skipped.
+    pub fn rename_suffix(self, suffix: &str) -> Result<Vec<PathBuf>> {
+        let paths = self.paths();
+        let closed = self.close(false);
+        let mut renamed = Vec::new();
+        for path in &paths {
+            let mut target = path.clone().into_os_string();
+            target.push(suffix);
+            let target = PathBuf::from(target);
+            match std::fs::rename(path, &target) {
+                Ok(()) => renamed.push(target),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && path != &paths[0] => {}
+                Err(e) => return Err(e).at(path, "rename"),
+            }
+        }
+        closed.map(|()| renamed)
+    }
+}
+
+/// Reads `plan.capacity` bytes at `plan.position` into `buf` and returns the length of the
+/// leading whole batches with `baseOffset < plan.max_offset`.
+pub fn read_planned(file: &File, path: &Path, plan: &ReadPlan, buf: &mut [u8]) -> Result<usize> {
+    let buf = &mut buf[..plan.capacity];
+    file.read_exact_at(buf, plan.position).at(path, "read")?;
+    Ok(whole_batches_prefix(buf, plan.max_offset))
+}
+
+/// Length of the longest prefix of `buf` made of whole batches with `baseOffset < max_offset`.
+pub fn whole_batches_prefix(buf: &[u8], max_offset: i64) -> usize {
+    let mut cut = 0usize;
+    while buf.len() - cut >= LOG_OVERHEAD {
+        let length = get_i32(buf, cut + BATCH_LENGTH_OFFSET);
+        if length < MIN_BATCH_LENGTH {
+            break;
+        }
+        let size = length as usize + LOG_OVERHEAD;
+        if size > buf.len() - cut || get_i64(buf, cut) >= max_offset {
+            break;
+        }
+        cut += size;
+    }
+    cut
+}

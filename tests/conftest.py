@@ -1,0 +1,147 @@
+"""Shared test fixtures: real pybroker processes on free loopback ports, and polling helpers.
+
+Every broker a test starts is a separate ``python -m pybroker serve`` process with its own data
+directory; fixtures stop each one by its PID when the test (or module) ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 10.0, interval: float = 0.02, message: str = "") -> object:
+    """Poll ``condition`` until it returns something truthy; fail the test at the deadline."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = condition()
+            if result:
+                return result
+        except Exception as e:  # the condition may raise until the system is ready
+            last_error = e
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message or condition}" + (f" (last error: {last_error})" if last_error else ""))
+
+
+class BrokerProcess:
+    """A pybroker started as a process on 127.0.0.1."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, **overrides: object) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.overrides = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(data_dir),
+            **{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in overrides.items()},
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        args = [sys.executable, "-m", "pybroker", "serve"]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log_file.close()
+
+        def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
+            with socket.socket() as s:
+                s.settimeout(0.5)
+                return s.connect_ex(("127.0.0.1", self.port)) == 0
+
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"broker did not listen on {self.port} within {timeout}s:\n{self.log()}")
+            time.sleep(0.02)
+        return self
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-5000:]
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: a clean shutdown."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"broker did not stop within {timeout}s:\n{self.log()}") from None
+
+    def kill(self) -> None:
+        """SIGKILL: an unclean stop."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self) -> BrokerProcess:
+        self.stop()
+        return self.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@pytest.fixture
+def start_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+    """Start brokers with property overrides; all are stopped at the end of the test."""
+    started: list[BrokerProcess] = []
+
+    def start(name: str = "broker", **overrides: object) -> BrokerProcess:
+        broker = BrokerProcess(tmp_path / name, **overrides)
+        started.append(broker)
+        return broker.start()
+
+    yield start
+    for broker in started:
+        broker.kill()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker shared by a test module (tests use their own topics)."""
+    process = BrokerProcess(tmp_path_factory.mktemp("shared") / "data", **{"num.partitions": 1})
+    process.start()
+    yield process
+    if process.alive:
+        code = process.stop()
+        assert code == 0, f"broker exited with {code}:\n{process.log()}"
+    process.kill()
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to the test."""
+    return "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:80] + f"-{os.getpid()}"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything the tests need and runs the whole suite: Rust checks and unit tests,
+# Python lint, then pytest (unit + integration against real broker processes and real clients).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
+
+if ! command -v kcat >/dev/null 2>&1; then
+  apt-get update -qq
+  apt-get install -y -qq kcat >/dev/null
+fi
+python3 -m pip install -q -e '.[test]'
+
+cargo fmt --check
+cargo clippy --all-targets --quiet -- -D warnings
+cargo test --quiet
+ruff check pybroker tests bench
+
+set +e
+python3 -m pytest "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$status"

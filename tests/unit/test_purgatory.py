@@ -1,0 +1,61 @@
+"""The purgatory: completion by event or by deadline, exactly once."""
+
+import asyncio
+
+from pybroker.server.purgatory import DelayedOperation, Purgatory
+
+
+class WaitFor(DelayedOperation):
+    def __init__(self, delay_ms, state, target):
+        super().__init__(delay_ms)
+        self.state, self.target = state, target
+        self.completions, self.expired = 0, False
+
+    def try_complete(self):
+        return self.state["value"] >= self.target and self.force_complete()
+
+    def on_complete(self):
+        self.completions += 1
+
+    def on_expiration(self):
+        self.expired = True
+
+
+def test_completes_on_event_once():
+    async def run():
+        purgatory = Purgatory("test")
+        state = {"value": 0}
+        op = WaitFor(10_000, state, 2)
+        assert not purgatory.try_complete_else_watch(op, ["a", "b"])
+        assert purgatory.watched("a") == 1 and len(purgatory) == 1
+        state["value"] = 1
+        assert purgatory.check_and_complete("a") == 0
+        state["value"] = 2
+        assert purgatory.check_and_complete("b") == 1
+        assert purgatory.check_and_complete("a") == 0
+        assert op.completions == 1 and not op.expired and len(purgatory) == 0
+
+    asyncio.run(run())
+
+
+def test_completes_immediately_when_satisfied():
+    async def run():
+        op = WaitFor(10_000, {"value": 5}, 2)
+        assert Purgatory("t").try_complete_else_watch(op, ["a"])
+        assert op.completions == 1
+
+    asyncio.run(run())
+
+
+def test_expires_at_deadline():
+    async def run():
+        purgatory = Purgatory("t")
+        op = WaitFor(20, {"value": 0}, 1)
+        purgatory.try_complete_else_watch(op, ["a"])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while not op.is_completed and loop.time() < deadline:
+            await asyncio.sleep(0.005)
+        assert op.completions == 1 and op.expired and purgatory.watched("a") == 0
+
+    asyncio.run(run())
