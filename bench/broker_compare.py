@@ -131,6 +131,15 @@ def kb_to_mb(kb: int) -> float:
     return kb * 1024 / 1e6
 
 
+def system_busy_seconds() -> float:
+    """Busy CPU seconds of the whole machine since boot (/proc/stat, all but idle+iowait)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal [guest guest_nice, already in user/nice]
+    busy = sum(fields[:8]) - fields[3] - fields[4]
+    return busy / CLK_TCK
+
+
 def children_cpu_seconds() -> float:
     """User+sys CPU of reaped children of this process (resource.RUSAGE_CHILDREN)."""
     import resource
@@ -440,6 +449,7 @@ class PhaseResult:
     rc: int | None
     broker_cpu_s: float
     client_cpu_s: float
+    other_cpu_s: float = 0.0  # machine-wide busy CPU minus broker and client: interference
     first_output_s: float | None = None  # consume: time from kcat start to first record
     msgs_per_s: float = 0.0
     msgs_per_s_after_first: float | None = None  # consume: (N-1) / (wall - first_output_s)
@@ -489,6 +499,7 @@ def run_client(
     """
     cpu0 = group_cpu_seconds(broker.pid)
     child0 = children_cpu_seconds()
+    busy0 = system_busy_seconds()
     first: float | None = None
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         t0 = time.perf_counter()
@@ -513,12 +524,15 @@ def run_client(
             if p.stdout is not None:
                 p.stdout.close()
         wall = time.perf_counter() - t0
+    busy1 = system_busy_seconds()
     cpu1 = group_cpu_seconds(broker.pid) if broker.alive() else cpu0
+    client_cpu = children_cpu_seconds() - child0
     res = PhaseResult(
         wall_s=wall,
         rc=rc,
         broker_cpu_s=cpu1 - cpu0,
-        client_cpu_s=children_cpu_seconds() - child0,
+        client_cpu_s=client_cpu,
+        other_cpu_s=busy1 - busy0 - (cpu1 - cpu0) - client_cpu,
         first_output_s=None if first is None else first - t0,
         ok=error is None,
         error=error,
@@ -604,6 +618,7 @@ def run_one(
         bootstrap = f"127.0.0.1:{port}"
         produce_cmd = [tools.kcat, "-P", "-b", bootstrap, "-t", TOPIC, "-p", "0"]
         produce_cmd += [*args.client_prop_args, "-l", str(records_file)]
+        out["produce_command"] = produce_cmd
         out["loadavg_before_produce"] = list(os.getloadavg())
         prod = run_client(
             produce_cmd,
@@ -624,6 +639,7 @@ def run_one(
         consume_cmd = [tools.kcat, "-C", "-b", bootstrap, "-t", TOPIC, "-p", "0"]
         consume_cmd += [*args.client_prop_args, "-o", "beginning", "-e", "-q"]
         consume_cmd += ["-c", str(args.records), "-f", "%S\\n"]
+        out["consume_command"] = consume_cmd
         out["loadavg_before_consume"] = list(os.getloadavg())
         cons = run_client(
             consume_cmd,
@@ -640,8 +656,6 @@ def run_one(
         if err:
             cons.ok = False
             cons.error = (cons.error + "; " if cons.error else "") + err
-        out["produce_command"] = produce_cmd
-        out["consume_command"] = consume_cmd
         out["consume"] = cons.__dict__
         if not cons.ok:
             raise RuntimeError(f"consume failed: {cons.error}")
@@ -852,9 +866,13 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         "## Runs",
         "",
+        "*other CPU s* = machine-wide busy CPU during the produce and consume phases minus the "
+        "broker's and kcat's. It covers the harness itself and anything else running on the "
+        "machine, so a large value means the run was disturbed.",
+        "",
         "| broker | run | load avg (1m) | produce msg/s | produce MB/s | consume msg/s | "
-        "consume MB/s | CPU s/GB | peak RSS MB | idle RSS MB | status |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "consume MB/s | CPU s/GB | peak RSS MB | idle RSS MB | other CPU s | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in result["runs"]:
         if r.get("ok"):
@@ -863,13 +881,14 @@ def render_markdown(result: dict[str, Any]) -> str:
                 f"| {r['broker']} | {r['run']} | {r['loadavg_before'][0]:.2f} | "
                 f"{f['produce_msgs_per_s']:,.0f} | {f['produce_mb_per_s']:,.1f} | "
                 f"{f['consume_msgs_per_s']:,.0f} | {f['consume_mb_per_s']:,.1f} | "
-                f"{f['cpu_s_per_gb']:.2f} | {f['peak_rss_mb']:,.1f} | {f['idle_rss_mb']:.1f} | ok |"
+                f"{f['cpu_s_per_gb']:.2f} | {f['peak_rss_mb']:,.1f} | {f['idle_rss_mb']:.1f} | "
+                f"{other_cpu(r):.2f} | ok |"
             )
         else:
             err = str(r.get("error", "?")).replace("|", "/")[:160]
             lines.append(
                 f"| {r['broker']} | {r['run']} | {r['loadavg_before'][0]:.2f} | "
-                f"— | — | — | — | — | — | — | FAILED: {err} |"
+                f"— | — | — | — | — | — | — | — | FAILED: {err} |"
             )
     lines += [
         "",
@@ -877,6 +896,11 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def other_cpu(run: dict[str, Any]) -> float:
+    """CPU seconds used by everything but the broker and kcat during both phases."""
+    return float(run["produce"].get("other_cpu_s", 0.0) + run["consume"].get("other_cpu_s", 0.0))
 
 
 def fmt_load(load: list[float]) -> str:
@@ -1140,7 +1164,7 @@ def one_line(r: dict[str, Any]) -> str:
         f"produce {f['produce_msgs_per_s']:,.0f} msg/s {f['produce_mb_per_s']:.1f} MB/s, "
         f"consume {f['consume_msgs_per_s']:,.0f} msg/s {f['consume_mb_per_s']:.1f} MB/s, "
         f"CPU {f['cpu_s_per_gb']:.2f} s/GB, peak RSS {f['peak_rss_mb']:.1f} MB, "
-        f"idle RSS {f['idle_rss_mb']:.1f} MB"
+        f"idle RSS {f['idle_rss_mb']:.1f} MB, other CPU {other_cpu(r):.2f} s"
     )
 
 

@@ -118,18 +118,22 @@ def _pack_fixed_array(code: str, values: list[Any]) -> bytes:
     return _array_struct(code, len(values)).pack(*values)
 
 
+# Per element type, ready packers/unpackers for arrays of 0..15 elements (the common sizes:
+# replica lists, partition indexes), so small arrays cost one tuple index and one struct call.
+_SMALL = 16
+_SMALL_PACK = {
+    code: tuple(struct.Struct(f">{n}{code}").pack for n in range(_SMALL)) for code in "bhHiqd?"
+}
+_SMALL_UNPACK = {
+    code: tuple(struct.Struct(f">{n}{code}").unpack_from for n in range(_SMALL))
+    for code in "bhHiqd?"
+}
+
 _UUID_STRUCT = struct.Struct(">16s")
 
 
 def _read_uuid(buf: memoryview, pos: int) -> uuid.UUID:
-    raw = _UUID_STRUCT.unpack_from(buf, pos)[0]
-    if raw == b"\x00" * 16:
-        return ZERO_UUID
-    return uuid.UUID(bytes=raw)
-
-
-def _uuid_bytes(value: uuid.UUID) -> bytes:
-    return value.bytes
+    return _uuid_from_bytes(_UUID_STRUCT.unpack_from(buf, pos)[0])
 
 
 def _truncated(pos: int, need: int, have: int) -> MalformedRequestError:
@@ -162,6 +166,7 @@ _BASE_NAMESPACE: dict[str, Any] = {
     "_ruuid": _read_uuid,
     "_uuidb": _uuid_from_bytes,
     "_toolong": _too_long,
+    "_pack_BB": struct.Struct(">BB").pack,
     "_new": object.__new__,
     "_mv": memoryview,
     "_trunc": _truncated,
@@ -214,16 +219,19 @@ class _Gen:
         return name
 
     def struct_const(self, fmt: str, op: str) -> str:
-        s = struct.Struct(">" + fmt)
-        return self.const(getattr(s, op), f"_{op}_{fmt.replace('?', 'B_')}_")
+        """The name of a bound ``pack``/``unpack_from`` of ``struct.Struct(">" + fmt)``."""
+        key = ("struct", f"{op}:{fmt}")
+        hit = self._consts.get(key)
+        if hit is None:
+            hit = f"_{op}_{fmt.replace('?', 'B_')}_{len(self.ns)}"
+            self.ns[hit] = getattr(struct.Struct(">" + fmt), op)
+            self._consts[key] = hit
+        return hit
 
     def class_of(self, st: Struct) -> type:
         if st is self.msg.struct:
             return self.cls
         return self.cls._structs[st.name]  # type: ignore[attr-defined]
-
-    def fields_in_version(self, st: Struct) -> list[Field]:
-        return [f for f in st.fields if f.present_in(self.version)]
 
 
 def _default_expr(g: _Gen, f: Field) -> str:
@@ -305,13 +313,26 @@ def _flush_decode_run(g: _Gen, run: list[tuple[str, str]], converts: list[str]) 
         g.emit(line)
 
 
-def _gen_read_length(g: _Gen, var: str, code: str) -> None:
-    """Read a length into ``var``: classic int16/int32 (``code`` 'h'/'i') or compact (N+1)."""
+def _gen_read_length(g: _Gen, var: str, code: str, large: bool = False) -> None:
+    """Read a length into ``var``: classic int16/int32 (``code`` 'h'/'i') or compact (N+1).
+
+    ``large``: the length is usually above 127 (records, bytes), so decode two-byte varints
+    inline instead of calling the general varint reader.
+    """
     if g.flexible:
         g.emit(f"{var} = buf[pos]")
-        g.emit("pos += 1")
-        g.emit(f"if {var} > 127:")
-        g.emit(f"    {var}, pos = _uv(buf, pos - 1)")
+        if large:
+            g.emit(f"if {var} < 128:")
+            g.emit("    pos += 1")
+            g.emit("elif buf[pos + 1] < 128:")
+            g.emit(f"    {var} = ({var} & 127) | (buf[pos + 1] << 7)")
+            g.emit("    pos += 2")
+            g.emit("else:")
+            g.emit(f"    {var}, pos = _uv(buf, pos)")
+        else:
+            g.emit("pos += 1")
+            g.emit(f"if {var} > 127:")
+            g.emit(f"    {var}, pos = _uv(buf, pos - 1)")
         g.emit(f"{var} -= 1")
     else:
         unpack = g.struct_const(code, "unpack_from")
@@ -342,7 +363,7 @@ def _gen_decode_field(g: _Gen, f: Field, dest: str, length_var: str | None = Non
     n = length_var
     if n is None:
         n = g.tmp("n")
-        _gen_read_length(g, n, _length_code(f))
+        _gen_read_length(g, n, _length_code(f), large=t in ("bytes", "records"))
     g.emit(f"if {n} < 0:")
     if f.nullable_in(g.version):
         g.emit(f"    {dest} = None")
@@ -376,7 +397,11 @@ def _gen_decode_array_body(g: _Gen, f: Field, dest: str, n: str) -> None:
     if et in FIXED_WIDTH:
         code = FIXED_WIDTH[et]
         size = struct.calcsize(">" + code)
-        g.emit(f"{dest} = _rfa({code!r}, buf, pos, {n})")
+        small = g.const(_SMALL_UNPACK[code], "_su")
+        g.emit(f"if {n} < {_SMALL}:")
+        g.emit(f"    {dest} = list({small}[{n}](buf, pos))")
+        g.emit("else:")
+        g.emit(f"    {dest} = _rfa({code!r}, buf, pos, {n})")
         g.emit(f"pos += {n} * {size}")
     else:
         lst = g.tmp("l")
@@ -543,7 +568,14 @@ def _gen_encode_finish(g: _Gen, f: Field, val: str, out: str) -> None:
 def _gen_encode_array_items(g: _Gen, f: Field, val: str, out: str) -> None:
     et = f.element_type
     if et in FIXED_WIDTH:
-        g.emit(f"{out} += _pfa({FIXED_WIDTH[et]!r}, {val})")
+        code = FIXED_WIDTH[et]
+        small = g.const(_SMALL_PACK[code], "_sp")
+        count = g.tmp("k")
+        g.emit(f"{count} = len({val})")
+        g.emit(f"if {count} < {_SMALL}:")
+        g.emit(f"    {out} += {small}[{count}](*{val})")
+        g.emit("else:")
+        g.emit(f"    {out} += _pfa({code!r}, {val})")
         return
     item = g.tmp("x")
     g.emit(f"for {item} in {val}:")
@@ -560,6 +592,8 @@ def _gen_write_compact_length(g: _Gen, expr: str, out: str) -> None:
     g.emit(f"{n} = {expr} + 1")
     g.emit(f"if {n} < 128:")
     g.emit(f"    {out}.append({n})")
+    g.emit(f"elif {n} < 16384:")
+    g.emit(f"    {out} += _pack_BB(({n} & 127) | 128, {n} >> 7)")
     g.emit("else:")
     g.emit(f"    {out} += _uvb({n})")
 
@@ -687,13 +721,41 @@ def generated_source(api_key: int, api_version: int, kind: str, direction: str) 
 
 # --------------------------------------------------------------------------------------------
 # caches and lookup
+#
+# Keys are ``api_key * 65536 + api_version`` (unique for any pair of int16s): one int hash per
+# call instead of a tuple. Header versions are precomputed for every supported pair.
 
-_CACHE: dict[tuple[str, str, int, int], Callable[..., Any]] = {}
+
+def _k(api_key: int, api_version: int) -> int:
+    return api_key * 65536 + api_version
+
+
+_REQUEST_HEADER_VERSION: dict[int, int] = {}
+_RESPONSE_HEADER_VERSION: dict[int, int] = {}
+for _key, _msg in REQUESTS.items():
+    for _v in _msg.versions():
+        _REQUEST_HEADER_VERSION[_k(_key, _v)] = 2 if _msg.is_flexible(_v) else 1
+        _RESPONSE_HEADER_VERSION[_k(_key, _v)] = (
+            1 if _msg.is_flexible(_v) and _key != API_VERSIONS_KEY else 0
+        )
+del _key, _msg, _v
+
+_DECODE_REQUEST: dict[int, Callable[..., Any]] = {}
+_ENCODE_REQUEST: dict[int, Callable[..., Any]] = {}
+_DECODE_RESPONSE: dict[int, Callable[..., Any]] = {}
+_ENCODE_RESPONSE: dict[int, Callable[..., Any]] = {}
+_CACHES = {
+    ("request", "decode"): _DECODE_REQUEST,
+    ("request", "encode"): _ENCODE_REQUEST,
+    ("response", "decode"): _DECODE_RESPONSE,
+    ("response", "encode"): _ENCODE_RESPONSE,
+}
 
 
 def _function(kind: str, direction: str, api_key: int, api_version: int) -> Callable[..., Any]:
-    key = (kind, direction, api_key, api_version)
-    fn = _CACHE.get(key)
+    """The compiled function for (kind, direction, api, version), compiling it on first use."""
+    cache = _CACHES[(kind, direction)]
+    fn = cache.get(_k(api_key, api_version))
     if fn is not None:
         return fn
     specs = REQUESTS if kind == "request" else RESPONSES
@@ -703,7 +765,7 @@ def _function(kind: str, direction: str, api_key: int, api_version: int) -> Call
         raise UnsupportedVersionError(f"no spec for api key {api_key} version {api_version}")
     compile_fn = _compile_decoder if direction == "decode" else _compile_encoder
     fn = compile_fn(msg, api_version, classes[api_key])
-    _CACHE[key] = fn
+    cache[_k(api_key, api_version)] = fn
     return fn
 
 
@@ -730,46 +792,29 @@ def request_header_version(api_key: int, api_version: int) -> int | None:
     """2 for flexible versions, 1 otherwise (0 for ControlledShutdown v0); None if unknown."""
     if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
         return 0
-    msg = REQUESTS.get(api_key)
-    if msg is None or api_version not in msg.valid_versions:
-        return None
-    return 2 if msg.is_flexible(api_version) else 1
+    return _REQUEST_HEADER_VERSION.get(_k(api_key, api_version))
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
     """1 for flexible versions, else 0; ApiVersions responses always use header v0."""
-    if api_key == API_VERSIONS_KEY:
-        return 0
-    msg = RESPONSES.get(api_key)
-    if msg is None:
-        raise UnsupportedVersionError(f"no spec for api key {api_key}")
-    return 1 if msg.is_flexible(api_version) else 0
+    hv = _RESPONSE_HEADER_VERSION.get(_k(api_key, api_version))
+    if hv is None:
+        raise UnsupportedVersionError(f"no spec for api key {api_key} version {api_version}")
+    return hv
 
 
 # --------------------------------------------------------------------------------------------
 # public entry points
 
-_HEADER_FIXED = struct.Struct(">hhi")
-_unpack_h = struct.Struct(">h").unpack_from
-_pack_h = struct.Struct(">h").pack
+_unpack_header = struct.Struct(">hhih").unpack_from
+_unpack_hhi = struct.Struct(">hhi").unpack_from
 _unpack_i = struct.Struct(">i").unpack_from
+_pack_hhih = struct.Struct(">hhih").pack
 _pack_ii = struct.Struct(">ii").pack
+_pack_hhh = struct.Struct(">hhh").pack
+_pack_hi = struct.Struct(">hi").pack
 _pack_into_i = struct.Struct(">i").pack_into
-
-
-def _as_view(buf: Any) -> memoryview:
-    return buf if type(buf) is memoryview else memoryview(buf)
-
-
-def _read_client_id(buf: memoryview, pos: int) -> tuple[str | None, int]:
-    (n,) = _unpack_h(buf, pos)
-    pos += 2
-    if n < 0:
-        return None, pos
-    end = pos + n
-    if end > len(buf):
-        raise _truncated(pos, n, len(buf))
-    return buf[pos:end].tobytes().decode(), end
+_new = object.__new__
 
 
 def _skip_tagged(buf: memoryview, pos: int) -> int:
@@ -787,49 +832,64 @@ def decode_request_header(buf: memoryview) -> tuple[RequestHeader, int]:
     """Decode the request header at the start of ``buf`` (a frame without its size prefix).
 
     Returns (header, body_offset). For an API/version the codec has no spec for, only the fixed
-    part is trusted: body_offset is -1 (and client_id is filled in when it happens to parse), so
-    the server can answer ApiVersions with UNSUPPORTED_VERSION or close the connection.
+    part (api_key, api_version, correlation_id) is trusted: body_offset is -1 and client_id is
+    filled in only when it happens to parse, so the server can answer ApiVersions with
+    UNSUPPORTED_VERSION or close the connection.
     """
-    buf = _as_view(buf)
-    try:
-        api_key, api_version, correlation_id = _HEADER_FIXED.unpack_from(buf, 0)
-    except struct.error as exc:
-        raise MalformedRequestError(f"request header needs 8 bytes, got {len(buf)}") from exc
-    hv = request_header_version(api_key, api_version)
-    header = _new_header(api_key, api_version, correlation_id)
+    if type(buf) is not memoryview:
+        buf = memoryview(buf)
+    h = _new(RequestHeader)
+    if len(buf) >= 10:
+        h.api_key, h.api_version, h.correlation_id, n = _unpack_header(buf, 0)
+    elif len(buf) >= 8:
+        h.api_key, h.api_version, h.correlation_id = _unpack_hhi(buf, 0)
+        n = -2  # no room for a client_id length
+    else:
+        raise MalformedRequestError(f"request header needs at least 8 bytes, got {len(buf)}")
+    hv = _REQUEST_HEADER_VERSION.get(h.api_key * 65536 + h.api_version)
     if hv is None:
+        if h.api_key == CONTROLLED_SHUTDOWN_KEY and h.api_version == 0:
+            h.client_id, h.header_version = None, 0
+            return h, -1
+        h.header_version = 2 if h.api_key == API_VERSIONS_KEY and h.api_version >= 3 else 1
+        h.client_id = None
+        if 0 <= n <= len(buf) - 10:
+            try:
+                h.client_id = buf[10 : 10 + n].tobytes().decode()
+            except UnicodeDecodeError:
+                pass
+        return h, -1
+    h.header_version = hv
+    if hv == 0:  # pragma: no cover - ControlledShutdown v0 has no spec here
+        h.client_id = None
+        return h, 8
+    if n < 0:
+        if n != -1:
+            raise MalformedRequestError(f"request header: bad client_id length {n}")
+        h.client_id = None
+        pos = 10
+    else:
+        pos = 10 + n
+        if pos > len(buf):
+            raise MalformedRequestError("request header: client_id runs past the end of the frame")
         try:
-            header.client_id = _read_client_id(buf, 8)[0]
-        except Exception:  # noqa: BLE001 - best effort only
-            header.client_id = None
-        header.header_version = 2 if api_key == API_VERSIONS_KEY and api_version >= 3 else 1
-        return header, -1
-    header.header_version = hv
-    if hv == 0:
-        header.client_id = None
-        return header, 8
-    try:
-        header.client_id, pos = _read_client_id(buf, 8)
-        if hv == 2:
-            pos = _skip_tagged(buf, pos)
-    except MalformedRequestError:
-        raise
-    except Exception as exc:
-        raise MalformedRequestError(f"bad request header: {exc}") from exc
-    return header, pos
-
-
-def _new_header(api_key: int, api_version: int, correlation_id: int) -> RequestHeader:
-    h = object.__new__(RequestHeader)
-    h.api_key = api_key
-    h.api_version = api_version
-    h.correlation_id = correlation_id
-    return h
+            h.client_id = buf[10:pos].tobytes().decode()
+        except UnicodeDecodeError as exc:
+            raise MalformedRequestError(f"request header: client_id is not UTF-8: {exc}") from None
+    if hv == 2:
+        try:
+            if buf[pos] == 0:
+                pos += 1
+            else:
+                pos = _skip_tagged(buf, pos)
+        except IndexError:
+            raise MalformedRequestError("request header: missing tagged fields") from None
+    return h, pos
 
 
 def decode_request(api_key: int, api_version: int, buf: memoryview, offset: int) -> Any:
     """Decode a request body starting at ``offset`` of ``buf``. Trailing bytes are ignored."""
-    fn = _CACHE.get(("request", "decode", api_key, api_version))
+    fn = _DECODE_REQUEST.get(api_key * 65536 + api_version)
     if fn is None:
         fn = _function("request", "decode", api_key, api_version)
     if type(buf) is not memoryview:
@@ -844,20 +904,25 @@ def decode_request(api_key: int, api_version: int, buf: memoryview, offset: int)
         ) from exc
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytearray:
+def encode_response(
+    api_key: int, api_version: int, correlation_id: int, response: Any
+) -> bytearray:
     """A complete response frame: 4-byte size, response header, body."""
-    fn = _CACHE.get(("response", "encode", api_key, api_version))
+    key = api_key * 65536 + api_version
+    fn = _ENCODE_RESPONSE.get(key)
     if fn is None:
         fn = _function("response", "encode", api_key, api_version)
     out = bytearray(_pack_ii(0, correlation_id))
-    if api_key != API_VERSIONS_KEY and RESPONSES[api_key].is_flexible(api_version):
+    if _RESPONSE_HEADER_VERSION[key]:
         out.append(0)
     try:
         fn(response, out)
     except EncodeError:
         raise
     except Exception as exc:
-        raise EncodeError(f"api {api_key} v{api_version}: cannot encode response: {exc!r}") from exc
+        raise EncodeError(
+            f"api {api_key} v{api_version}: cannot encode response: {exc!r}"
+        ) from exc
     _pack_into_i(out, 0, len(out) - 4)
     return out
 
@@ -866,27 +931,27 @@ def encode_request(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, request: Any
 ) -> bytearray:
     """A complete request frame: 4-byte size, request header (v1, or v2 if flexible), body."""
-    fn = _CACHE.get(("request", "encode", api_key, api_version))
+    fn = _ENCODE_REQUEST.get(api_key * 65536 + api_version)
     if fn is None:
         fn = _function("request", "encode", api_key, api_version)
     hv = request_header_version(api_key, api_version)
     out = bytearray(4)
-    out += _HEADER_FIXED.pack(api_key, api_version, correlation_id)
-    if hv != 0:
-        if client_id is None:
-            out += b"\xff\xff"
-        else:
-            raw = client_id.encode()
-            out += _pack_h(len(raw))
-            out += raw
-        if hv == 2:
-            out.append(0)
+    if client_id is None:
+        out += _pack_hhih(api_key, api_version, correlation_id, -1)
+    else:
+        raw = client_id.encode()
+        out += _pack_hhih(api_key, api_version, correlation_id, len(raw))
+        out += raw
+    if hv == 2:
+        out.append(0)
     try:
         fn(request, out)
     except EncodeError:
         raise
     except Exception as exc:
-        raise EncodeError(f"api {api_key} v{api_version}: cannot encode request: {exc!r}") from exc
+        raise EncodeError(
+            f"api {api_key} v{api_version}: cannot encode request: {exc!r}"
+        ) from exc
     _pack_into_i(out, 0, len(out) - 4)
     return out
 
@@ -894,11 +959,12 @@ def encode_request(
 def decode_response(api_key: int, api_version: int, buf: memoryview) -> tuple[int, Any]:
     """Decode a response frame (without its size prefix) → (correlation_id, response)."""
     fn = _function("response", "decode", api_key, api_version)
-    buf = _as_view(buf)
+    if type(buf) is not memoryview:
+        buf = memoryview(buf)
     try:
         (correlation_id,) = _unpack_i(buf, 0)
         pos = 4
-        if response_header_version(api_key, api_version) == 1:
+        if _RESPONSE_HEADER_VERSION[_k(api_key, api_version)] == 1:
             pos = _skip_tagged(buf, pos)
         return correlation_id, fn(buf, pos)[0]
     except MalformedRequestError:
@@ -918,9 +984,8 @@ def encode_api_versions_error_v0(
     parse it, and ``supported`` (api_key, min, max) tells it which version to retry with.
     """
     out = bytearray(_pack_ii(0, correlation_id))
-    out += struct.pack(">hi", UNSUPPORTED_VERSION, len(supported))
+    out += _pack_hi(UNSUPPORTED_VERSION, len(supported))
     for key, lo, hi in supported:
-        out += struct.pack(">hhh", key, lo, hi)
+        out += _pack_hhh(key, lo, hi)
     _pack_into_i(out, 0, len(out) - 4)
     return out
-

@@ -146,7 +146,8 @@ impl BatchHeader {
     /// Offset of the batch's last record.
     #[inline]
     pub fn last_offset(&self) -> i64 {
-        self.base_offset.saturating_add(self.last_offset_delta as i64)
+        self.base_offset
+            .saturating_add(self.last_offset_delta as i64)
     }
 
     /// Compression codec id (attribute bits 0-2).
@@ -295,7 +296,8 @@ pub fn validate_batches(records: &[u8], max_message_bytes: i64) -> Result<Record
             )));
         }
         let batch = &records[pos..pos + size];
-        let header = BatchHeader::parse(batch).ok_or_else(|| StorageError::corrupt("short batch"))?;
+        let header =
+            BatchHeader::parse(batch).ok_or_else(|| StorageError::corrupt("short batch"))?;
         if header.magic != CURRENT_MAGIC {
             return Err(StorageError::corrupt(format!(
                 "unsupported record batch magic {} at position {pos} (only magic 2 is accepted)",
@@ -414,7 +416,8 @@ pub fn assign_offsets(
         }
         if log_append_time_ms >= 0 {
             let attributes = get_i16(batch, ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK;
-            batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attributes.to_be_bytes());
+            batch[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2]
+                .copy_from_slice(&attributes.to_be_bytes());
             put_i64(batch, MAX_TIMESTAMP_OFFSET, log_append_time_ms);
             let crc = crc32c(&batch[ATTRIBUTES_OFFSET..]);
             batch[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
@@ -490,7 +493,9 @@ pub(crate) mod test_support {
     ) -> Vec<u8> {
         let mut b = Vec::with_capacity(RECORD_BATCH_OVERHEAD + payload.len());
         b.extend_from_slice(&base_offset.to_be_bytes());
-        b.extend_from_slice(&((RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + payload.len()) as i32).to_be_bytes());
+        b.extend_from_slice(
+            &((RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + payload.len()) as i32).to_be_bytes(),
+        );
         b.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
         b.push(2);
         b.extend_from_slice(&0u32.to_be_bytes()); // crc placeholder
@@ -513,7 +518,11 @@ pub(crate) mod test_support {
     pub fn simple_batch(n: usize, ts0: i64, value_size: usize) -> Vec<u8> {
         let value = vec![b'v'; value_size];
         let recs: Vec<TestRecord<'_>> = (0..n)
-            .map(|i| TestRecord { timestamp: ts0 + i as i64, key: None, value: &value })
+            .map(|i| TestRecord {
+                timestamp: ts0 + i as i64,
+                key: None,
+                value: &value,
+            })
             .collect();
         batch_of(&recs)
     }
@@ -577,40 +586,58 @@ mod tests {
         let mut b = simple_batch(1, 1, 10);
         let last = b.len() - 1;
         b[last] ^= 0xFF;
-        assert!(matches!(validate_batches(&b, 1 << 20), Err(StorageError::Corrupt(m)) if m.contains("CRC")));
+        assert!(
+            matches!(validate_batches(&b, 1 << 20), Err(StorageError::Corrupt(m)) if m.contains("CRC"))
+        );
     }
 
     #[test]
     fn rejects_bad_magic() {
         let mut b = simple_batch(1, 1, 10);
         b[MAGIC_OFFSET] = 1;
-        assert!(matches!(validate_batches(&b, 1 << 20), Err(StorageError::Corrupt(m)) if m.contains("magic")));
+        assert!(
+            matches!(validate_batches(&b, 1 << 20), Err(StorageError::Corrupt(m)) if m.contains("magic"))
+        );
     }
 
     #[test]
     fn rejects_short_and_partial() {
-        assert!(matches!(validate_batches(&[], 100), Err(StorageError::Corrupt(_))));
+        assert!(matches!(
+            validate_batches(&[], 100),
+            Err(StorageError::Corrupt(_))
+        ));
         let b = simple_batch(2, 1, 10);
         for cut in [5, 12, 40, 61, b.len() - 1] {
             assert!(
-                matches!(validate_batches(&b[..cut], 1 << 20), Err(StorageError::Corrupt(_))),
+                matches!(
+                    validate_batches(&b[..cut], 1 << 20),
+                    Err(StorageError::Corrupt(_))
+                ),
                 "cut {cut}"
             );
         }
         // A complete batch followed by a partial one.
         let mut set = b.clone();
         set.extend_from_slice(&b[..30]);
-        assert!(matches!(validate_batches(&set, 1 << 20), Err(StorageError::Corrupt(_))));
+        assert!(matches!(
+            validate_batches(&set, 1 << 20),
+            Err(StorageError::Corrupt(_))
+        ));
         // batchLength below the minimum.
         let mut small = b.clone();
         put_i32(&mut small, BATCH_LENGTH_OFFSET, 48);
-        assert!(matches!(validate_batches(&small, 1 << 20), Err(StorageError::Corrupt(m)) if m.contains("minimum")));
+        assert!(
+            matches!(validate_batches(&small, 1 << 20), Err(StorageError::Corrupt(m)) if m.contains("minimum"))
+        );
     }
 
     #[test]
     fn rejects_negative_last_offset_delta() {
         let b = build_raw_batch(0, 0, -1, 0, 0, 0, &[]);
-        assert!(matches!(validate_batches(&b, 1 << 20), Err(StorageError::Corrupt(_))));
+        assert!(matches!(
+            validate_batches(&b, 1 << 20),
+            Err(StorageError::Corrupt(_))
+        ));
     }
 
     #[test]
@@ -648,10 +675,29 @@ mod tests {
 
     #[test]
     fn keeps_offsets_when_first_offset_negative() {
-        let mut set = build_raw_batch(40, 0, 1, 1, 2, 2, &encode_records(1, &[
-            TestRecord { timestamp: 1, key: None, value: b"a" },
-            TestRecord { timestamp: 2, key: None, value: b"b" },
-        ]));
+        let mut set = build_raw_batch(
+            40,
+            0,
+            1,
+            1,
+            2,
+            2,
+            &encode_records(
+                1,
+                &[
+                    TestRecord {
+                        timestamp: 1,
+                        key: None,
+                        value: b"a",
+                    },
+                    TestRecord {
+                        timestamp: 2,
+                        key: None,
+                        value: b"b",
+                    },
+                ],
+            ),
+        );
         let mut out = Vec::new();
         assign_offsets(&mut set, -1, -1, -1, &mut out).unwrap();
         assert_eq!((out[0].base_offset, out[0].last_offset), (40, 41));

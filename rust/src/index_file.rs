@@ -113,7 +113,8 @@ impl IndexFile {
             // SAFETY: the mapping is shared with the file; we never shrink the file while this
             // mapping exists (it is dropped first), so no access can fault. Other processes
             // modifying the index concurrently are outside this broker's contract.
-            let mmap = unsafe { MmapOptions::new().len(len).map_mut(&*self.file) }.at(&self.path, "mmap")?;
+            let mmap = unsafe { MmapOptions::new().len(len).map_mut(&*self.file) }
+                .at(&self.path, "mmap")?;
             self.mmap = Some(mmap);
         }
         Ok(())

@@ -65,7 +65,10 @@ impl OffsetIndex {
     }
 
     fn empty_entry(&self) -> OffsetPosition {
-        OffsetPosition { offset: self.base_offset, position: 0 }
+        OffsetPosition {
+            offset: self.base_offset,
+            position: 0,
+        }
     }
 
     /// Appends `(offset, position)` if it extends the index: the offset must be greater than the
@@ -112,7 +115,7 @@ impl OffsetIndex {
 
     /// Removes every entry whose offset is >= `offset`.
     pub fn truncate_to(&mut self, offset: i64) {
-        let keep = self.count_le(offset - 1);
+        let keep = self.count_le(offset.saturating_sub(1));
         self.file.truncate_entries(keep);
     }
 
@@ -177,7 +180,13 @@ mod tests {
         let path = dir.path().join("00000000000000000100.index");
         let mut idx = OffsetIndex::open(&path, 100, 80).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 80, "preallocated");
-        assert_eq!(idx.lookup(500), OffsetPosition { offset: 100, position: 0 });
+        assert_eq!(
+            idx.lookup(500),
+            OffsetPosition {
+                offset: 100,
+                position: 0
+            }
+        );
         for i in 1..=5u32 {
             assert!(idx.append(100 + i as i64 * 10, i * 1000).unwrap());
         }
@@ -186,9 +195,27 @@ mod tests {
         assert!(!idx.append(160, 5000).unwrap());
         assert_eq!(idx.entries(), 5);
         assert_eq!(idx.lookup(99).position, 0);
-        assert_eq!(idx.lookup(110), OffsetPosition { offset: 110, position: 1000 });
-        assert_eq!(idx.lookup(129), OffsetPosition { offset: 120, position: 2000 });
-        assert_eq!(idx.lookup(10_000), OffsetPosition { offset: 150, position: 5000 });
+        assert_eq!(
+            idx.lookup(110),
+            OffsetPosition {
+                offset: 110,
+                position: 1000
+            }
+        );
+        assert_eq!(
+            idx.lookup(129),
+            OffsetPosition {
+                offset: 120,
+                position: 2000
+            }
+        );
+        assert_eq!(
+            idx.lookup(10_000),
+            OffsetPosition {
+                offset: 150,
+                position: 5000
+            }
+        );
         idx.truncate_to(130);
         assert_eq!(idx.entries(), 2);
         assert_eq!(idx.last_entry().offset, 120);
@@ -223,6 +250,10 @@ mod tests {
         assert!(idx.append(2, 20).unwrap());
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 24);
         idx.sanitize(15);
-        assert_eq!(idx.entries(), 1, "entry at position 20 is beyond a 15-byte log");
+        assert_eq!(
+            idx.entries(),
+            1,
+            "entry at position 20 is beyond a 15-byte log"
+        );
     }
 }

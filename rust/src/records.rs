@@ -36,10 +36,20 @@ pub fn visit_records(
     let count = header.records_count.max(0) as usize;
     match header.compression() {
         0 => scan(header, body, count, &mut visit),
-        1 => scan(header, BufReader::new(MultiGzDecoder::new(body)), count, &mut visit),
+        1 => scan(
+            header,
+            BufReader::new(MultiGzDecoder::new(body)),
+            count,
+            &mut visit,
+        ),
         2 => {
             if body.starts_with(&XERIAL_MAGIC) {
-                scan(header, BufReader::new(XerialSnappyReader::new(body)), count, &mut visit)
+                scan(
+                    header,
+                    BufReader::new(XerialSnappyReader::new(body)),
+                    count,
+                    &mut visit,
+                )
             } else {
                 let raw = decompress_raw_snappy(body)?;
                 scan(header, raw.as_slice(), count, &mut visit)
@@ -56,7 +66,9 @@ pub fn visit_records(
                 .map_err(|e| StorageError::corrupt(format!("invalid zstd frame: {e}")))?;
             scan(header, BufReader::new(decoder), count, &mut visit)
         }
-        codec => Err(StorageError::corrupt(format!("unknown compression codec id {codec}"))),
+        codec => Err(StorageError::corrupt(format!(
+            "unknown compression codec id {codec}"
+        ))),
     }
 }
 
@@ -68,10 +80,15 @@ fn scan<R: BufRead>(
 ) -> Result<bool> {
     let log_append_time = header.is_log_append_time();
     for _ in 0..count {
-        let mut reader = CountingReader { inner: &mut input, consumed: 0 };
+        let mut reader = CountingReader {
+            inner: &mut input,
+            consumed: 0,
+        };
         let length = read_varint(&mut reader)?;
         if length < 0 {
-            return Err(StorageError::corrupt(format!("negative record length {length}")));
+            return Err(StorageError::corrupt(format!(
+                "negative record length {length}"
+            )));
         }
         let start = reader.consumed;
         let _attributes = read_u8(&mut reader)?;
@@ -154,7 +171,9 @@ fn decompress_raw_snappy(input: &[u8]) -> Result<Vec<u8>> {
     let len = snap::raw::decompress_len(input)
         .map_err(|e| StorageError::corrupt(format!("invalid snappy data: {e}")))?;
     if len > snappy_output_limit(input.len()) {
-        return Err(StorageError::corrupt("invalid snappy data: implausible length"));
+        return Err(StorageError::corrupt(
+            "invalid snappy data: implausible length",
+        ));
     }
     snap::raw::Decoder::new()
         .decompress_vec(input)
@@ -171,7 +190,11 @@ struct XerialSnappyReader<'a> {
 
 impl<'a> XerialSnappyReader<'a> {
     fn new(body: &'a [u8]) -> Self {
-        XerialSnappyReader { input: &body[XERIAL_HEADER_LEN.min(body.len())..], block: Vec::new(), pos: 0 }
+        XerialSnappyReader {
+            input: &body[XERIAL_HEADER_LEN.min(body.len())..],
+            block: Vec::new(),
+            pos: 0,
+        }
     }
 
     fn next_block(&mut self) -> io::Result<bool> {
@@ -230,7 +253,8 @@ pub(crate) mod test_support {
         let raw = encode_records(base_ts, records);
         let payload = match codec {
             1 => {
-                let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                let mut enc =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
                 enc.write_all(&raw).unwrap();
                 enc.finish().unwrap()
             }
@@ -252,10 +276,21 @@ pub(crate) mod test_support {
                 enc.write_all(&raw).unwrap();
                 enc.finish().unwrap()
             }
-            4 => ruzstd::encoding::compress_to_vec(raw.as_slice(), ruzstd::encoding::CompressionLevel::Fastest),
+            4 => ruzstd::encoding::compress_to_vec(
+                raw.as_slice(),
+                ruzstd::encoding::CompressionLevel::Fastest,
+            ),
             _ => unreachable!(),
         };
-        build_raw_batch(0, codec, records.len() as i32 - 1, base_ts, max_ts, records.len() as i32, &payload)
+        build_raw_batch(
+            0,
+            codec,
+            records.len() as i32 - 1,
+            base_ts,
+            max_ts,
+            records.len() as i32,
+            &payload,
+        )
     }
 }
 
@@ -280,7 +315,11 @@ mod tests {
     fn sample() -> Vec<TestRecord<'static>> {
         [5i64, 3, 9, 9, 7]
             .iter()
-            .map(|&ts| TestRecord { timestamp: 1000 + ts, key: Some(b"key"), value: b"some value bytes" })
+            .map(|&ts| TestRecord {
+                timestamp: 1000 + ts,
+                key: Some(b"key"),
+                value: b"some value bytes",
+            })
             .collect()
     }
 
@@ -288,7 +327,10 @@ mod tests {
     fn uncompressed_records() {
         let b = batch_of(&sample());
         let got = all_records(&b);
-        assert_eq!(got, vec![(0, 1005), (1, 1003), (2, 1009), (3, 1009), (4, 1007)]);
+        assert_eq!(
+            got,
+            vec![(0, 1005), (1, 1003), (2, 1009), (3, 1009), (4, 1007)]
+        );
     }
 
     #[test]

@@ -32,24 +32,15 @@ impl Segment {
         let file_len = log.metadata().at(&path, "stat")?.len();
         let mut reader = LogReader::new(&log, &path, file_len, SCAN_CHUNK);
         let mut pos = 0u64;
-        loop {
-            let Some(header) = reader.slice(pos, RECORD_BATCH_OVERHEAD)?.and_then(BatchHeader::parse) else {
-                break;
-            };
-            if header.check_structure().is_err() || header.size() as i64 > max_message_bytes {
-                break;
-            }
-            let Some(batch) = reader.slice(pos, header.size())? else {
-                break; // torn tail
-            };
-            if check_crc(batch).is_err() {
-                break;
-            }
-            let last_offset = header.last_offset();
-            if header.base_offset < self.next_offset || last_offset - self.base_offset > i32::MAX as i64 {
-                break;
-            }
+        while let Some(header) = valid_batch_at(
+            &mut reader,
+            pos,
+            max_message_bytes,
+            self.next_offset,
+            self.base_offset,
+        )? {
             let size = header.size() as u64;
+            let last_offset = header.last_offset();
             self.index_batch(pos, size, last_offset, header.max_timestamp)?;
             if pos == 0 {
                 self.first_batch_timestamp = header.base_timestamp;
@@ -64,8 +55,39 @@ impl Segment {
         self.size = pos;
         self.bytes_since_last_index_entry = 0;
         self.offset_index.trim_to_valid_size()?;
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true)?;
+        self.time_index
+            .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true)?;
         self.time_index.trim_to_valid_size()?;
         Ok(truncated)
     }
+}
+
+/// The header of the batch at `pos` if the whole batch is present and valid: structure, size
+/// limit, CRC, base offset >= `min_offset` and a last offset that fits the segment.
+fn valid_batch_at(
+    reader: &mut LogReader<'_>,
+    pos: u64,
+    max_message_bytes: i64,
+    min_offset: i64,
+    segment_base_offset: i64,
+) -> Result<Option<BatchHeader>> {
+    let Some(header) = reader
+        .slice(pos, RECORD_BATCH_OVERHEAD)?
+        .and_then(BatchHeader::parse)
+    else {
+        return Ok(None);
+    };
+    if header.check_structure().is_err() || header.size() as i64 > max_message_bytes {
+        return Ok(None);
+    }
+    let Some(batch) = reader.slice(pos, header.size())? else {
+        return Ok(None); // torn tail
+    };
+    if check_crc(batch).is_err()
+        || header.base_offset < min_offset
+        || header.last_offset() - segment_base_offset > i32::MAX as i64
+    {
+        return Ok(None);
+    }
+    Ok(Some(header))
 }

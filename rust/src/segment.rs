@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use crate::batch::{
-    assign_offsets, get_i32, get_i64, AssignedBatch, BatchHeader, BATCH_LENGTH_OFFSET, LOG_OVERHEAD,
-    MIN_BATCH_LENGTH, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
+    assign_offsets, get_i32, get_i64, AssignedBatch, BatchHeader, BATCH_LENGTH_OFFSET,
+    LOG_OVERHEAD, MIN_BATCH_LENGTH, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD,
 };
 use crate::errors::{IoContext, Result, StorageError};
 use crate::offset_index::OffsetIndex;
@@ -29,7 +29,9 @@ use crate::time_index::TimeIndex;
 
 /// Read-ahead used when walking batch headers (lookups, tail scans).
 pub(crate) const HEADER_CHUNK: usize = 16 * 1024;
-/// Read-ahead used when whole batches are needed (timestamp search, listing, recovery).
+/// Read-ahead of timestamp searches, which usually stop within an index interval or two.
+const SEARCH_CHUNK: usize = 64 * 1024;
+/// Read-ahead of whole-log walks (listing batches, recovery).
 pub(crate) const SCAN_CHUNK: usize = 1024 * 1024;
 /// A scratch buffer for read-only appends larger than this is released after use.
 const SCRATCH_KEEP: usize = 8 * 1024 * 1024;
@@ -111,7 +113,14 @@ pub(crate) struct LogReader<'a> {
 
 impl<'a> LogReader<'a> {
     pub(crate) fn new(file: &'a File, path: &'a Path, end: u64, chunk: usize) -> Self {
-        LogReader { file, path, end, chunk, buf: Vec::new(), buf_pos: 0 }
+        LogReader {
+            file,
+            path,
+            end,
+            chunk,
+            buf: Vec::new(),
+            buf_pos: 0,
+        }
     }
 
     /// Bytes `[pos, pos + len)`, or `None` when they extend past the end of the file.
@@ -126,7 +135,9 @@ impl<'a> LogReader<'a> {
         if pos < self.buf_pos || stop > cached_end {
             let want = (len.max(self.chunk) as u64).min(self.end - pos) as usize;
             self.buf.resize(want, 0);
-            self.file.read_exact_at(&mut self.buf, pos).at(self.path, "read")?;
+            self.file
+                .read_exact_at(&mut self.buf, pos)
+                .at(self.path, "read")?;
             self.buf_pos = pos;
         }
         let from = (pos - self.buf_pos) as usize;
@@ -184,12 +195,21 @@ impl Segment {
     /// valid entries, `next_offset` by walking batch headers from the last offset-index entry to
     /// the end, and the max timestamp from the last time-index entry and the walked batches.
     /// Opening does not verify CRCs; after an unclean shutdown call [`recover`](Self::recover).
-    pub fn open(dir: &Path, base_offset: i64, index_interval_bytes: i64, max_index_size: i64) -> Result<Segment> {
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        index_interval_bytes: i64,
+        max_index_size: i64,
+    ) -> Result<Segment> {
         if base_offset < 0 {
-            return Err(StorageError::invalid(format!("negative base offset {base_offset}")));
+            return Err(StorageError::invalid(format!(
+                "negative base offset {base_offset}"
+            )));
         }
         if index_interval_bytes < 0 || max_index_size < 0 {
-            return Err(StorageError::invalid("index_interval_bytes and max_index_size must be >= 0"));
+            return Err(StorageError::invalid(
+                "index_interval_bytes and max_index_size must be >= 0",
+            ));
         }
         let max_index_size = max_index_size.min(i32::MAX as i64) as usize;
         let log_path = segment_file(dir, base_offset, "log");
@@ -200,8 +220,16 @@ impl Segment {
             .open(&log_path)
             .at(&log_path, "open")?;
         let size = log.metadata().at(&log_path, "stat")?.len();
-        let offset_index = OffsetIndex::open(&segment_file(dir, base_offset, "index"), base_offset, max_index_size)?;
-        let time_index = TimeIndex::open(&segment_file(dir, base_offset, "timeindex"), base_offset, max_index_size)?;
+        let offset_index = OffsetIndex::open(
+            &segment_file(dir, base_offset, "index"),
+            base_offset,
+            max_index_size,
+        )?;
+        let time_index = TimeIndex::open(
+            &segment_file(dir, base_offset, "timeindex"),
+            base_offset,
+            max_index_size,
+        )?;
         let mut segment = Segment {
             base_offset,
             log_path,
@@ -231,7 +259,11 @@ impl Segment {
         let log = Arc::clone(&self.log);
         let mut reader = LogReader::new(&log, &self.log_path, self.size, HEADER_CHUNK);
 
-        let mut next_offset = if self.offset_index.entries() > 0 { last_entry.offset + 1 } else { self.base_offset };
+        let mut next_offset = if self.offset_index.entries() > 0 {
+            last_entry.offset + 1
+        } else {
+            self.base_offset
+        };
         let mut tail_max = (NO_TIMESTAMP, -1i64);
         let mut pos = last_entry.position as u64;
         while let HeaderAt::Batch(h) = reader.header_at(pos)? {
@@ -296,7 +328,11 @@ impl Segment {
 
     /// Modification time of the `.log`, in milliseconds since the epoch.
     pub fn last_modified_ms(&self) -> Result<i64> {
-        let modified = self.log.metadata().and_then(|m| m.modified()).at(&self.log_path, "stat")?;
+        let modified = self
+            .log
+            .metadata()
+            .and_then(|m| m.modified())
+            .at(&self.log_path, "stat")?;
         Ok(match modified.duration_since(UNIX_EPOCH) {
             Ok(d) => d.as_millis() as i64,
             Err(e) => -(e.duration().as_millis() as i64),
@@ -331,7 +367,13 @@ impl Segment {
         log_append_time_ms: i64,
     ) -> Result<AppendResult> {
         let mut assigned = std::mem::take(&mut self.assigned);
-        let result = self.append_patched(records, first_offset, leader_epoch, log_append_time_ms, &mut assigned);
+        let result = self.append_patched(
+            records,
+            first_offset,
+            leader_epoch,
+            log_append_time_ms,
+            &mut assigned,
+        );
         self.assigned = assigned;
         result
     }
@@ -370,7 +412,13 @@ impl Segment {
                 self.next_offset
             )));
         }
-        assign_offsets(records, first_offset, leader_epoch, log_append_time_ms, assigned)?;
+        assign_offsets(
+            records,
+            first_offset,
+            leader_epoch,
+            log_append_time_ms,
+            assigned,
+        )?;
         let mut expected = self.next_offset;
         for b in assigned.iter() {
             if b.base_offset < expected {
@@ -406,13 +454,22 @@ impl Segment {
             return Err(e).at(&self.log_path, "write");
         }
 
-        let mut result = AppendResult { last_offset, max_timestamp: NO_TIMESTAMP, offset_of_max_timestamp: -1 };
+        let mut result = AppendResult {
+            last_offset,
+            max_timestamp: NO_TIMESTAMP,
+            offset_of_max_timestamp: -1,
+        };
         for b in assigned.iter() {
             if b.max_timestamp > result.max_timestamp {
                 result.max_timestamp = b.max_timestamp;
                 result.offset_of_max_timestamp = b.last_offset;
             }
-            self.index_batch(start + b.position as u64, b.size as u64, b.last_offset, b.max_timestamp)?;
+            self.index_batch(
+                start + b.position as u64,
+                b.size as u64,
+                b.last_offset,
+                b.max_timestamp,
+            )?;
         }
         if start == 0 {
             if let Some(first) = assigned.first() {
@@ -427,14 +484,24 @@ impl Segment {
     /// Kafka's per-batch index rule (`LogSegment.append`): track the max timestamp, and when more
     /// than `index_interval_bytes` were appended since the last entry, index this batch (its last
     /// offset at its position) and the max timestamp so far.
-    pub(crate) fn index_batch(&mut self, position: u64, size: u64, last_offset: i64, max_timestamp: i64) -> Result<()> {
+    pub(crate) fn index_batch(
+        &mut self,
+        position: u64,
+        size: u64,
+        last_offset: i64,
+        max_timestamp: i64,
+    ) -> Result<()> {
         if max_timestamp > self.max_timestamp {
             self.max_timestamp = max_timestamp;
             self.offset_of_max_timestamp = last_offset;
         }
         if self.bytes_since_last_index_entry > self.index_interval_bytes {
             self.offset_index.append(last_offset, position as u32)?;
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, false)?;
+            self.time_index.maybe_append(
+                self.max_timestamp,
+                self.offset_of_max_timestamp,
+                false,
+            )?;
             self.bytes_since_last_index_entry = 0;
         }
         self.bytes_since_last_index_entry += size;
@@ -457,7 +524,13 @@ impl Segment {
     /// Plans a fetch: whole batches starting with the one holding `offset`, none with a base
     /// offset >= `max_offset`, at most `max_bytes` in total, except that with `min_one_batch` a
     /// first batch larger than `max_bytes` is returned alone (KIP-74). `None` means nothing.
-    pub fn read_plan(&self, offset: i64, max_bytes: i64, max_offset: i64, min_one_batch: bool) -> Result<Option<ReadPlan>> {
+    pub fn read_plan(
+        &self,
+        offset: i64,
+        max_bytes: i64,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<Option<ReadPlan>> {
         if offset >= self.next_offset {
             return Ok(None);
         }
@@ -477,7 +550,11 @@ impl Segment {
         } else {
             max_bytes.min(self.size - position)
         };
-        Ok(Some(ReadPlan { position, capacity: capacity as usize, max_offset }))
+        Ok(Some(ReadPlan {
+            position,
+            capacity: capacity as usize,
+            max_offset,
+        }))
     }
 
     /// A handle on the `.log` for reading a [`ReadPlan`] without holding the segment.
@@ -491,7 +568,13 @@ impl Segment {
     }
 
     /// Reads whole batches as [`read_plan`](Self::read_plan) describes.
-    pub fn read(&self, offset: i64, max_bytes: i64, max_offset: i64, min_one_batch: bool) -> Result<Vec<u8>> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: i64,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<Vec<u8>> {
         let Some(plan) = self.read_plan(offset, max_bytes, max_offset, min_one_batch)? else {
             return Ok(Vec::new());
         };
@@ -504,12 +587,21 @@ impl Segment {
     /// First record with timestamp >= `timestamp` and offset >= `start_offset`, as
     /// `(offset, timestamp)`. Uses the time index, then the offset index, then scans batches,
     /// skipping those whose `maxTimestamp` is below the target and decompressing the candidate.
-    pub fn find_offset_by_timestamp(&self, timestamp: i64, start_offset: i64) -> Result<Option<(i64, i64)>> {
+    pub fn find_offset_by_timestamp(
+        &self,
+        timestamp: i64,
+        start_offset: i64,
+    ) -> Result<Option<(i64, i64)>> {
         let indexed = self.time_index.lookup(timestamp);
-        let from = self.offset_index.lookup(indexed.offset.max(start_offset)).position as u64;
-        self.scan_records(from, |h| h.max_timestamp >= timestamp && h.last_offset() >= start_offset, |o, t| {
-            t >= timestamp && o >= start_offset
-        })
+        let from = self
+            .offset_index
+            .lookup(indexed.offset.max(start_offset))
+            .position as u64;
+        self.scan_records(
+            from,
+            |h| h.max_timestamp >= timestamp && h.last_offset() >= start_offset,
+            |o, t| t >= timestamp && o >= start_offset,
+        )
     }
 
     /// `(offset, timestamp)` of the first record whose timestamp equals the segment's max
@@ -521,7 +613,11 @@ impl Segment {
         }
         let target = self.offset_of_max_timestamp;
         let from = self.offset_index.lookup(target).position as u64;
-        let found = self.scan_records(from, |h| h.max_timestamp == max && h.last_offset() >= target, |_, t| t == max)?;
+        let found = self.scan_records(
+            from,
+            |h| h.max_timestamp == max && h.last_offset() >= target,
+            |_, t| t == max,
+        )?;
         if found.is_some() || from == 0 {
             return Ok(found);
         }
@@ -536,7 +632,7 @@ impl Segment {
         want_batch: impl Fn(&BatchHeader) -> bool,
         mut want_record: impl FnMut(i64, i64) -> bool,
     ) -> Result<Option<(i64, i64)>> {
-        let mut reader = LogReader::new(&self.log, &self.log_path, self.size, SCAN_CHUNK);
+        let mut reader = LogReader::new(&self.log, &self.log_path, self.size, SEARCH_CHUNK);
         let mut pos = from;
         while let HeaderAt::Batch(h) = reader.header_at(pos)? {
             let size = h.size();
@@ -618,8 +714,14 @@ impl Segment {
         Ok(FlushHandles {
             files: vec![
                 (Arc::clone(&self.log), self.log_path.clone()),
-                (self.offset_index.file().file(), self.offset_index.path().to_path_buf()),
-                (self.time_index.file().file(), self.time_index.path().to_path_buf()),
+                (
+                    self.offset_index.file().file(),
+                    self.offset_index.path().to_path_buf(),
+                ),
+                (
+                    self.time_index.file().file(),
+                    self.time_index.path().to_path_buf(),
+                ),
             ],
         })
     }
@@ -632,7 +734,8 @@ impl Segment {
     /// Called when the segment stops being the active one: appends the final time-index entry
     /// (max timestamp so far, using the reserved slot) and trims both indexes to their entries.
     pub fn on_become_inactive(&mut self) -> Result<()> {
-        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true)?;
+        self.time_index
+            .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true)?;
         self.offset_index.trim_to_valid_size()?;
         self.time_index.trim_to_valid_size()?;
         Ok(())
@@ -648,11 +751,20 @@ impl Segment {
 
     /// The three file paths: `.log`, `.index`, `.timeindex`.
     pub fn paths(&self) -> [PathBuf; 3] {
-        [self.log_path.clone(), self.offset_index.path().to_path_buf(), self.time_index.path().to_path_buf()]
+        [
+            self.log_path.clone(),
+            self.offset_index.path().to_path_buf(),
+            self.time_index.path().to_path_buf(),
+        ]
     }
 
     fn release(self) {
-        let Segment { log, offset_index, time_index, .. } = self;
+        let Segment {
+            log,
+            offset_index,
+            time_index,
+            ..
+        } = self;
         offset_index.into_file().close();
         time_index.into_file().close();
         drop(log);
@@ -664,7 +776,9 @@ impl Segment {
         self.release();
         for path in &paths {
             match std::fs::remove_file(path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e).at(path, "delete"),
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).at(path, "delete")
+                }
                 _ => {}
             }
         }
@@ -697,6 +811,45 @@ pub fn read_planned(file: &File, path: &Path, plan: &ReadPlan, buf: &mut [u8]) -
     let buf = &mut buf[..plan.capacity];
     file.read_exact_at(buf, plan.position).at(path, "read")?;
     Ok(whole_batches_prefix(buf, plan.max_offset))
+}
+
+/// Like [`read_planned`], reading into raw memory that may be uninitialised (a freshly
+/// allocated Python `bytes`), so no zero-fill is needed first.
+///
+/// # Safety
+/// `dst` must be valid for writes of `plan.capacity` bytes and not accessed by anything else
+/// until this returns.
+pub unsafe fn read_planned_raw(
+    file: &File,
+    path: &Path,
+    plan: &ReadPlan,
+    dst: *mut u8,
+) -> Result<usize> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    let mut done = 0usize;
+    while done < plan.capacity {
+        let n = libc::pread(
+            fd,
+            dst.add(done).cast(),
+            plan.capacity - done,
+            (plan.position + done as u64) as libc::off_t,
+        );
+        if n < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(err).at(path, "read");
+        }
+        if n == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)).at(path, "read");
+        }
+        done += n as usize;
+    }
+    // SAFETY: all `capacity` bytes were just written by pread.
+    let filled = std::slice::from_raw_parts(dst, plan.capacity);
+    Ok(whole_batches_prefix(filled, plan.max_offset))
 }
 
 /// Length of the longest prefix of `buf` made of whole batches with `baseOffset < max_offset`.

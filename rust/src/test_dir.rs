@@ -10,7 +10,8 @@ pub(crate) struct TestDir(PathBuf);
 impl TestDir {
     pub(crate) fn new(name: &str) -> TestDir {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("pybroker-native-{}-{name}-{n}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("pybroker-native-{}-{name}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("create test dir");
         TestDir(path)

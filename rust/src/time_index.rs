@@ -66,13 +66,21 @@ impl TimeIndex {
     }
 
     fn empty_entry(&self) -> TimestampOffset {
-        TimestampOffset { timestamp: NO_TIMESTAMP, offset: self.base_offset }
+        TimestampOffset {
+            timestamp: NO_TIMESTAMP,
+            offset: self.base_offset,
+        }
     }
 
     /// Appends `(timestamp, offset)` if the timestamp is greater than the last entry's and the
     /// offset not smaller. `skip_full_check` allows using the reserved last slot (final entry on
     /// roll/close). Returns whether an entry was written.
-    pub fn maybe_append(&mut self, timestamp: i64, offset: i64, skip_full_check: bool) -> Result<bool> {
+    pub fn maybe_append(
+        &mut self,
+        timestamp: i64,
+        offset: i64,
+        skip_full_check: bool,
+    ) -> Result<bool> {
         let last = self.last_entry();
         let relative = offset - self.base_offset;
         if timestamp <= last.timestamp
@@ -171,18 +179,48 @@ mod tests {
         let path = dir.path().join("0.timeindex");
         let mut idx = TimeIndex::open(&path, 50, 12 * 10 + 7).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 120);
-        assert_eq!(idx.lookup(1000), TimestampOffset { timestamp: -1, offset: 50 });
-        assert!(!idx.maybe_append(-1, 50, false).unwrap(), "no timestamp, no entry");
+        assert_eq!(
+            idx.lookup(1000),
+            TimestampOffset {
+                timestamp: -1,
+                offset: 50
+            }
+        );
+        assert!(
+            !idx.maybe_append(-1, 50, false).unwrap(),
+            "no timestamp, no entry"
+        );
         assert!(idx.maybe_append(100, 55, false).unwrap());
-        assert!(!idx.maybe_append(100, 56, false).unwrap(), "equal timestamp is skipped");
-        assert!(!idx.maybe_append(90, 57, false).unwrap(), "smaller timestamp is skipped");
-        assert!(!idx.maybe_append(110, 54, false).unwrap(), "offsets never decrease");
+        assert!(
+            !idx.maybe_append(100, 56, false).unwrap(),
+            "equal timestamp is skipped"
+        );
+        assert!(
+            !idx.maybe_append(90, 57, false).unwrap(),
+            "smaller timestamp is skipped"
+        );
+        assert!(
+            !idx.maybe_append(110, 54, false).unwrap(),
+            "offsets never decrease"
+        );
         assert!(idx.maybe_append(200, 60, false).unwrap());
         assert!(idx.maybe_append(300, 60, false).unwrap());
         assert_eq!(idx.entries(), 3);
         assert_eq!(idx.lookup(99).offset, 50);
-        assert_eq!(idx.lookup(100), TimestampOffset { timestamp: 100, offset: 55 });
-        assert_eq!(idx.lookup(250), TimestampOffset { timestamp: 200, offset: 60 });
+        assert_eq!(
+            idx.lookup(100),
+            TimestampOffset {
+                timestamp: 100,
+                offset: 55
+            }
+        );
+        assert_eq!(
+            idx.lookup(250),
+            TimestampOffset {
+                timestamp: 200,
+                offset: 60
+            }
+        );
         assert_eq!(idx.lookup(i64::MAX).timestamp, 300);
         idx.truncate_to(60);
         assert_eq!(idx.entries(), 1);
@@ -198,8 +236,14 @@ mod tests {
         assert!(idx.maybe_append(2, 2, false).unwrap());
         assert!(idx.is_full());
         assert!(!idx.maybe_append(3, 3, false).unwrap());
-        assert!(idx.maybe_append(3, 3, true).unwrap(), "final entry uses the reserved slot");
-        assert!(!idx.maybe_append(4, 4, true).unwrap(), "never beyond max_index_size");
+        assert!(
+            idx.maybe_append(3, 3, true).unwrap(),
+            "final entry uses the reserved slot"
+        );
+        assert!(
+            !idx.maybe_append(4, 4, true).unwrap(),
+            "never beyond max_index_size"
+        );
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 36);
     }
 
@@ -213,6 +257,12 @@ mod tests {
         drop(idx);
         let idx = TimeIndex::open(&path, 0, 120).unwrap();
         assert_eq!(idx.entries(), 1);
-        assert_eq!(idx.last_entry(), TimestampOffset { timestamp: 0, offset: 0 });
+        assert_eq!(
+            idx.last_entry(),
+            TimestampOffset {
+                timestamp: 0,
+                offset: 0
+            }
+        );
     }
 }

@@ -27,7 +27,7 @@ def make_pairs(n: int, text_only: bool = False) -> list[tuple[bytes | None, byte
             value = f"value-{i}-".encode() + b"x" * (i % 50)
         else:
             value = bytes((i + j) % 256 for j in range(i % 300)) + f"#{i}".encode()
-        pairs.append((f"key-{i}".encode() if i % 3 else None, value))
+        pairs.append((f"key-{i}".encode() if i % 3 or text_only else None, value))  # kcat cannot send a null key
     return pairs
 
 

@@ -1,0 +1,237 @@
+"""Typed stub of ``pybroker._native``, the Rust storage hot path (source: ``rust/src/``).
+
+Everything that touches record bytes lives here: CRC-32C, validation of produced record sets,
+and log segments (``.log`` + sparse ``.index`` / ``.timeindex``) in Kafka's exact on-disk
+format. Python never decodes a record; it makes one call per record set or per batch.
+
+Threading: every ``Segment`` method may be called from any thread. File I/O runs with the GIL
+released; ``flush()`` fsyncs without blocking concurrent appends/reads on the same segment.
+Buffers passed in must not be mutated by another thread during the call.
+"""
+
+from os import PathLike
+from typing import final
+
+from typing_extensions import Buffer
+
+def crc32c(data: Buffer, crc: int = 0) -> int:
+    """CRC-32C (Castagnoli) of ``data``, continuing from ``crc`` (0 to start).
+
+    ``crc32c(b, crc32c(a)) == crc32c(a + b)``; ``crc32c(b"123456789") == 0xE3069283``.
+    Hardware accelerated (SSE4.2 / ARMv8 CRC) with a portable fallback.
+    """
+
+class CorruptRecordError(ValueError):
+    """A record batch is malformed: bad CRC, magic other than 2, batchLength < 49, a length that
+    runs past the end of the set, a negative lastOffsetDelta or recordsCount, an unknown codec,
+    or an empty record set. Maps to Kafka error CORRUPT_MESSAGE (2)."""
+
+class RecordTooLargeError(ValueError):
+    """A batch's total size exceeds ``max_message_bytes``. Maps to MESSAGE_TOO_LARGE (10)."""
+
+@final
+class RecordsInfo:
+    """Summary of a validated record set (immutable)."""
+
+    @property
+    def size(self) -> int:
+        """Bytes in the record set."""
+    @property
+    def batch_count(self) -> int: ...
+    @property
+    def record_count(self) -> int:
+        """Offsets the set consumes: sum over batches of ``lastOffsetDelta + 1``."""
+    @property
+    def first_timestamp(self) -> int:
+        """``baseTimestamp`` of the first batch."""
+    @property
+    def max_timestamp(self) -> int:
+        """Largest batch ``maxTimestamp`` (-1 when no batch has one >= 0)."""
+    @property
+    def last_offset_delta_of_max_timestamp(self) -> int:
+        """Offset, relative to the set's first offset once offsets are assigned, of the last
+        record of the first batch holding ``max_timestamp``; -1 when there is none."""
+    @property
+    def producer_id(self) -> int:
+        """Of the first batch (-1 for a non-idempotent producer)."""
+    @property
+    def producer_epoch(self) -> int:
+        """Of the first batch."""
+    @property
+    def base_sequence(self) -> int:
+        """Of the first batch."""
+    @property
+    def last_offset_delta(self) -> int:
+        """Of the first batch."""
+    @property
+    def is_transactional(self) -> bool:
+        """Attribute bit 4 of the first batch."""
+    @property
+    def is_control(self) -> bool:
+        """Attribute bit 5 of the first batch."""
+    @property
+    def compression(self) -> int:
+        """Codec id of the first batch: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
+    @property
+    def base_offset(self) -> int:
+        """``baseOffset`` of the first batch as found in the buffer (producers send 0; for data
+        replicated from a leader it is the real offset). Extension beyond Kafka's fields."""
+    @property
+    def last_offset(self) -> int:
+        """Last offset of the last batch as found in the buffer (see ``base_offset``)."""
+
+def validate_batches(records: Buffer, max_message_bytes: int) -> RecordsInfo:
+    """Walk a produced record set once, checking every batch: lengths, magic 2, codec,
+    size <= ``max_message_bytes`` (checked before the CRC, as Kafka does), CRC-32C.
+
+    Raises ``CorruptRecordError`` for an empty set, a trailing partial batch or any malformed
+    batch, ``RecordTooLargeError`` for an oversize batch.
+    """
+
+@final
+class BatchHeader:
+    """Header information of one stored batch (see ``Segment.batches``)."""
+
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def position(self) -> int:
+        """Byte position of the batch in the ``.log``."""
+    @property
+    def size(self) -> int:
+        """Total bytes of the batch (``batchLength + 12``)."""
+    @property
+    def partition_leader_epoch(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
+
+@final
+class Segment:
+    """One log segment: ``<dir>/<base_offset:020>.log``, ``.index`` and ``.timeindex``.
+
+    Opening creates missing files (new indexes are preallocated to ``max_index_size`` rounded
+    down to whole entries and memory-mapped) or restores an existing segment: ``size`` from the
+    file, the indexes' valid entries, ``next_offset`` by walking batch headers from the last
+    offset-index entry, the max timestamp from the last time-index entry and that walk. Opening
+    does not verify CRCs: after an unclean shutdown call ``recover()`` on segments past the
+    recovery point. ``dir`` must exist.
+
+    After ``close()``, ``delete()`` or ``rename_suffix()`` every method and property other than
+    ``base_offset``, ``path`` and ``closed`` raises ``ValueError``; ``close()`` itself may be
+    called again (no-op). I/O failures raise ``OSError`` naming the file.
+    """
+
+    def __init__(
+        self,
+        dir: str | PathLike[str],
+        base_offset: int,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10485760,
+    ) -> None: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def path(self) -> str:
+        """Path of the ``.log`` file."""
+    @property
+    def closed(self) -> bool:
+        """True after ``close()``, ``delete()`` or ``rename_suffix()``."""
+    @property
+    def size(self) -> int:
+        """Bytes in the ``.log``."""
+    @property
+    def next_offset(self) -> int:
+        """Offset the next record will get: last batch's lastOffset + 1, or ``base_offset``."""
+    @property
+    def max_timestamp(self) -> int:
+        """Largest batch ``maxTimestamp`` in the segment (Kafka ``maxTimestampSoFar``), -1 if none."""
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """Last offset of the first batch holding ``max_timestamp``, -1 if none."""
+    @property
+    def first_batch_timestamp(self) -> int:
+        """``baseTimestamp`` of the first batch, -1 if empty (for the ``segment.ms`` roll rule)."""
+    @property
+    def index_is_full(self) -> bool:
+        """True when the offset index or the time index is full: roll before appending.
+        (The time index keeps one slot for the final entry written on roll/close.)"""
+    @property
+    def last_modified_ms(self) -> int:
+        """The ``.log`` file's modification time, ms since the epoch."""
+    def append(
+        self,
+        records: Buffer,
+        first_offset: int,
+        leader_epoch: int,
+        log_append_time_ms: int,
+    ) -> tuple[int, int, int]:
+        """Append a validated record set; returns ``(last_offset, max_timestamp,
+        offset_of_max_timestamp)`` of the appended set (-1, -1 for the last two when no batch has
+        a timestamp >= 0).
+
+        The buffer is patched in place batch by batch (a read-only buffer such as ``bytes`` is
+        copied first and left untouched): ``baseOffset`` = running offset from ``first_offset``,
+        ``partitionLeaderEpoch`` = ``leader_epoch``; if ``log_append_time_ms >= 0`` the timestamp
+        type becomes LogAppendTime, ``maxTimestamp`` = ``log_append_time_ms`` and the CRC is
+        recomputed. Then one ``write`` (no fsync), and the index-interval rule per batch.
+
+        Extensions for replicated data: ``first_offset < 0`` keeps the batches' own offsets and
+        ``leader_epoch < 0`` keeps their own epochs.
+
+        Raises ``ValueError`` if offsets would go below ``next_offset``, the last offset does not
+        fit ``base_offset + 2**31 - 1``, or the segment would exceed 2**31 - 1 bytes (roll first);
+        ``CorruptRecordError`` if the set is structurally broken.
+        """
+    def read(self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> bytes:
+        """Whole batches starting with the first whose last offset is >= ``offset``, taken while
+        the total stays <= ``max_bytes`` and the batch's base offset is < ``max_offset``. With
+        ``min_one_batch``, a first batch larger than ``max_bytes`` is returned alone (KIP-74).
+        Empty bytes when nothing qualifies."""
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` and offset
+        >= ``start_offset`` (time index → offset index → batch scan; compressed batches are
+        decompressed). In LogAppendTime batches every record has the batch's ``maxTimestamp``.
+        ``None`` if no record qualifies. The record's leader epoch is the batch's; it can be
+        taken from the leader-epoch cache."""
+    def max_timestamp_record(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record whose timestamp equals ``max_timestamp``
+        (ListOffsets MAX_TIMESTAMP); ``None`` when the segment has no timestamps."""
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset`` (a batch containing ``offset``
+        goes entirely) and the index entries for offsets >= ``offset``; recompute
+        ``next_offset`` and the max timestamp. Returns the bytes removed."""
+    def recover(self, max_message_bytes: int) -> int:
+        """Rescan the whole ``.log`` validating every batch (lengths, magic, CRC, increasing
+        offsets); rebuild both indexes with the interval rule; truncate at the first invalid or
+        partial batch. A batch larger than ``max_message_bytes`` counts as invalid, so pass a
+        bound no smaller than any batch the log may hold. Ends, like Kafka, with the indexes
+        trimmed and the final time-index entry written. Returns the bytes truncated."""
+    def batches(self, start_position: int = 0) -> list[BatchHeader]:
+        """Header information of every batch from ``start_position`` (a batch boundary) to the
+        end; stops quietly at a partial or malformed batch."""
+    def flush(self) -> None:
+        """fsync the ``.log`` and both indexes (which also writes back the index mappings on
+        Linux). Releases the GIL; meant for a worker thread."""
+    def on_become_inactive(self) -> None:
+        """The segment stopped being the active one: append the final time-index entry
+        ``(max_timestamp, offset_of_max_timestamp)`` and trim both index files to their valid
+        entries. (Appending afterwards still works; the indexes grow back.)"""
+    def close(self) -> None:
+        """``on_become_inactive()``, fsync all three files, close them. Idempotent."""
+    def delete(self) -> None:
+        """Close (no trim, no fsync) and remove the three files."""
+    def rename_suffix(self, suffix: str) -> None:
+        """Close (final time entry, trim) and rename each file to ``<name><suffix>``, e.g.
+        ``".deleted"``. The object stays closed."""

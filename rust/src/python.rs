@@ -1,0 +1,615 @@
+//! PyO3 bindings: the Python surface of `pybroker._native` (see `pybroker/_native.pyi`).
+//!
+//! This layer only converts arguments and results, maps [`StorageError`] onto Python
+//! exceptions, and manages the GIL and the segment lock:
+//!
+//! * a `Segment` is a frozen pyclass around `Mutex<Option<Segment>>` (`None` once closed), so the
+//!   event loop and a worker thread (running `flush()`) can use it at the same time without
+//!   PyO3 borrow errors;
+//! * file I/O runs with the GIL released (`Python::detach`), and the mutex is never held while
+//!   (re)acquiring the GIL, so taking the mutex with the GIL held cannot deadlock;
+//! * `flush()` only takes the mutex to clone the file handles and fsyncs without it, so appends
+//!   are not blocked by a concurrent fsync;
+//! * `read()` plans under the mutex, reads into a freshly allocated `bytes` without it, and
+//!   re-plans if the segment was truncated or recovered in between.
+//!
+//! Buffers passed in (`records`) are accessed through the buffer protocol; the export keeps them
+//! alive and unresizable while the GIL is released. Callers must not mutate them concurrently.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyBufferError, PyOSError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::batch::{self, RecordsInfo};
+use crate::crc32c as crc;
+use crate::errors::StorageError;
+use crate::segment::{read_planned_raw, BatchInfo, ReadPlan, Segment};
+
+create_exception!(
+    pybroker._native,
+    CorruptRecordError,
+    PyValueError,
+    "A record batch is malformed: bad CRC, magic other than 2, or inconsistent lengths (Kafka CORRUPT_MESSAGE)."
+);
+create_exception!(
+    pybroker._native,
+    RecordTooLargeError,
+    PyValueError,
+    "A record batch is larger than max.message.bytes (Kafka MESSAGE_TOO_LARGE)."
+);
+
+/// Buffers at least this large are processed with the GIL released.
+const DETACH_THRESHOLD: usize = 64 * 1024;
+
+/// Converts a core error into the matching Python exception.
+fn to_py_err(e: StorageError) -> PyErr {
+    match e {
+        StorageError::Corrupt(msg) => CorruptRecordError::new_err(msg),
+        StorageError::RecordTooLarge(msg) => RecordTooLargeError::new_err(msg),
+        StorageError::InvalidArgument(msg) => PyValueError::new_err(msg),
+        StorageError::Closed(path) => PyValueError::new_err(format!(
+            "I/O operation on closed segment {}",
+            path.display()
+        )),
+        StorageError::Io { path, op, source } => {
+            let filename = path.display().to_string();
+            match source.raw_os_error() {
+                Some(errno) => {
+                    let text = source.to_string();
+                    let detail = text.split(" (os error").next().unwrap_or(&text);
+                    // OSError(errno, strerror, filename) picks the subclass (FileNotFoundError, ...).
+                    PyOSError::new_err((errno, format!("{op}: {detail}"), filename))
+                }
+                None => PyOSError::new_err(format!("{op} {filename}: {source}")),
+            }
+        }
+    }
+}
+
+/// A raw pointer + length that may cross into a GIL-released closure.
+#[derive(Clone, Copy)]
+struct RawBytes {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the memory behind the pointer is owned by a buffer export (or a `bytes` under
+// construction) that outlives the closure; see the module docs for the aliasing contract.
+unsafe impl Send for RawBytes {}
+
+/// A C-contiguous buffer export of `obj`.
+fn contiguous_buffer(obj: &Bound<'_, PyAny>) -> PyResult<(PyUntypedBuffer, RawBytes)> {
+    let buffer = PyUntypedBuffer::get(obj)?;
+    if !buffer.is_c_contiguous() {
+        return Err(PyBufferError::new_err("buffer must be C-contiguous"));
+    }
+    let raw = RawBytes {
+        ptr: buffer.buf_ptr().cast(),
+        len: buffer.len_bytes(),
+    };
+    Ok((buffer, raw))
+}
+
+impl RawBytes {
+    /// # Safety
+    /// The export this came from must still be held.
+    unsafe fn as_slice<'a>(self) -> &'a [u8] {
+        if self.len == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(self.ptr, self.len)
+        }
+    }
+
+    /// # Safety
+    /// The export this came from must still be held and be writable.
+    unsafe fn as_mut_slice<'a>(self) -> &'a mut [u8] {
+        if self.len == 0 {
+            &mut []
+        } else {
+            std::slice::from_raw_parts_mut(self.ptr, self.len)
+        }
+    }
+}
+
+/// CRC-32C (Castagnoli) of `data`, continuing from `crc` (0 to start).
+#[pyfunction]
+#[pyo3(signature = (data, crc = 0))]
+fn crc32c(py: Python<'_>, data: &Bound<'_, PyAny>, crc: u32) -> PyResult<u32> {
+    let (buffer, raw) = contiguous_buffer(data)?;
+    // SAFETY: `buffer` is held until the end of this function.
+    let value = if raw.len >= DETACH_THRESHOLD {
+        py.detach(move || crc::crc32c_append(crc, unsafe { raw.as_slice() }))
+    } else {
+        crc::crc32c_append(crc, unsafe { raw.as_slice() })
+    };
+    drop(buffer);
+    Ok(value)
+}
+
+/// Summary of a validated record set.
+#[pyclass(frozen, get_all, module = "pybroker._native", name = "RecordsInfo")]
+struct PyRecordsInfo {
+    size: usize,
+    batch_count: usize,
+    record_count: i64,
+    first_timestamp: i64,
+    max_timestamp: i64,
+    last_offset_delta_of_max_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    last_offset_delta: i32,
+    is_transactional: bool,
+    is_control: bool,
+    compression: u8,
+    base_offset: i64,
+    last_offset: i64,
+}
+
+impl From<RecordsInfo> for PyRecordsInfo {
+    fn from(i: RecordsInfo) -> Self {
+        PyRecordsInfo {
+            size: i.size,
+            batch_count: i.batch_count,
+            record_count: i.record_count,
+            first_timestamp: i.first_timestamp,
+            max_timestamp: i.max_timestamp,
+            last_offset_delta_of_max_timestamp: i.last_offset_delta_of_max_timestamp,
+            producer_id: i.producer_id,
+            producer_epoch: i.producer_epoch,
+            base_sequence: i.base_sequence,
+            last_offset_delta: i.last_offset_delta,
+            is_transactional: i.is_transactional,
+            is_control: i.is_control,
+            compression: i.compression,
+            base_offset: i.base_offset,
+            last_offset: i.last_offset,
+        }
+    }
+}
+
+#[pymethods]
+impl PyRecordsInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "RecordsInfo(size={}, batch_count={}, record_count={}, first_timestamp={}, max_timestamp={}, \
+             last_offset_delta_of_max_timestamp={}, producer_id={}, producer_epoch={}, base_sequence={}, \
+             last_offset_delta={}, is_transactional={}, is_control={}, compression={}, base_offset={}, last_offset={})",
+            self.size,
+            self.batch_count,
+            self.record_count,
+            self.first_timestamp,
+            self.max_timestamp,
+            self.last_offset_delta_of_max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.last_offset_delta,
+            py_bool(self.is_transactional),
+            py_bool(self.is_control),
+            self.compression,
+            self.base_offset,
+            self.last_offset,
+        )
+    }
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// Walks a produced record set once and summarises it; raises on malformed or oversize batches.
+#[pyfunction]
+fn validate_batches(
+    py: Python<'_>,
+    records: &Bound<'_, PyAny>,
+    max_message_bytes: i64,
+) -> PyResult<PyRecordsInfo> {
+    let (buffer, raw) = contiguous_buffer(records)?;
+    // SAFETY: `buffer` is held until the end of this function.
+    let result = if raw.len >= DETACH_THRESHOLD {
+        py.detach(move || batch::validate_batches(unsafe { raw.as_slice() }, max_message_bytes))
+    } else {
+        batch::validate_batches(unsafe { raw.as_slice() }, max_message_bytes)
+    };
+    drop(buffer);
+    result.map(PyRecordsInfo::from).map_err(to_py_err)
+}
+
+/// Header information of one stored batch.
+#[pyclass(frozen, get_all, module = "pybroker._native", name = "BatchHeader")]
+struct PyBatchHeader {
+    base_offset: i64,
+    last_offset: i64,
+    position: u64,
+    size: u64,
+    partition_leader_epoch: i32,
+    max_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    is_transactional: bool,
+    is_control: bool,
+}
+
+impl From<BatchInfo> for PyBatchHeader {
+    fn from(b: BatchInfo) -> Self {
+        PyBatchHeader {
+            base_offset: b.base_offset,
+            last_offset: b.last_offset,
+            position: b.position,
+            size: b.size,
+            partition_leader_epoch: b.partition_leader_epoch,
+            max_timestamp: b.max_timestamp,
+            producer_id: b.producer_id,
+            producer_epoch: b.producer_epoch,
+            base_sequence: b.base_sequence,
+            is_transactional: b.is_transactional,
+            is_control: b.is_control,
+        }
+    }
+}
+
+#[pymethods]
+impl PyBatchHeader {
+    fn __repr__(&self) -> String {
+        format!(
+            "BatchHeader(base_offset={}, last_offset={}, position={}, size={}, partition_leader_epoch={}, \
+             max_timestamp={}, producer_id={}, producer_epoch={}, base_sequence={}, is_transactional={}, is_control={})",
+            self.base_offset,
+            self.last_offset,
+            self.position,
+            self.size,
+            self.partition_leader_epoch,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            py_bool(self.is_transactional),
+            py_bool(self.is_control),
+        )
+    }
+}
+
+/// One log segment (`.log`, `.index`, `.timeindex`).
+#[pyclass(frozen, module = "pybroker._native", name = "Segment")]
+struct PySegment {
+    inner: Mutex<Option<Segment>>,
+    base_offset: i64,
+    path: PathBuf,
+}
+
+impl PySegment {
+    fn lock(&self) -> MutexGuard<'_, Option<Segment>> {
+        // A panic cannot leave a segment half-updated in a way that matters more than refusing
+        // every later call would, so recover from poisoning.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn closed_error(&self) -> StorageError {
+        StorageError::Closed(self.path.clone())
+    }
+
+    /// Runs `f` on the open segment, GIL held (for cheap, I/O-free calls).
+    fn with<T>(&self, f: impl FnOnce(&mut Segment) -> Result<T, StorageError>) -> PyResult<T> {
+        let mut guard = self.lock();
+        match guard.as_mut() {
+            Some(segment) => f(segment).map_err(to_py_err),
+            None => Err(to_py_err(self.closed_error())),
+        }
+    }
+
+    /// Runs `f` on the open segment with the GIL released.
+    fn with_detached<T, F>(&self, py: Python<'_>, f: F) -> PyResult<T>
+    where
+        T: Send,
+        F: FnOnce(&mut Segment) -> Result<T, StorageError> + Send,
+    {
+        py.detach(|| {
+            let mut guard = self.lock();
+            match guard.as_mut() {
+                Some(segment) => f(segment),
+                None => Err(self.closed_error()),
+            }
+        })
+        .map_err(to_py_err)
+    }
+
+    /// Takes the segment out (closing this object); `None` if already closed.
+    fn take(&self, py: Python<'_>) -> Option<Segment> {
+        py.detach(|| self.lock().take())
+    }
+
+    /// Reads a plan into a new `bytes` object sized to the planned capacity, then shrinks it to
+    /// the whole batches actually taken.
+    fn read_into_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        file: &std::fs::File,
+        plan: &ReadPlan,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let capacity = plan.capacity as ffi::Py_ssize_t;
+        // SAFETY: the writer is created, filled and finished (or discarded) here, and its data
+        // pointer is only used before finishing, by this thread.
+        unsafe {
+            let writer = ffi::compat::PyBytesWriter_Create(capacity);
+            if writer.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            let dst = RawBytes {
+                ptr: ffi::compat::PyBytesWriter_GetData(writer).cast(),
+                len: plan.capacity,
+            };
+            let path = &self.path;
+            let result = py.detach(move || {
+                let dst = dst;
+                read_planned_raw(file, path, plan, dst.ptr)
+            });
+            match result {
+                Ok(n) => {
+                    let obj =
+                        ffi::compat::PyBytesWriter_FinishWithSize(writer, n as ffi::Py_ssize_t);
+                    Ok(Bound::from_owned_ptr_or_err(py, obj)?.cast_into_unchecked())
+                }
+                Err(e) => {
+                    ffi::compat::PyBytesWriter_Discard(writer);
+                    Err(to_py_err(e))
+                }
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl PySegment {
+    #[new]
+    #[pyo3(signature = (dir, base_offset, index_interval_bytes = 4096, max_index_size = 10485760))]
+    fn new(
+        py: Python<'_>,
+        dir: PathBuf,
+        base_offset: i64,
+        index_interval_bytes: i64,
+        max_index_size: i64,
+    ) -> PyResult<Self> {
+        let segment = py
+            .detach(|| Segment::open(&dir, base_offset, index_interval_bytes, max_index_size))
+            .map_err(to_py_err)?;
+        let path = segment.path().to_path_buf();
+        Ok(PySegment {
+            inner: Mutex::new(Some(segment)),
+            base_offset,
+            path,
+        })
+    }
+
+    #[getter]
+    fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    #[getter]
+    fn path(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    #[getter]
+    fn size(&self) -> PyResult<u64> {
+        self.with(|s| Ok(s.size()))
+    }
+
+    #[getter]
+    fn next_offset(&self) -> PyResult<i64> {
+        self.with(|s| Ok(s.next_offset()))
+    }
+
+    #[getter]
+    fn max_timestamp(&self) -> PyResult<i64> {
+        self.with(|s| Ok(s.max_timestamp()))
+    }
+
+    #[getter]
+    fn offset_of_max_timestamp(&self) -> PyResult<i64> {
+        self.with(|s| Ok(s.offset_of_max_timestamp()))
+    }
+
+    #[getter]
+    fn first_batch_timestamp(&self) -> PyResult<i64> {
+        self.with(|s| Ok(s.first_batch_timestamp()))
+    }
+
+    #[getter]
+    fn index_is_full(&self) -> PyResult<bool> {
+        self.with(|s| Ok(s.index_is_full()))
+    }
+
+    #[getter]
+    fn last_modified_ms(&self) -> PyResult<i64> {
+        self.with(|s| s.last_modified_ms())
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.lock().is_none()
+    }
+
+    /// Patches and appends a record set; returns (last_offset, max_timestamp,
+    /// offset_of_max_timestamp).
+    fn append(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyAny>,
+        first_offset: i64,
+        leader_epoch: i32,
+        log_append_time_ms: i64,
+    ) -> PyResult<(i64, i64, i64)> {
+        let (buffer, raw) = contiguous_buffer(records)?;
+        let readonly = buffer.readonly();
+        let result = self.with_detached(py, move |s| {
+            // SAFETY: `buffer` is held until after this closure returns; it is only written
+            // when the exporter declared it writable.
+            if readonly {
+                s.append_copy(
+                    unsafe { raw.as_slice() },
+                    first_offset,
+                    leader_epoch,
+                    log_append_time_ms,
+                )
+            } else {
+                s.append(
+                    unsafe { raw.as_mut_slice() },
+                    first_offset,
+                    leader_epoch,
+                    log_append_time_ms,
+                )
+            }
+        });
+        drop(buffer);
+        let r = result?;
+        Ok((r.last_offset, r.max_timestamp, r.offset_of_max_timestamp))
+    }
+
+    /// Whole batches starting with the one holding `offset`.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        offset: i64,
+        max_bytes: i64,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        for _ in 0..8 {
+            let (plan, file, generation) = self.with_detached(py, |s| {
+                Ok((
+                    s.read_plan(offset, max_bytes, max_offset, min_one_batch)?,
+                    s.log_file(),
+                    s.generation(),
+                ))
+            })?;
+            let Some(plan) = plan else {
+                return Ok(PyBytes::new(py, b""));
+            };
+            let bytes = self.read_into_bytes(py, &file, &plan);
+            if self.with_detached(py, |s| Ok(s.generation() == generation))? {
+                return bytes;
+            }
+        }
+        Err(PyValueError::new_err(
+            "segment changed repeatedly during read",
+        ))
+    }
+
+    /// First record with timestamp >= `timestamp` and offset >= `start_offset`.
+    fn find_offset_by_timestamp(
+        &self,
+        py: Python<'_>,
+        timestamp: i64,
+        start_offset: i64,
+    ) -> PyResult<Option<(i64, i64)>> {
+        self.with_detached(py, |s| s.find_offset_by_timestamp(timestamp, start_offset))
+    }
+
+    /// (offset, timestamp) of the first record holding the segment's max timestamp.
+    fn max_timestamp_record(&self, py: Python<'_>) -> PyResult<Option<(i64, i64)>> {
+        self.with_detached(py, |s| s.max_timestamp_record())
+    }
+
+    /// Removes batches with last offset >= `offset`; returns bytes removed.
+    fn truncate_to(&self, py: Python<'_>, offset: i64) -> PyResult<u64> {
+        self.with_detached(py, |s| s.truncate_to(offset))
+    }
+
+    /// Validates the whole log, rebuilds the indexes, truncates at the first invalid batch.
+    fn recover(&self, py: Python<'_>, max_message_bytes: i64) -> PyResult<u64> {
+        self.with_detached(py, |s| s.recover(max_message_bytes))
+    }
+
+    /// Header info of every batch from `start_position`.
+    #[pyo3(signature = (start_position = 0))]
+    fn batches(&self, py: Python<'_>, start_position: u64) -> PyResult<Vec<PyBatchHeader>> {
+        let list = self.with_detached(py, |s| s.batches(start_position))?;
+        Ok(list.into_iter().map(PyBatchHeader::from).collect())
+    }
+
+    /// fsync the log and both indexes (GIL released; the segment stays usable meanwhile).
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let handles = self.with_detached(py, |s| s.flush_handles())?;
+        py.detach(|| handles.sync()).map_err(to_py_err)
+    }
+
+    /// Final time-index entry and index trimming when the segment stops being active.
+    fn on_become_inactive(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_detached(py, |s| s.on_become_inactive())
+    }
+
+    /// Final time-index entry, trim, fsync, close. Closing twice is a no-op.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        match self.take(py) {
+            Some(segment) => py.detach(|| segment.close(true)).map_err(to_py_err),
+            None => Ok(()),
+        }
+    }
+
+    /// Closes the segment and removes its three files.
+    fn delete(&self, py: Python<'_>) -> PyResult<()> {
+        match self.take(py) {
+            Some(segment) => py.detach(|| segment.delete()).map_err(to_py_err),
+            None => Err(to_py_err(self.closed_error())),
+        }
+    }
+
+    /// Closes the segment and renames its files to `<name><suffix>`.
+    fn rename_suffix(&self, py: Python<'_>, suffix: &str) -> PyResult<()> {
+        if suffix.is_empty() || suffix.contains('/') {
+            return Err(PyValueError::new_err(format!("invalid suffix {suffix:?}")));
+        }
+        match self.take(py) {
+            Some(segment) => py
+                .detach(|| segment.rename_suffix(suffix))
+                .map(|_| ())
+                .map_err(to_py_err),
+            None => Err(to_py_err(self.closed_error())),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        match self.lock().as_ref() {
+            Some(s) => format!(
+                "Segment(path={:?}, base_offset={}, size={}, next_offset={})",
+                self.path.display().to_string(),
+                self.base_offset,
+                s.size(),
+                s.next_offset()
+            ),
+            None => format!(
+                "Segment(path={:?}, closed)",
+                self.path.display().to_string()
+            ),
+        }
+    }
+}
+
+/// Adds the module's functions, classes and exceptions.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_function(wrap_pyfunction!(crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
+    m.add_class::<PyRecordsInfo>()?;
+    m.add_class::<PyBatchHeader>()?;
+    m.add_class::<PySegment>()?;
+    m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
+    m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
+    Ok(())
+}
