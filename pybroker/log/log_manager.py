@@ -100,11 +100,10 @@ class LogManager:
                 )
                 self.logs[tp].on_roll = self._schedule_flush_on_roll
                 self._dir_of[tp] = log_dir
-            log.info(
-                "Loaded %d logs from %s in %.0f ms (%s shutdown)",
-                sum(1 for d in self._dir_of.values() if d == log_dir), log_dir,
-                (time.monotonic() - started) * 1000, "clean" if clean else "unclean",
-            )
+            loaded = sum(1 for d in self._dir_of.values() if d == log_dir)
+            if loaded and not clean:
+                log.warning("%s was not shut down cleanly: recovered its logs from their recovery points", log_dir)
+            log.info("Loaded %d logs from %s in %.0f ms", loaded, log_dir, (time.monotonic() - started) * 1000)
             if clean:
                 os.remove(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
 

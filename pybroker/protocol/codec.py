@@ -9,7 +9,9 @@ Wire rules implemented here (Kafka's): big-endian integers; classic strings/arra
 int16/int32/int32 lengths (-1 = null); in flexible versions they carry an unsigned varint of
 length+1 (0 = null) and every struct ends with a tagged-field section (count, then tag/size/value
 each); unknown tags are skipped on decode, and known tagged fields are written only when they differ
-from their default. Request headers are v2 for flexible versions, else v1 (v0 only for
+from their default. Encoding a request drops fields its version lacks, except that a
+non-ignorable one holding a non-default value raises `EncodeError` (as Kafka's generated code
+does); responses silently drop them. Request headers are v2 for flexible versions, else v1 (v0 only for
 ControlledShutdown v0); response headers are v1 for flexible versions except ApiVersions, whose
 response header is always v0.
 
@@ -487,6 +489,8 @@ def _gen_encode_struct(g: _Gen, st: Struct, src: str, out: str) -> None:
     tagged: list[Field] = []
     for f in st.fields:
         if not f.present_in(v):
+            if g.msg.kind == "request" and not f.ignorable:
+                _gen_check_absent(g, f, f"{src}.{f.name}")
             continue
         (tagged if f.tagged_in(v) else regular).append(f)
     run: list[tuple[str, str]] = []
@@ -515,6 +519,26 @@ def _gen_encode_struct(g: _Gen, st: Struct, src: str, out: str) -> None:
     _flush_encode_run(g, run, out)
     if g.flexible:
         _gen_encode_tagged(g, tagged, src, out)
+
+
+def _gen_check_absent(g: _Gen, f: Field, expr: str) -> None:
+    """Requests only: a non-ignorable field that this version lacks must hold its default, or
+    the request cannot say what the caller asked for (Kafka raises UnsupportedVersionException
+    the same way; e.g. DeleteRecords ``leader_only=True`` below v3)."""
+    if f.struct is not None and not f.is_array:
+        return  # a nested struct's own fields are not checked
+    if f.is_array:
+        cond = expr
+    elif f.default is None:
+        cond = f"{expr} is not None"
+    else:
+        cond = f"{expr} != {g.const(f.default, '_dflt')}"
+    message = (
+        f"{g.msg.name} v{g.version} has no field {f.name}: "
+        "it must be left at its default (use a version that has it)"
+    )
+    g.emit(f"if {cond}:")
+    g.emit(f"    raise _E({message!r})")
 
 
 def _flush_encode_run(g: _Gen, run: list[tuple[str, str]], out: str) -> None:

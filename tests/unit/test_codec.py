@@ -82,10 +82,17 @@ class Sampler:
         raise AssertionError(t)
 
     def struct(self, st: Struct, present: bool = True) -> Any:
-        """An instance with every field set (present in version → encodable value)."""
+        """An instance with every field set (present in version → encodable value).
+
+        Fields absent from the version get non-default values too, except non-ignorable ones of
+        requests (encoding those must fail: see test_non_ignorable_absent_field_is_refused).
+        """
         obj = self.class_of(st)()
         for f in st.fields:
-            setattr(obj, f.name, self.value(f, present and f.present_in(self.version)))
+            here = present and f.present_in(self.version)
+            if not here and self.msg.kind == "request" and not f.ignorable:
+                continue
+            setattr(obj, f.name, self.value(f, here))
         return obj
 
     def expected(self, obj: Any, st: Struct) -> Any:
@@ -398,6 +405,20 @@ def test_encode_errors_are_clear() -> None:
         codec.encode_response(0, 2, 1, messages.ProduceResponse())
 
 
+def test_non_ignorable_absent_field_is_refused() -> None:
+    # MetadataRequest.allow_auto_topic_creation (v4+, default True) is not ignorable
+    with pytest.raises(codec.EncodeError, match="allow_auto_topic_creation"):
+        codec.encode_request(3, 3, 1, "c", messages.MetadataRequest(allow_auto_topic_creation=False))
+    codec.encode_request(3, 3, 1, "c", messages.MetadataRequest(allow_auto_topic_creation=True))
+    # FetchRequest.forgotten_topics_data (v7+) is not ignorable; rack_id (v11+) is
+    F = messages.FetchRequest
+    with pytest.raises(codec.EncodeError):
+        codec.encode_request(1, 6, 1, "c", F(forgotten_topics_data=[F.ForgottenTopic(topic="t")]))
+    codec.encode_request(1, 6, 1, "c", F(rack_id="rack-1"))
+    # responses drop absent fields whatever they hold
+    codec.encode_response(1, 4, 1, messages.FetchResponse(session_id=77))
+
+
 def test_delete_records_v3_kip_1343_fields() -> None:
     R = messages.DeleteRecordsRequest
     req = R(topics=[R.DeleteRecordsTopic(name="t", partitions=[
@@ -408,7 +429,11 @@ def test_delete_records_v3_kip_1343_fields() -> None:
     view = memoryview(frame)[4:]
     _, off = codec.decode_request_header(view)
     assert codec.decode_request(21, 3, view, off).leader_only is True
-    # v2 has no LeaderOnly: it decodes as the default False
+    # v2 has no LeaderOnly: asking for it there is refused (KIP-1343: no silent downgrade)...
+    with pytest.raises(codec.EncodeError, match="leader_only"):
+        codec.encode_request(21, 2, 1, "c", req)
+    # ...while the default is simply not sent, and decodes as False
+    req.leader_only = False
     frame = codec.encode_request(21, 2, 1, "c", req)
     view = memoryview(frame)[4:]
     _, off = codec.decode_request_header(view)
