@@ -250,10 +250,6 @@ class ReplicaManager:
             required_offset=required,
         )
 
-    def on_high_watermark_advanced(self, tp: TopicPartition) -> None:
-        for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
-            purgatory.check_and_complete(tp)
-
     # --- fetch ---------------------------------------------------------------------------------
 
     def read_from_local_log(

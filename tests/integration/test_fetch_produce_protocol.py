@@ -1,0 +1,159 @@
+"""Produce and Fetch at the protocol level: acks, long polls, byte limits, offsets out of range."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from pybroker.client.connection import BrokerConnection
+from pybroker.protocol import codec
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import FetchRequest, MetadataRequest, ProduceRequest
+from tests.unit.batches import build_batch
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def connect(bootstrap: str) -> BrokerConnection:
+    host, port = bootstrap.split(":")
+    connection = BrokerConnection(host, int(port))
+    await connection.connect()
+    return connection
+
+
+async def create(connection: BrokerConnection, topic: str) -> None:
+    await connection.send(ApiKey.METADATA, MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True))
+
+
+def produce_request(topic: str, batch: bytes, acks: int = 1) -> ProduceRequest:
+    return ProduceRequest(acks=acks, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+        name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+
+
+def fetch_request(topic: str, offset: int, max_wait_ms: int = 0, min_bytes: int = 1,
+                  partition_max_bytes: int = 1 << 20, isolation_level: int = 0) -> FetchRequest:
+    return FetchRequest(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=50 << 20,
+        isolation_level=isolation_level, session_id=0, session_epoch=-1,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+            partition_max_bytes=partition_max_bytes)])],
+        forgotten_topics_data=[], rack_id="",
+    )
+
+
+def partition_of(response):
+    return response.responses[0].partitions[0]
+
+
+def test_long_poll_wakes_when_a_record_arrives(broker, topic_name):
+    async def scenario():
+        consumer, producer = await connect(broker.bootstrap), await connect(broker.bootstrap)
+        await create(producer, topic_name)
+        started = time.monotonic()
+        waiting = asyncio.ensure_future(consumer.send(ApiKey.FETCH, fetch_request(topic_name, 0, max_wait_ms=30000)))
+        await asyncio.sleep(0)  # let the fetch reach the broker first
+        response = await producer.send(ApiKey.PRODUCE, produce_request(topic_name, build_batch([(b"k", b"v")])))
+        assert response.responses[0].partition_responses[0].error_code == 0
+        fetched = partition_of(await waiting)
+        elapsed = time.monotonic() - started
+        await consumer.close()
+        await producer.close()
+        return fetched, elapsed
+
+    fetched, elapsed = run(scenario())
+    assert fetched.error_code == 0 and fetched.high_watermark == 1
+    assert bytes(fetched.records).endswith(b"k\x02v\x00")
+    assert elapsed < 15, "the fetch waited for its max_wait instead of waking on the append"
+
+
+def test_long_poll_returns_empty_at_max_wait(broker, topic_name):
+    async def scenario():
+        connection = await connect(broker.bootstrap)
+        await create(connection, topic_name)
+        response = await connection.send(ApiKey.FETCH, fetch_request(topic_name, 0, max_wait_ms=200))
+        await connection.close()
+        return partition_of(response)
+
+    fetched = run(scenario())
+    assert fetched.error_code == 0 and not fetched.records and fetched.high_watermark == 0
+
+
+def test_partition_max_bytes_returns_whole_batches_and_at_least_one(broker, topic_name):
+    async def scenario():
+        connection = await connect(broker.bootstrap)
+        await create(connection, topic_name)
+        batches = [build_batch([(None, bytes([i]) * 1000)]) for i in range(5)]
+        for batch in batches:
+            await connection.send(ApiKey.PRODUCE, produce_request(topic_name, batch))
+        small = partition_of(await connection.send(ApiKey.FETCH, fetch_request(topic_name, 0, partition_max_bytes=10)))
+        two = partition_of(await connection.send(ApiKey.FETCH, fetch_request(topic_name, 0, partition_max_bytes=2 * len(batches[0]) + 5)))
+        middle = partition_of(await connection.send(ApiKey.FETCH, fetch_request(topic_name, 3)))
+        await connection.close()
+        return batches, small, two, middle
+
+    batches, small, two, middle = run(scenario())
+    assert len(small.records) == len(batches[0])  # KIP-74: one batch even over the limit
+    assert len(two.records) == 2 * len(batches[0])
+    assert len(middle.records) == 2 * len(batches[0])
+    assert int.from_bytes(bytes(middle.records[:8]), "big") == 3
+
+
+def test_offset_out_of_range_and_unknown_partition(broker, topic_name):
+    async def scenario():
+        connection = await connect(broker.bootstrap)
+        await create(connection, topic_name)
+        await connection.send(ApiKey.PRODUCE, produce_request(topic_name, build_batch([(None, b"x")])))
+        beyond = partition_of(await connection.send(ApiKey.FETCH, fetch_request(topic_name, 5)))
+        unknown = partition_of(await connection.send(ApiKey.FETCH, fetch_request(topic_name + "-nope", 0)))
+        await connection.close()
+        return beyond, unknown
+
+    beyond, unknown = run(scenario())
+    assert beyond.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and beyond.high_watermark == -1
+    assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_acks_zero_and_all(broker, topic_name):
+    async def scenario():
+        connection = await connect(broker.bootstrap)
+        await create(connection, topic_name)
+        # acks=0: no response; the next request's response must still match its own request.
+        connection._writer.write(codec.encode_request(
+            ApiKey.PRODUCE, 7, 999, "t", produce_request(topic_name, build_batch([(None, b"a")]), acks=0)))
+        all_acks = await connection.send(ApiKey.PRODUCE, produce_request(topic_name, build_batch([(None, b"b")]), acks=-1))
+        bad_acks = await connection.send(ApiKey.PRODUCE, produce_request(topic_name, build_batch([(None, b"c")]), acks=2))
+        committed = partition_of(await connection.send(ApiKey.FETCH, fetch_request(topic_name, 0, isolation_level=1)))
+        await connection.close()
+        return all_acks, bad_acks, committed
+
+    all_acks, bad_acks, committed = run(scenario())
+    assert all_acks.responses[0].partition_responses[0].base_offset == 1
+    assert bad_acks.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
+    assert committed.high_watermark == committed.last_stable_offset == 2
+    assert committed.aborted_transactions == []
+
+
+def test_pipelined_requests_are_answered_in_order(broker, topic_name):
+    """A long-polling fetch followed by quick requests on one connection: replies keep request order."""
+    async def scenario():
+        host, port = broker.bootstrap.split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        metadata = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)], allow_auto_topic_creation=True)
+        frames = [codec.encode_request(ApiKey.METADATA, 4, 1, "t", metadata),
+                  codec.encode_request(ApiKey.FETCH, 11, 2, "t", fetch_request(topic_name, 0, max_wait_ms=300)),
+                  codec.encode_request(ApiKey.METADATA, 4, 3, "t", metadata),
+                  codec.encode_request(ApiKey.METADATA, 4, 4, "t", metadata)]
+        writer.write(b"".join(frames))  # all at once, before any reply
+        order = []
+        for _ in frames:
+            size = int.from_bytes(await reader.readexactly(4), "big")
+            order.append(int.from_bytes((await reader.readexactly(size))[:4], "big"))
+        writer.close()
+        return order
+
+    assert run(scenario()) == [1, 2, 3, 4]
