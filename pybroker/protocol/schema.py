@@ -8,7 +8,9 @@ a tagged field in (and its tag), its default and whether it is ignorable. Struct
 this broker supports and the versions that use the flexible (compact + tagged) encoding.
 
 The codec (`codec.py`) and the class builder (`messages.py`) read these objects; nothing here does
-any encoding.
+any encoding. ``ignorable`` has Kafka's meaning: a request may silently drop the field at a
+version that lacks it; for a non-ignorable field the codec refuses to encode a request whose value
+is not the default at such a version (responses always drop absent fields).
 
 Type names: ``int8 int16 int32 int64 uint16 float64 bool string bytes records uuid``, ``[]T`` for
 an array of any of those (except records) or of a struct, and a capitalised name for a struct.

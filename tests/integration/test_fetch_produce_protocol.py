@@ -9,7 +9,7 @@ from pybroker.client.connection import BrokerConnection
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
-from pybroker.protocol.messages import FetchRequest, MetadataRequest, ProduceRequest
+from pybroker.protocol.messages import FetchRequest, InitProducerIdRequest, MetadataRequest, ProduceRequest
 from tests.unit.batches import build_batch
 
 
@@ -157,3 +157,50 @@ def test_pipelined_requests_are_answered_in_order(broker, topic_name):
         return order
 
     assert run(scenario()) == [1, 2, 3, 4]
+
+
+def test_idempotent_duplicates_gaps_and_fenced_epochs(broker, topic_name):
+    async def scenario():
+        connection = await connect(broker.bootstrap)
+        await create(connection, topic_name)
+        init = await connection.send(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1))
+        pid = init.producer_id
+
+        async def send(seq: int, epoch: int = 0, n: int = 2):
+            batch = build_batch([(None, b"r%d" % (seq + i)) for i in range(n)], producer_id=pid,
+                                producer_epoch=epoch, base_sequence=seq)
+            return (await connection.send(ApiKey.PRODUCE, produce_request(topic_name, batch, acks=-1))).responses[0].partition_responses[0]
+
+        results = [await send(0), await send(2), await send(2), await send(0), await send(7)]
+        bumped = await connection.send(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=60000, producer_id=pid, producer_epoch=0))
+        results += [await send(0, epoch=1), await send(4, epoch=0)]
+        await connection.close()
+        return init, bumped, results
+
+    init, bumped, results = run(scenario())
+    assert init.error_code == 0 and init.producer_id >= 0 and init.producer_epoch == 0
+    assert [r.error_code for r in results[:4]] == [0, 0, 0, 0]
+    assert [r.base_offset for r in results[:4]] == [0, 2, 2, 0]  # retries get their original offsets
+    assert results[4].error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert (bumped.producer_id, bumped.producer_epoch) == (init.producer_id, 1)
+    assert results[5].error_code == 0 and results[5].base_offset == 4
+    assert results[6].error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_segment_ms_rolls_on_record_time(start_broker, topic_name):
+    broker = start_broker(**{"log.roll.ms": 60000})
+
+    async def scenario():
+        connection = await connect(broker.bootstrap)
+        await create(connection, topic_name)
+        hour = 3_600_000
+        for i in range(3):
+            batch = build_batch([(None, b"x")], base_timestamp=1_700_000_000_000 + i * hour)
+            await connection.send(ApiKey.PRODUCE, produce_request(topic_name, batch))
+        await connection.close()
+
+    run(scenario())
+    logs = sorted(p.name for p in (broker.data_dir / f"{topic_name}-0").glob("*.log"))
+    assert logs == [f"{offset:020d}.log" for offset in range(3)]
