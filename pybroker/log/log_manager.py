@@ -39,6 +39,20 @@ class LogDirError(RuntimeError):
     """A log directory that cannot be used; the message says what to do."""
 
 
+def read_meta_properties(log_dir: str) -> dict[str, str]:
+    """A log dir's ``meta.properties`` (node.id, cluster.id, version); empty if there is none."""
+    props: dict[str, str] = {}
+    try:
+        with open(os.path.join(log_dir, META_PROPERTIES), encoding="utf-8") as f:
+            for line in f:
+                if "=" in line and not line.startswith("#"):
+                    key, _, value = line.strip().partition("=")
+                    props[key] = value
+    except FileNotFoundError:
+        pass
+    return props
+
+
 class LogManager:
     """All partition logs of this broker."""
 
@@ -109,13 +123,8 @@ class LogManager:
 
     def _check_meta_properties(self, log_dir: str) -> None:
         path = os.path.join(log_dir, META_PROPERTIES)
-        if os.path.exists(path):
-            props: dict[str, str] = {}
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    if "=" in line and not line.startswith("#"):
-                        key, _, value = line.strip().partition("=")
-                        props[key] = value
+        props = read_meta_properties(log_dir)
+        if props:
             if props.get("node.id") not in (None, str(self.node_id)):
                 raise LogDirError(
                     f"{path} belongs to node.id {props['node.id']}, but this broker is node.id "

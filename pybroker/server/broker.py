@@ -14,25 +14,13 @@ import os
 
 from pybroker.controller.metadata import ClusterMetadata, TopicMetadata
 from pybroker.log.config import LogConfig, validate_topic_configs
-from pybroker.log.log_manager import META_PROPERTIES, LogManager
+from pybroker.log.log_manager import LogManager, read_meta_properties
 from pybroker.network.listener import SocketServer
 from pybroker.server.config import BrokerConfig, Endpoint
 from pybroker.server.dispatcher import RequestDispatcher
 from pybroker.server.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
-
-
-def _stored_cluster_id(log_dir: str) -> str | None:
-    try:
-        with open(os.path.join(log_dir, META_PROPERTIES), encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.strip().partition("=")
-                if key == "cluster.id" and value:
-                    return value
-    except FileNotFoundError:
-        return None
-    return None
 
 
 class Broker:
@@ -43,7 +31,7 @@ class Broker:
         self.node_id = config.node_id
         log_dirs = config.log_dirs
         os.makedirs(log_dirs[0], exist_ok=True)
-        self.cluster_id = _stored_cluster_id(log_dirs[0]) or config.new_cluster_id()
+        self.cluster_id = read_meta_properties(log_dirs[0]).get("cluster.id") or config.new_cluster_id()
         self.metadata = ClusterMetadata(log_dirs[0], self.cluster_id, [self.node_id])
         self.log_manager = LogManager(
             log_dirs,

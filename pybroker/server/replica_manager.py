@@ -193,6 +193,11 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
+    def missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
+        """Why ``tp`` is not hosted here: it exists elsewhere (6) or not at all (3)."""
+        known = self.metadata.partition(tp.topic, tp.partition) is not None
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     # --- produce -------------------------------------------------------------------------------
 
     def append_records(
@@ -219,9 +224,7 @@ class ReplicaManager:
     ) -> PartitionAppendResult:
         partition = self.partitions.get(tp)
         if partition is None:
-            known = self.metadata.partition(tp.topic, tp.partition) is not None
-            error = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return PartitionAppendResult(error)
+            return PartitionAppendResult(self.missing_partition_error(tp))
         topic = self.metadata.topic(tp.topic)
         if topic is not None and topic.is_internal and not internal_topics_allowed:
             return PartitionAppendResult(
@@ -265,9 +268,7 @@ class ReplicaManager:
             tp = request.topic_partition
             partition = self.partitions.get(tp)
             if partition is None:
-                known = self.metadata.partition(tp.topic, tp.partition) is not None
-                code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                results[tp] = FetchPartitionResult(code)
+                results[tp] = FetchPartitionResult(self.missing_partition_error(tp))
                 errors = True
                 continue
             try:

@@ -9,7 +9,12 @@ from pybroker.client.connection import BrokerConnection
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
-from pybroker.protocol.messages import FetchRequest, InitProducerIdRequest, MetadataRequest, ProduceRequest
+from pybroker.protocol.messages import (
+    FetchRequest,
+    InitProducerIdRequest,
+    MetadataRequest,
+    ProduceRequest,
+)
 from tests.unit.batches import build_batch
 
 

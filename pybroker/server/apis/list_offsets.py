@@ -59,8 +59,7 @@ def _list_offset(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPart
         return _error(index, ErrorCode.UNSUPPORTED_VERSION)
     partition = broker.replica_manager.get_partition(tp)
     if partition is None:
-        known = broker.metadata.partition(tp.topic, tp.partition) is not None
-        return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return _error(index, broker.replica_manager.missing_partition_error(tp))
     try:
         if request.replica_id != DEBUGGING_REPLICA_ID:
             partition.require_leader()

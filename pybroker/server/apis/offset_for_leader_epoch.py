@@ -33,8 +33,7 @@ def _end_offset(ctx: RequestContext, tp: TopicPartition, p: object) -> _Result:
 
     partition = ctx.broker.replica_manager.get_partition(tp)
     if partition is None:
-        known = ctx.broker.metadata.partition(tp.topic, tp.partition) is not None
-        return error(ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return error(ctx.broker.replica_manager.missing_partition_error(tp))
     try:
         log = partition.require_leader()
         partition.check_leader_epoch(p.current_leader_epoch)  # type: ignore[attr-defined]
