@@ -13,7 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pybroker.log.config import LONG_MAX, TOPIC_CONFIGS, ConfigDef, ConfigError, LogConfig
+from pybroker.log.config import (
+    LONG_MAX,
+    TOPIC_CONFIGS,
+    ConfigDef,
+    ConfigError,
+    LogConfig,
+    format_value,
+)
 
 _BROKER_DEFS = [
     ConfigDef("node.id", "INT", 1, "This broker's id."),
@@ -71,6 +78,13 @@ _BROKER_DEFS = [
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
+
+# Broker properties that resolve one value, most specific first (Kafka's synonym order).
+SYNONYM_CHAINS: dict[str, tuple[str, ...]] = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
 
 
 @dataclass(frozen=True)
@@ -202,17 +216,20 @@ class BrokerConfig:
             return self.get(definition.synonym)
         return definition.default
 
-    def topic_default_source(self, topic_config: str) -> tuple[str | None, bool]:
-        """(broker synonym, whether it was set explicitly) for DescribeConfigs sources."""
-        synonym = TOPIC_CONFIGS[topic_config].synonym
-        if synonym is None:
-            return None, False
-        explicit = self.is_set(synonym)
-        if synonym == "log.retention.ms":
-            explicit = explicit or self.is_set("log.retention.minutes") or self.is_set("log.retention.hours")
-        if synonym == "log.roll.ms":
-            explicit = explicit or self.is_set("log.roll.hours")
-        return synonym, explicit
+    def topic_default_synonyms(self, topic_config: str) -> list[tuple[str, str, bool]]:
+        """The broker properties behind a topic config's default, most specific first, as
+        (name, value, explicitly set) — only those with a value, like Kafka's synonym list."""
+        definition = TOPIC_CONFIGS[topic_config]
+        if definition.synonym is None:
+            return []
+        out = []
+        for name in SYNONYM_CHAINS.get(definition.synonym, (definition.synonym,)):
+            if name not in BROKER_CONFIGS:
+                continue
+            value = self.get(name)
+            if value is not None:
+                out.append((name, format_value(value), self.is_set(name)))
+        return out
 
     def log_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
         return LogConfig(overrides or {}, self.topic_default)

@@ -69,26 +69,23 @@ def describe_topic(broker: Broker, topic: str, keys: list[str] | None = None) ->
         if keys is not None and name not in keys:
             continue
         definition = TOPIC_CONFIGS[name]
-        synonym, explicit = broker.config.topic_default_source(name)
-        default_value = format_value(broker.config.topic_default(name))
-        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        broker_synonyms = broker.config.topic_default_synonyms(name)
+        synonyms = [(n, v, ConfigSource.STATIC_BROKER_CONFIG if set_ else ConfigSource.DEFAULT_CONFIG)
+                    for n, v, set_ in broker_synonyms]
         if name in overrides:
             value, source = overrides[name], ConfigSource.TOPIC_CONFIG
-            synonyms.append((name, value, ConfigSource.TOPIC_CONFIG))
-        elif explicit:
-            value, source = default_value, ConfigSource.STATIC_BROKER_CONFIG
+            synonyms.insert(0, (name, value, ConfigSource.TOPIC_CONFIG))
         else:
-            value, source = default_value, ConfigSource.DEFAULT_CONFIG
-        if synonym is not None and explicit:
-            synonyms.append((synonym, default_value, ConfigSource.STATIC_BROKER_CONFIG))
-        synonyms.append((synonym or name, format_value(definition.default), ConfigSource.DEFAULT_CONFIG))
+            value = format_value(broker.config.topic_default(name))
+            explicit = any(set_ for _, _, set_ in broker_synonyms)
+            source = ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(name, value, source, False, _type(definition), definition.doc, synonyms))
     return entries
 
 
 def describe_broker(broker: Broker, keys: list[str] | None = None) -> list[ConfigEntry]:
     """This broker's static configuration (read-only: pybroker has no dynamic broker configs)."""
-    entries = []
+    entries: list[ConfigEntry] = []
     for name in sorted(BROKER_CONFIGS):
         if keys is not None and name not in keys:
             continue

@@ -12,7 +12,14 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -222,9 +229,10 @@ def test_aiokafka_create_topics(broker, admin, topic_name):
             AioNewTopic(topic_name + "-rf2", 1, 2),
             AioNewTopic(topic_name + "-zero", 0, 1),
         ])
-        return first.topic_errors, second.topic_errors, await client.list_topics()
+        twice = await client.create_topics([AioNewTopic(topic_name + "-twice", 1, 1), AioNewTopic(topic_name + "-twice", 2, 1)])
+        return first.topic_errors, second.topic_errors, twice.topic_errors, await client.list_topics()
 
-    first, second, listed = run_aiokafka_admin(broker.bootstrap, action)
+    first, second, twice, listed = run_aiokafka_admin(broker.bootstrap, action)
     assert [(t, code) for t, code, _ in first] == [(topic_name, 0)]
     assert [(t, code) for t, code, _ in second] == [
         (topic_name, ErrorCode.TOPIC_ALREADY_EXISTS),
@@ -232,7 +240,9 @@ def test_aiokafka_create_topics(broker, admin, topic_name):
         (topic_name + "-rf2", ErrorCode.INVALID_REPLICATION_FACTOR),
         (topic_name + "-zero", ErrorCode.INVALID_PARTITIONS),
     ]
-    assert topic_name in listed and topic_name + "-zero" not in listed
+    # A name given twice: one INVALID_REQUEST result for it, and nothing created.
+    assert [(t, code) for t, code, _ in twice] == [(topic_name + "-twice", ErrorCode.INVALID_REQUEST)]
+    assert topic_name in listed and topic_name + "-zero" not in listed and topic_name + "-twice" not in listed
     assert overrides(admin, topic_name) == {"retention.ms": "7000"}
 
 
@@ -296,7 +306,7 @@ def test_delete_topic_removes_metadata_and_data(broker, admin, topic_name):
     assert create(admin, NewTopic(topic_name, 2, 1)) == {topic_name: None}
     assert confluent_topic_id(admin, topic_name) != old_id
     assert overrides(admin, topic_name) == {}
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pybroker-tests"})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pybroker-tests", "enable.auto.commit": False})
     try:
         low_high = consumer.get_watermark_offsets(TopicPartition(topic_name, 1), timeout=10)
     finally:
@@ -339,7 +349,7 @@ def test_producer_auto_creates_topic_with_num_partitions(broker, admin, topic_na
 
 
 def test_librdkafka_consumer_does_not_auto_create(broker, admin, topic_name):
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pybroker-tests"})
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pybroker-tests", "enable.auto.commit": False})
     try:
         assert consumer.list_topics(topic_name, timeout=10).topics[topic_name].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
         consumer.assign([TopicPartition(topic_name, 0)])
@@ -438,11 +448,6 @@ def test_describe_topic_configs_defaults_and_overrides(admin, topic_name):
     assert (override.value, override.source) == ("86400000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
     assert configs["message.timestamp.type"].value == "CreateTime"
 
-    # Only the keys asked for.
-    resource = ConfigResource(ResourceType.TOPIC, topic_name, set_config={"segment.bytes": None, "cleanup.policy": None})
-    only = admin.describe_configs([resource])[resource].result(timeout=30)
-    assert {n: e.value for n, e in only.items()} == {"segment.bytes": "1073741824", "cleanup.policy": "delete"}
-
     missing = ConfigResource(ResourceType.TOPIC, topic_name + "-missing")
     assert outcome(admin.describe_configs([missing])[missing]) == KafkaError.UNKNOWN_TOPIC_OR_PART
 
@@ -474,6 +479,11 @@ def test_kafka_python_describe_and_alter_configs(kp_admin, admin, topic_name):
             assert (everything[name]["value"], everything[name]["config_source"]) == (value, "DEFAULT_CONFIG"), name
     assert everything["segment.bytes"]["config_type"] == "INT"
     assert everything["cleanup.policy"]["config_type"] == "LIST"
+    # Only the keys asked for; an empty key list means every key (as in Kafka).
+    only = kp_admin.describe_configs([KpConfigResource("TOPIC", topic_name, {"segment.bytes": None, "cleanup.policy": None})],
+                                     config_filter="all")["topic"][topic_name]
+    assert {k: v["value"] for k, v in only.items()} == {"segment.bytes": "1073741824", "cleanup.policy": "delete"}
+    assert kp_admin.describe_configs([KpConfigResource("TOPIC", topic_name, {})], config_filter="all")["topic"][topic_name] == everything
 
     # kafka-python checks keys against the broker's non-read-only configs, then uses
     # IncrementalAlterConfigs (APPEND is impossible with the legacy AlterConfigs).
@@ -519,7 +529,7 @@ def test_confluent_incremental_alter_configs(admin, topic_name):
                ("message.timestamp.type", "WallClock", AlterConfigOpType.SET),
                ("no.such.config", "1", AlterConfigOpType.SET),
                ("retention.ms", "1000", AlterConfigOpType.APPEND)]:
-        assert incremental(admin, topic_name, ("segment.bytes", "300000", AlterConfigOpType.SET), op) == KafkaError.INVALID_CONFIG, op
+        assert incremental(admin, topic_name, ("flush.messages", "1000", AlterConfigOpType.SET), op) == KafkaError.INVALID_CONFIG, op
     assert overrides(admin, topic_name) == before
 
     assert incremental(admin, topic_name + "-missing", ("retention.ms", "1", AlterConfigOpType.SET)) == KafkaError.UNKNOWN_TOPIC_OR_PART
@@ -557,7 +567,7 @@ def test_aiokafka_describe_and_alter_configs(broker, admin, topic_name):
     assert [r[0] for r in altered[0].resources] == [0]
     (resource,) = described[0].resources
     assert resource[0] == 0
-    entries = {e[0]: (e[1], e[4]) for e in resource[4]}  # name: (value, config_source)
+    entries = {e[0]: (e[1], e[3]) for e in resource[4]}  # name: (value, config_source)
     assert entries["segment.bytes"] == ("300000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
     # The legacy AlterConfigs replaced the whole override set.
     assert entries["retention.ms"] == ("604800000", ConfigSource.DEFAULT_CONFIG.value)

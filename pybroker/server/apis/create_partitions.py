@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from pybroker.controller.metadata import InvalidPartitionsError, UnknownTopicError
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
@@ -15,12 +17,15 @@ _Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
 def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
-    names = [t.name for t in request.topics]
+    counts = Counter(t.name for t in request.topics)
     results = []
+    answered: set[str] = set()
     for topic in request.topics:
-        if names.count(topic.name) > 1:
-            results.append(_Result(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
-                                   error_message="Duplicate topic in request."))
+        if counts[topic.name] > 1:
+            if topic.name not in answered:  # one result per name, and none of them is changed
+                answered.add(topic.name)
+                results.append(_Result(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
+                                       error_message="Duplicate topic name."))
             continue
         results.append(_increase(ctx, request, topic))
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -38,10 +38,14 @@ class _AssignmentError(Exception):
 def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
     results = []
+    answered: set[str] = set()
     for topic in request.topics:
         if counts[topic.name] > 1:
-            results.append(_error(topic.name, ErrorCode.INVALID_REQUEST,
-                                  f"Create topics request from client contains multiple entries for the topic {topic.name}"))
+            # Like Kafka: none of them is created, and the name gets one result (results are keyed by name).
+            if topic.name not in answered:
+                answered.add(topic.name)
+                results.append(_error(topic.name, ErrorCode.INVALID_REQUEST,
+                                      f"Create topics request from client contains multiple entries for the topic {topic.name}"))
             continue
         results.append(_create(ctx, request, topic))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)

@@ -23,7 +23,8 @@ def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConf
 def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: object) -> _Result:
     broker = ctx.broker
     kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
-    keys = resource.configuration_keys  # type: ignore[attr-defined]
+    # Kafka's ConfigHelper: a null or an empty key list both mean every config.
+    keys = resource.configuration_keys or None  # type: ignore[attr-defined]
 
     def error(code: ErrorCode, message: str) -> _Result:
         return _Result(error_code=code, error_message=message, resource_type=kind, resource_name=name, configs=[])
@@ -36,7 +37,8 @@ def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: ob
         if name not in ("", str(broker.node_id)):
             return error(ErrorCode.INVALID_REQUEST,
                          f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}")
-        entries = config_describer.describe_broker(broker, keys)
+        # "" names the cluster-wide dynamic defaults, of which pybroker has none.
+        entries = config_describer.describe_broker(broker, keys) if name else []
     else:
         return error(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
     include_synonyms = request.include_synonyms

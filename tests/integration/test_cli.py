@@ -1,0 +1,171 @@
+"""The ``pybroker`` command line: ``topics`` (like kafka-topics.sh) against a broker, and ``apis``."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+
+from pybroker.client.connection import BrokerConnection
+from pybroker.controller.metadata import topic_id_to_string
+from tests.conftest import REPO
+
+TOPIC_ID = r"[A-Za-z0-9_-]{22}"  # Kafka's printed Uuid: URL-safe base64, no padding
+
+
+def pybroker(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pybroker", *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def topics(broker, *args: str) -> subprocess.CompletedProcess[str]:
+    return pybroker("topics", "--bootstrap-server", broker.bootstrap, *args)
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
+    return result.stdout
+
+
+def failed(result: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    """Assert a non-zero exit with a single error line (containing ``fragments``) and no output."""
+    assert result.returncode != 0, result.stdout
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def topic_id(broker, topic: str) -> str:
+    """The topic id as confluent-kafka's AdminClient sees it, printed the Kafka way."""
+    import uuid
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    described = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=30)
+    mask = (1 << 64) - 1
+    value = ((described.topic_id.get_most_significant_bits() & mask) << 64) | (described.topic_id.get_least_significant_bits() & mask)
+    return topic_id_to_string(uuid.UUID(int=value))
+
+
+def expected_description(topic: str, topic_id: str, partitions: int, configs: str) -> str:
+    lines = [f"Topic: {topic}\tTopicId: {topic_id}\tPartitionCount: {partitions}\tReplicationFactor: 1\tConfigs: {configs}"]
+    lines += [f"\tTopic: {topic}\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1" for p in range(partitions)]
+    return "\n".join(lines) + "\n"
+
+
+def test_create_describe_alter_delete(broker, topic_name):
+    assert ok(topics(broker, "create", "--topic", topic_name, "--partitions", "2",
+                     "--config", "retention.ms=1000", "--config", "cleanup.policy=compact")) == f"Created topic {topic_name}.\n"
+    tid = topic_id(broker, topic_name)
+    assert ok(topics(broker, "describe", "--topic", topic_name)) == \
+        expected_description(topic_name, tid, 2, "cleanup.policy=compact,retention.ms=1000")
+    assert topic_name in ok(topics(broker, "list")).splitlines()
+
+    assert ok(topics(broker, "alter", "--topic", topic_name, "--partitions", "4", "--config", "segment.bytes=50000",
+                     "--delete-config", "retention.ms")) == f"Altered topic {topic_name}.\n"
+    assert ok(topics(broker, "describe", "--topic", topic_name)) == \
+        expected_description(topic_name, tid, 4, "cleanup.policy=compact,segment.bytes=50000")
+    # What the CLI changed is what a Kafka client sees.
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert len(admin.list_topics(timeout=10).topics[topic_name].partitions) == 4
+    resource = ConfigResource(ResourceType.TOPIC, topic_name)
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert {n: e.value for n, e in configs.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value} == \
+        {"cleanup.policy": "compact", "segment.bytes": "50000"}
+
+    assert ok(topics(broker, "delete", "--topic", topic_name)) == f"Deleted topic {topic_name}.\n"
+    assert topic_name not in ok(topics(broker, "list")).splitlines()
+
+
+def test_flag_spelling_like_kafka_topics(broker, topic_name):
+    assert ok(topics(broker, "--create", "--topic", topic_name, "--partitions", "3")) == f"Created topic {topic_name}.\n"
+    assert topic_name in ok(topics(broker, "--list")).splitlines()
+    described = ok(topics(broker, "--describe", "--topic", topic_name))
+    assert described == expected_description(topic_name, topic_id(broker, topic_name), 3, "")
+    assert ok(topics(broker, "--alter", "--topic", topic_name, "--partitions", "5")) == f"Altered topic {topic_name}.\n"
+    assert "PartitionCount: 5\t" in ok(topics(broker, "--describe", "--topic", topic_name))
+    assert ok(topics(broker, "--delete", "--topic", topic_name)) == f"Deleted topic {topic_name}.\n"
+
+
+def test_create_uses_broker_defaults(broker, topic_name):
+    ok(topics(broker, "create", "--topic", topic_name))
+    assert ok(topics(broker, "describe", "--topic", topic_name)) == \
+        expected_description(topic_name, topic_id(broker, topic_name), 1, "")  # num.partitions=1
+
+
+def test_describe_every_topic(broker, topic_name):
+    names = [topic_name + "-a", topic_name + "-b"]
+    for name in names:
+        ok(topics(broker, "create", "--topic", name, "--partitions", "2", "--config", "retention.ms=60000"))
+    out = ok(topics(broker, "describe"))
+    headers = [line for line in out.splitlines() if line.startswith("Topic: ")]
+    for line in headers:
+        assert re.fullmatch(rf"Topic: \S+\tTopicId: {TOPIC_ID}\tPartitionCount: \d+\tReplicationFactor: 1\tConfigs: \S*", line), line
+    for name in names:
+        assert f"Topic: {name}\tTopicId: {topic_id(broker, name)}\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: retention.ms=60000" in headers
+    listed = ok(topics(broker, "list")).splitlines()
+    assert listed == sorted(listed) and set(names) <= set(listed)
+
+
+def test_errors_exit_non_zero_with_one_line(broker, topic_name):
+    ok(topics(broker, "create", "--topic", topic_name))
+    missing = topic_name + "-missing"
+    cases = [  # (arguments, fragments of the error line); independent, so run side by side
+        (("create", "--topic", topic_name), (topic_name, "TOPIC_ALREADY_EXISTS")),
+        (("describe", "--topic", missing), (missing, "UNKNOWN_TOPIC_OR_PARTITION")),
+        (("delete", "--topic", missing), (missing, "UNKNOWN_TOPIC_OR_PARTITION")),
+        (("alter", "--topic", missing, "--partitions", "3"), (missing, "UNKNOWN_TOPIC_OR_PARTITION")),
+        (("alter", "--topic", topic_name, "--partitions", "1"), ("INVALID_PARTITIONS",)),
+        (("create", "--topic", topic_name + "-bad", "--config", "retention.ms=soon"), ("INVALID_CONFIG",)),
+        (("create", "--topic", "no way"), ("INVALID_TOPIC_EXCEPTION",)),
+        (("create", "--topic", topic_name + "-rf", "--replication-factor", "2"), ("INVALID_REPLICATION_FACTOR",)),
+        # Usage errors.
+        (("create",), ("--topic is required",)),
+        (("--create", "--list", "--topic", topic_name), ()),
+        ((), ()),
+    ]
+    with ThreadPoolExecutor(len(cases)) as pool:
+        results = list(pool.map(lambda case: topics(broker, *case[0]), cases))
+    for (_, fragments), result in zip(cases, results, strict=True):
+        failed(result, *fragments)
+    assert ok(topics(broker, "list")).count(topic_name) == 1  # the failures created nothing
+
+    unreachable = failed(pybroker("topics", "--bootstrap-server", "127.0.0.1:1", "list"), "127.0.0.1:1")
+    assert unreachable.startswith("Error: ")
+
+
+def test_apis_table_is_what_the_broker_advertises(broker):
+    out = ok(pybroker("apis"))
+    lines = out.strip().splitlines()
+    assert lines[:2] == ["| key | API | versions |", "|---:|---|---|"]
+    rows = [re.fullmatch(r"\| (\d+) \| ([A-Za-z]+) \| (\d+)–(\d+) \|", line) for line in lines[2:]]
+    assert all(rows), lines
+    table = {int(m[1]): (int(m[3]), int(m[4])) for m in rows}
+    names = {int(m[1]): m[2] for m in rows}
+    assert [int(m[1]) for m in rows] == sorted(table)
+    assert names[0] == "Produce" and names[18] == "ApiVersions" and names[60] == "DescribeCluster"
+
+    async def advertised() -> dict[int, tuple[int, int]]:
+        host, port = broker.bootstrap.split(":")
+        connection = BrokerConnection(host, int(port))
+        await connection.connect()
+        try:
+            return dict(connection.api_versions)
+        finally:
+            await connection.close()
+
+    assert asyncio.run(advertised()) == table
+
+
+def test_readme_api_table_is_up_to_date():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- apis:begin -->\n(.*?)<!-- apis:end -->", readme, re.S)
+    assert block, "README.md lost its <!-- apis:begin --> / <!-- apis:end --> markers"
+    assert block.group(1).strip() == ok(pybroker("apis")).strip(), \
+        "README.md's API table is stale: replace it with the output of `pybroker apis`"
