@@ -140,6 +140,24 @@ def system_busy_seconds() -> float:
     return busy / CLK_TCK
 
 
+def wait_for_quiet(max_busy_cores: float, max_wait_s: float) -> dict[str, float]:
+    """Flush dirty pages, then wait until the machine is nearly idle.
+
+    Samples machine-wide busy CPU over 1 s windows until it is below
+    ``max_busy_cores`` or ``max_wait_s`` has passed (then the run goes ahead and
+    the JSON shows it). Returns the last sample and the time waited.
+    """
+    t0 = time.perf_counter()
+    os.sync()  # earlier runs' dirty pages must not be written back during this run
+    while True:
+        b0 = system_busy_seconds()
+        time.sleep(1.0)
+        busy = system_busy_seconds() - b0
+        waited = time.perf_counter() - t0
+        if busy < max_busy_cores or waited >= max_wait_s:
+            return {"busy_cores": busy, "waited_s": waited}
+
+
 def children_cpu_seconds() -> float:
     """User+sys CPU of reaped children of this process (resource.RUSAGE_CHILDREN)."""
     import resource
@@ -592,10 +610,13 @@ def run_one(
     data_dir = run_dir / "data"
     data_dir.mkdir(parents=True)
     port = free_port()
+    quiet = wait_for_quiet(args.quiet_cores, args.quiet_wait)
     out: dict[str, Any] = {
         "broker": name,
         "run": run_no,
         "port": port,
+        "pre_run_busy_cores": quiet["busy_cores"],
+        "pre_run_wait_s": quiet["waited_s"],
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "loadavg_before": list(os.getloadavg()),
         "ok": False,
@@ -829,7 +850,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         f"load average at start {fmt_load(result['machine']['loadavg_start'])}, "
         f"at end {fmt_load(result['machine']['loadavg_end'])}.",
         "",
-        f"Medians over successful runs (runs alternate {' / '.join(brokers)}; "
+        f"Medians over successful runs ({'runs alternate ' if len(brokers) > 1 else 'broker: '}"
+        f"{' / '.join(brokers)}; "
         "MB = 10^6 bytes of record payload).",
         "",
         "| metric | " + " | ".join(brokers) + " |",
@@ -868,17 +890,19 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         "*other CPU s* = machine-wide busy CPU during the produce and consume phases minus the "
         "broker's and kcat's. It covers the harness itself and anything else running on the "
-        "machine, so a large value means the run was disturbed.",
+        "machine, so a large value means the run was disturbed. *busy cores before* is the "
+        "machine's CPU use in the 1 s just before the run (after the quiet gate).",
         "",
-        "| broker | run | load avg (1m) | produce msg/s | produce MB/s | consume msg/s | "
+        "| broker | run | load avg (1m) | busy cores before | produce msg/s | produce MB/s | consume msg/s | "
         "consume MB/s | CPU s/GB | peak RSS MB | idle RSS MB | other CPU s | status |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in result["runs"]:
         if r.get("ok"):
             f = flat(r)
             lines.append(
                 f"| {r['broker']} | {r['run']} | {r['loadavg_before'][0]:.2f} | "
+                f"{r.get('pre_run_busy_cores', 0.0):.2f} | "
                 f"{f['produce_msgs_per_s']:,.0f} | {f['produce_mb_per_s']:,.1f} | "
                 f"{f['consume_msgs_per_s']:,.0f} | {f['consume_mb_per_s']:,.1f} | "
                 f"{f['cpu_s_per_gb']:.2f} | {f['peak_rss_mb']:,.1f} | {f['idle_rss_mb']:.1f} | "
@@ -888,7 +912,7 @@ def render_markdown(result: dict[str, Any]) -> str:
             err = str(r.get("error", "?")).replace("|", "/")[:160]
             lines.append(
                 f"| {r['broker']} | {r['run']} | {r['loadavg_before'][0]:.2f} | "
-                f"— | — | — | — | — | — | — | — | FAILED: {err} |"
+                f"{r.get('pre_run_busy_cores', 0.0):.2f} | — | — | — | — | — | — | — | — | FAILED: {err} |"
             )
     lines += [
         "",
@@ -1031,6 +1055,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--admin-timeout", type=float, default=60.0, help="seconds for topic creation")
     ap.add_argument("--seqwrite-runs", type=int, default=5, help="sequential-write runs (0 = skip)")
     ap.add_argument("--seqwrite-mib", type=int, default=1024, help="MiB per sequential-write run")
+    ap.add_argument(
+        "--quiet-cores",
+        type=float,
+        default=0.3,
+        help="before each run, wait until the machine's busy CPU (1 s sample) is below this many cores",
+    )
+    ap.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=60.0,
+        help="longest wait for --quiet-cores, in seconds (then the run starts anyway)",
+    )
     ap.add_argument("--kcat", default="kcat", help="kcat binary")
     ap.add_argument(
         "--any-librdkafka", action="store_true", help="do not insist on librdkafka 2.16"
@@ -1135,6 +1171,8 @@ def main(argv: list[str] | None = None) -> int:
             "topic": TOPIC,
             "partitions": 1,
             "settle_s": args.settle,
+            "quiet_cores": args.quiet_cores,
+            "quiet_wait_s": args.quiet_wait,
             "client_props": args.client_props,
         },
         "machine": machine,
