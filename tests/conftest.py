@@ -130,9 +130,11 @@ def start_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker shared by a test module (tests use their own topics)."""
-    process = BrokerProcess(tmp_path_factory.mktemp("shared") / "data", **{"num.partitions": 1})
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker shared by a test module (tests use their own topics). A module may set
+    ``BROKER_OVERRIDES = {property: value}`` to start it with other broker properties."""
+    overrides = {"num.partitions": 1, **getattr(request.module, "BROKER_OVERRIDES", {})}
+    process = BrokerProcess(tmp_path_factory.mktemp("shared") / "data", **overrides)
     process.start()
     yield process
     if process.alive:

@@ -34,7 +34,6 @@ from confluent_kafka.admin import (
 from pybroker.client.admin import Admin, AdminError
 from pybroker.controller.metadata import topic_id_to_string
 from pybroker.protocol.errors import ErrorCode
-from tests.conftest import BrokerProcess
 from tests.integration import clients
 
 KAFKA_TOPIC_DEFAULTS = {
@@ -46,16 +45,8 @@ KAFKA_TOPIC_DEFAULTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """This module's shared broker: like conftest's, but new topics get 3 partitions by default."""
-    process = BrokerProcess(tmp_path_factory.mktemp("admin") / "data", **{"num.partitions": 3})
-    process.start()
-    yield process
-    if process.alive:
-        code = process.stop()
-        assert code == 0, f"broker exited with {code}:\n{process.log()}"
-    process.kill()
+# This module's shared broker (conftest's `broker`) gives new topics 3 partitions.
+BROKER_OVERRIDES = {"num.partitions": 3}
 
 
 @pytest.fixture(scope="module")
