@@ -235,7 +235,7 @@ class LogManager:
 
     def start_background_tasks(self) -> None:
         schedule = [
-            ("recovery", self._flush_and_checkpoint_recovery_points),
+            ("recovery", lambda: self.checkpoint(RECOVERY_POINT_CHECKPOINT)),
             ("log-start", lambda: self.checkpoint(LOG_START_OFFSET_CHECKPOINT)),
             ("high-watermark", lambda: self.checkpoint(REPLICATION_OFFSET_CHECKPOINT)),
             ("flush", self._flush_dirty_logs),
@@ -252,9 +252,6 @@ class LogManager:
                 await action()  # type: ignore[misc]
             except Exception:
                 log.exception("Background task %s failed", name)
-
-    async def _flush_and_checkpoint_recovery_points(self) -> None:
-        await self.checkpoint(RECOVERY_POINT_CHECKPOINT)
 
     async def _flush_dirty_logs(self) -> None:
         now = time.monotonic() * 1000

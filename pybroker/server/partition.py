@@ -131,8 +131,7 @@ class Partition:
 
     def low_watermark(self) -> int:
         """The smallest log start offset over the leader and every alive remote replica."""
-        require = self.require_leader()
-        low = require.log_start_offset
+        low = self.require_leader().log_start_offset
         for broker, state in self.remote_replicas.items():
             if broker in self.alive_brokers:
                 low = min(low, state.log_start_offset)

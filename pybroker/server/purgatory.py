@@ -81,13 +81,19 @@ class Purgatory:
         """
         if operation.try_complete():
             return True
+        self.watch(operation, keys)
+        return False
+
+    def watch(self, operation: DelayedOperation, keys: Iterable[Hashable]) -> None:
+        """Watch ``operation`` under ``keys`` until its deadline, without checking it first: for a
+        caller that has just found it incomplete (all of this runs on one thread, so nothing can
+        have changed in between)."""
         operation._keys = tuple(keys)
         operation._purgatory = self
         for key in operation._keys:
             self._watchers.setdefault(key, {})[operation] = None
         loop = asyncio.get_running_loop()
         operation._timer = loop.call_later(operation.delay_ms / 1000, operation._expire)
-        return False
 
     def check_and_complete(self, key: Hashable) -> int:
         """Re-check the operations watching ``key``; returns how many completed."""

@@ -215,7 +215,8 @@ class ReplicaManager:
             return results
         future: asyncio.Future[dict[TopicPartition, PartitionAppendResult]] = asyncio.get_running_loop().create_future()
         operation = DelayedProduce(timeout_ms, results, self.partitions.get, future)
-        self.produce_purgatory.try_complete_else_watch(operation, list(results))
+        # _append_one already found these high watermarks short of the appended records.
+        self.produce_purgatory.watch(operation, [tp for tp, r in results.items() if r.required_offset >= 0])
         return future
 
     def _append_one(
@@ -310,7 +311,8 @@ class ReplicaManager:
         operation = DelayedFetch(
             max_wait_ms, min_bytes, lambda: self.read_from_local_log(replica_id, requests, max_bytes), future
         )
-        self.fetch_purgatory.try_complete_else_watch(operation, [r.topic_partition for r in requests])
+        # The read above found too little; wait for appends to these partitions (or the deadline).
+        self.fetch_purgatory.watch(operation, [r.topic_partition for r in requests])
         return future
 
     def shutdown(self) -> None:

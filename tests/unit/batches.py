@@ -2,26 +2,56 @@
 
 from __future__ import annotations
 
+import gzip
 import struct
+
+import pytest
 
 from pybroker import _native
 
+XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 
-def _varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)  # zigzag
+
+def varint(value: int) -> bytes:
+    """Kafka's zigzag varint."""
+    value = (value << 1) ^ (value >> 63)
     out = bytearray()
-    while True:
-        byte = value & 0x7F
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
         value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    out.append(value)
+    return bytes(out)
 
 
 def _bytes_field(data: bytes | None) -> bytes:
-    return _varint(-1) if data is None else _varint(len(data)) + data
+    return varint(-1) if data is None else varint(len(data)) + data
+
+
+def encode_records(records: list[tuple[bytes | None, bytes | None]], timestamps: list[int]) -> bytes:
+    """The (uncompressed) records section of a batch: no headers, offset deltas 0..n-1."""
+    body = bytearray()
+    for delta, (key, value) in enumerate(records):
+        record = bytes([0]) + varint(timestamps[delta] - timestamps[0]) + varint(delta)
+        record += _bytes_field(key) + _bytes_field(value) + varint(0)
+        body += varint(len(record)) + record
+    return bytes(body)
+
+
+def compress(codec: int, raw: bytes, xerial: bool = True) -> bytes:
+    """Compress a records section as clients do (snappy: xerial framing like Java, or raw like librdkafka)."""
+    if codec == 0:
+        return raw
+    if codec == 1:
+        return gzip.compress(raw)
+    if codec == 2:
+        cramjam = pytest.importorskip("cramjam")
+        block = bytes(cramjam.snappy.compress_raw(raw))
+        return XERIAL_HEADER + struct.pack(">i", len(block)) + block if xerial else block
+    if codec == 3:
+        return pytest.importorskip("lz4.frame").compress(raw)
+    if codec == 4:
+        return pytest.importorskip("zstandard").ZstdCompressor().compress(raw)
+    raise AssertionError(f"unknown codec {codec}")
 
 
 def build_batch(
@@ -33,18 +63,16 @@ def build_batch(
     producer_epoch: int = -1,
     base_sequence: int = -1,
     attributes: int = 0,
+    codec: int = 0,
+    xerial: bool = True,
 ) -> bytes:
-    """An uncompressed magic-2 batch with a correct CRC32C."""
-    body = bytearray()
+    """A magic-2 batch with a correct CRC32C."""
     stamps = timestamps or [base_timestamp + i for i in range(len(records))]
-    for delta, (key, value) in enumerate(records):
-        record = bytes([0]) + _varint(stamps[delta] - stamps[0]) + _varint(delta)
-        record += _bytes_field(key) + _bytes_field(value) + _varint(0)
-        body += _varint(len(record)) + record
+    payload = compress(codec, encode_records(records, stamps), xerial)
     after_crc = struct.pack(
-        ">hiqqqhii", attributes, len(records) - 1, stamps[0], max(stamps),
+        ">hiqqqhii", attributes | codec, len(records) - 1, stamps[0], max(stamps),
         producer_id, producer_epoch, base_sequence, len(records),
-    ) + bytes(body)
+    ) + payload
     crc = _native.crc32c(after_crc)
     header = struct.pack(">qiibI", base_offset, 4 + 1 + 4 + len(after_crc), -1, 2, crc)
     return header + after_crc

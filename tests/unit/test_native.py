@@ -6,7 +6,6 @@ builder, so the two sides check each other.
 
 from __future__ import annotations
 
-import gzip
 import os
 import struct
 import threading
@@ -16,75 +15,14 @@ import pytest
 
 from pybroker import _native
 from pybroker._native import CorruptRecordError, RecordTooLargeError, Segment
+from tests.unit import batches
 
 MB = 1 << 20
-XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 
 
-def varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def encode_records(timestamps: list[int], value: bytes) -> bytes:
-    body = bytearray()
-    for delta, ts in enumerate(timestamps):
-        record = b"\x00" + varint(ts - timestamps[0]) + varint(delta)
-        record += varint(-1) + varint(len(value)) + value + varint(0)
-        body += varint(len(record)) + record
-    return bytes(body)
-
-
-def compress(codec: int, raw: bytes) -> bytes:
-    if codec == 0:
-        return raw
-    if codec == 1:
-        return gzip.compress(raw)
-    if codec == 2:  # xerial framing, as the Java client writes it
-        cramjam = pytest.importorskip("cramjam")
-        block = bytes(cramjam.snappy.compress_raw(raw))
-        return XERIAL_HEADER + struct.pack(">i", len(block)) + block
-    if codec == 3:
-        lz4_frame = pytest.importorskip("lz4.frame")
-        return lz4_frame.compress(raw)
-    if codec == 4:
-        zstandard = pytest.importorskip("zstandard")
-        return zstandard.ZstdCompressor().compress(raw)
-    raise AssertionError(codec)
-
-
-def build_batch(
-    timestamps: list[int],
-    value: bytes = b"value",
-    codec: int = 0,
-    attributes: int = 0,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-) -> bytes:
-    """A magic-2 batch (base offset 0) holding one record per timestamp."""
-    payload = compress(codec, encode_records(timestamps, value))
-    after_crc = (
-        struct.pack(
-            ">hiqqqhii",
-            attributes | codec,
-            len(timestamps) - 1,
-            timestamps[0],
-            max(timestamps),
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(timestamps),
-        )
-        + payload
-    )
-    crc = _native.crc32c(after_crc)
-    return struct.pack(">qiibI", 0, 4 + 1 + 4 + len(after_crc), -1, 2, crc) + after_crc
+def build_batch(timestamps: list[int], value: bytes = b"value", codec: int = 0, **fields: int) -> bytes:
+    """A batch (base offset 0) holding one keyless record per timestamp."""
+    return batches.build_batch([(None, value)] * len(timestamps), timestamps=timestamps, codec=codec, **fields)
 
 
 def split_batches(data: bytes) -> list[dict[str, int]]:
@@ -258,16 +196,21 @@ def test_find_offset_by_timestamp_and_max_timestamp_record(seg: Segment):
     assert seg.max_timestamp_record() == (6, 500)
 
 
-@pytest.mark.parametrize("codec", [1, 2, 3, 4])
-def test_find_offset_by_timestamp_compressed(tmp_path: Path, codec: int):
-    batch = build_batch([10, 30, 20, 30], codec=codec)
-    assert _native.validate_batches(batch, MB).compression == codec
+def assert_timestamps_10_30_20_30_found(tmp_path: Path, batch: bytes) -> None:
+    """Lookups in a batch of four records stamped 10, 30, 20, 30, appended at offset 10."""
     seg = Segment(str(tmp_path), 10)
     seg.append(batch, 10, 0, -1)
     assert seg.find_offset_by_timestamp(25, 0) == (11, 30)
     assert seg.find_offset_by_timestamp(25, 12) == (13, 30)
     assert seg.max_timestamp_record() == (11, 30)
     seg.close()
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_find_offset_by_timestamp_compressed(tmp_path: Path, codec: int):
+    batch = build_batch([10, 30, 20, 30], codec=codec)
+    assert _native.validate_batches(batch, MB).compression == codec
+    assert_timestamps_10_30_20_30_found(tmp_path, batch)
 
 
 # --- truncation, reopen, recovery -------------------------------------------------------------
@@ -437,22 +380,14 @@ def test_batches_built_by_kafka_python(tmp_path: Path, codec: int):
     batch = bytes(builder.build())
     info = _native.validate_batches(batch, MB)
     assert (info.compression, info.record_count, info.max_timestamp) == (codec, 4, 30)
-    seg = Segment(str(tmp_path), 10)
-    seg.append(batch, 10, 0, -1)
-    assert seg.find_offset_by_timestamp(25, 0) == (11, 30)
-    assert seg.find_offset_by_timestamp(25, 12) == (13, 30)
-    assert seg.max_timestamp_record() == (11, 30)
-    seg.close()
+    assert_timestamps_10_30_20_30_found(tmp_path, batch)
 
 
 def test_raw_snappy_batch(tmp_path: Path):
     """librdkafka-style snappy: a raw block without xerial framing."""
-    cramjam = pytest.importorskip("cramjam")
-    payload = bytes(cramjam.snappy.compress_raw(encode_records([5, 9, 7], b"abc")))
-    after_crc = struct.pack(">hiqqqhii", 2, 2, 5, 9, -1, -1, -1, 3) + payload
-    header = struct.pack(">qiibI", 0, 9 + len(after_crc), -1, 2, _native.crc32c(after_crc))
+    batch = build_batch([5, 9, 7], b"abc", codec=2, xerial=False)
     seg = Segment(str(tmp_path), 0)
-    seg.append(header + after_crc, 0, 0, -1)
+    seg.append(batch, 0, 0, -1)
     assert seg.find_offset_by_timestamp(8, 0) == (1, 9)
     assert seg.max_timestamp_record() == (1, 9)
     seg.close()
