@@ -51,6 +51,19 @@ def consume_confluent(bootstrap: str, topic: str, count: int, partition: int = 0
         consumer.close()
 
 
+def offset_for_time_confluent(bootstrap: str, topic: str, timestamp: int, partition: int = 0) -> int:
+    """Consumer.offsets_for_times for one partition: the offset, or -1 when no record qualifies."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pybroker-tests", "enable.auto.commit": False})
+    try:
+        (found,) = consumer.offsets_for_times([TopicPartition(topic, partition, timestamp)], timeout=10)
+    finally:
+        consumer.close()
+    assert found.error is None, found.error
+    return found.offset
+
+
 # --- aiokafka ---------------------------------------------------------------------------------
 
 def produce_aiokafka(bootstrap: str, topic: str, pairs: list[tuple[bytes | None, bytes]], partition: int = 0,

@@ -54,16 +54,6 @@ def timestamped(request, broker) -> tuple[str, str]:
     return broker.bootstrap, topic
 
 
-def confluent_offset_for_time(bootstrap: str, topic: str, timestamp: int) -> int:
-    consumer = Consumer(CONSUMER_CONFIG | {"bootstrap.servers": bootstrap})
-    try:
-        (found,) = consumer.offsets_for_times([TopicPartition(topic, 0, timestamp)], timeout=10)
-    finally:
-        consumer.close()
-    assert found.error is None
-    return found.offset
-
-
 def admin_list_offset(bootstrap: str, topic: str, spec: OffsetSpec) -> tuple[int, int]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     tp = TopicPartition(topic, 0)
@@ -202,9 +192,9 @@ def test_out_of_order_timestamps(broker, topic_name):
     offsets = [BASE + d for d in (1000, 5000, 2000, 6000, 3000, 4000)]
     create_topic(broker.bootstrap, topic_name)
     produce_with_timestamps(broker.bootstrap, topic_name, offsets, "lz4")
-    assert confluent_offset_for_time(broker.bootstrap, topic_name, BASE + 1500) == 1
-    assert confluent_offset_for_time(broker.bootstrap, topic_name, BASE + 5500) == 3
-    assert confluent_offset_for_time(broker.bootstrap, topic_name, BASE + 6001) == -1
+    assert clients.offset_for_time_confluent(broker.bootstrap, topic_name, BASE + 1500) == 1
+    assert clients.offset_for_time_confluent(broker.bootstrap, topic_name, BASE + 5500) == 3
+    assert clients.offset_for_time_confluent(broker.bootstrap, topic_name, BASE + 6001) == -1
     assert admin_list_offset(broker.bootstrap, topic_name, OffsetSpec.max_timestamp()) == (3, BASE + 6000)
 
 

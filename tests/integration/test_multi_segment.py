@@ -8,7 +8,7 @@ import re
 import struct
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from tests.integration import clients
@@ -55,16 +55,6 @@ def segment_bases(partition_dir) -> list[int]:
         by_suffix[match[2]].add(int(match[1]))
     assert by_suffix["log"] == by_suffix["index"] == by_suffix["timeindex"]
     return sorted(by_suffix["log"])
-
-
-def offset_for_time(bootstrap: str, topic: str, timestamp: int) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "pybroker-tests", "enable.auto.commit": False})
-    try:
-        (found,) = consumer.offsets_for_times([TopicPartition(topic, 0, timestamp)], timeout=10)
-    finally:
-        consumer.close()
-    assert found.error is None
-    return found.offset
 
 
 @pytest.fixture(scope="module")
@@ -132,9 +122,9 @@ def test_list_offsets_by_timestamp_finds_records_in_old_segments(broker, segment
     targets = sorted({0, 1, bases[1] - 1, bases[1], bases[2] + 3, bases[len(bases) // 2], bases[-1] - 1, COUNT - 1})
     for offset in targets:
         timestamp = record(offset)[2]
-        assert offset_for_time(bootstrap, topic, timestamp) == offset
-        assert offset_for_time(bootstrap, topic, timestamp - 5) == offset  # between two records
-    assert offset_for_time(bootstrap, topic, record(COUNT - 1)[2] + 1) == -1
+        assert clients.offset_for_time_confluent(bootstrap, topic, timestamp) == offset
+        assert clients.offset_for_time_confluent(bootstrap, topic, timestamp - 5) == offset  # between two records
+    assert clients.offset_for_time_confluent(bootstrap, topic, record(COUNT - 1)[2] + 1) == -1
 
     kp = KafkaConsumer(bootstrap_servers=bootstrap)
     try:
@@ -166,7 +156,7 @@ def test_segments_reads_and_lookups_survive_restart(start_broker, topic_name):
     got = clients.consume_aiokafka(broker.bootstrap, topic_name, count)
     assert [(o, k, v, ts) for o, k, v, ts in got] == [(i, *record(i)) for i in range(count)]
     for offset in (0, bases[1], bases[-2] + 1, count - 1):
-        assert offset_for_time(broker.bootstrap, topic_name, record(offset)[2]) == offset
+        assert clients.offset_for_time_confluent(broker.bootstrap, topic_name, record(offset)[2]) == offset
 
     # Appends continue in the last segment, at the next offset.
     clients.produce_confluent(broker.bootstrap, topic_name, [(b"after", b"restart")])
