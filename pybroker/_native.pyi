@@ -1,14 +1,16 @@
 """Typed stub of ``pybroker._native``, the Rust storage hot path (source: ``rust/src/``).
 
 Everything that touches record bytes lives here: CRC-32C, validation of produced record sets,
-and log segments (``.log`` + sparse ``.index`` / ``.timeindex``) in Kafka's exact on-disk
-format. Python never decodes a record; it makes one call per record set or per batch.
+building and reading the broker's own records (``build_batch`` / ``read_records``), and log
+segments (``.log`` + sparse ``.index`` / ``.timeindex``) in Kafka's exact on-disk format. Python
+never decodes a record; it makes one call per record set or per batch.
 
 Threading: every ``Segment`` method may be called from any thread. File I/O runs with the GIL
 released; ``flush()`` fsyncs without blocking concurrent appends/reads on the same segment.
 Buffers passed in must not be mutated by another thread during the call.
 """
 
+from collections.abc import Sequence
 from os import PathLike
 from typing import final
 
@@ -86,6 +88,43 @@ def validate_batches(records: Buffer, max_message_bytes: int) -> RecordsInfo:
 
     Raises ``CorruptRecordError`` for an empty set, a trailing partial batch or any malformed
     batch, ``RecordTooLargeError`` for an oversize batch.
+    """
+
+def build_batch(
+    records: Sequence[tuple[Buffer | None, Buffer | None]],
+    timestamp: int,
+    *,
+    base_offset: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """One uncompressed magic-2 record batch holding ``records``, ``(key, value)`` pairs where
+    ``None`` is a null key or a null value (a tombstone); for the broker's own writes, such as
+    the group coordinator's records in ``__consumer_offsets``.
+
+    Header: ``baseOffset`` = ``base_offset``, ``partitionLeaderEpoch`` -1 (``Segment.append``
+    sets it), attributes 0 (CreateTime, not transactional, not control),
+    ``lastOffsetDelta`` = ``len(records) - 1``, ``baseTimestamp`` = ``maxTimestamp`` =
+    ``timestamp``, the given producer fields, CRC-32C. Record ``i`` has attributes 0,
+    ``timestampDelta`` 0, ``offsetDelta`` ``i`` and no headers. Keys and values may be any
+    C-contiguous bytes-like object.
+
+    Raises ``ValueError`` for an empty ``records`` (or a batch over 2 GiB).
+    """
+
+def read_records(data: Buffer) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """``(offset, timestamp, key, value)`` of every record of every non-control batch in
+    ``data``, a buffer of whole batches as ``Segment.read`` returns it (empty gives ``[]``).
+
+    ``offset`` is ``baseOffset + offsetDelta``; ``timestamp`` is the batch's ``maxTimestamp`` for
+    LogAppendTime batches, else ``baseTimestamp + timestampDelta``; ``None`` stands for a null
+    key or value. Compressed batches (gzip, snappy, lz4, zstd) are decompressed; control batches
+    (transaction markers) are skipped; record headers are ignored. Large buffers are walked with
+    the GIL released.
+
+    Every batch is checked first (lengths, magic, codec, CRC-32C), so a truncated or damaged
+    buffer raises ``CorruptRecordError`` and returns nothing.
     """
 
 @final

@@ -57,6 +57,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.client_host = "/"
         self.closed = False
         self.attributes: dict[str, Any] = {}  # per-connection state for handlers (e.g. principal)
 
@@ -66,6 +67,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = f"/{peer[0]}" if peer else "/"  # how Kafka shows a client's address
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

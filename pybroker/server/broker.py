@@ -1,7 +1,7 @@
 """The broker process: builds every component from the configuration, runs, and shuts down.
 
 Owns start-up order (cluster id → metadata → log manager load/recovery → hosted partitions →
-listeners → background tasks), topic creation and deletion as the handlers request them (the
+group coordinator (loads ``__consumer_offsets``) → listeners → background tasks), topic creation and deletion as the handlers request them (the
 single broker acts as its own controller), and the clean shutdown sequence (stop accepting, answer
 what is waiting, flush and checkpoint every log, mark the shutdown clean).
 """
@@ -18,6 +18,8 @@ from pybroker.log.log_manager import LogManager, read_meta_properties
 from pybroker.network.listener import SocketServer
 from pybroker.server.config import BrokerConfig, Endpoint
 from pybroker.server.dispatcher import RequestDispatcher
+from pybroker.server.group.coordinator import GroupConfig, GroupCoordinator
+from pybroker.server.group.metadata_manager import GroupMetadataManager
 from pybroker.server.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,25 @@ class Broker:
             flush_check_interval_ms=config.get("log.flush.scheduler.interval.ms"),
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata)
+        self.group_coordinator = GroupCoordinator(
+            GroupMetadataManager(
+                self.replica_manager,
+                self.create_topic,
+                num_partitions=config.get("offsets.topic.num.partitions"),
+                replication_factor=config.get("offsets.topic.replication.factor"),
+                segment_bytes=config.get("offsets.topic.segment.bytes"),
+                commit_timeout_ms=config.get("offsets.commit.timeout.ms"),
+                retention_ms=config.get("offsets.retention.minutes") * 60 * 1000,
+            ),
+            GroupConfig(
+                min_session_timeout_ms=config.get("group.min.session.timeout.ms"),
+                max_session_timeout_ms=config.get("group.max.session.timeout.ms"),
+                initial_rebalance_delay_ms=config.get("group.initial.rebalance.delay.ms"),
+                max_size=config.get("group.max.size"),
+                offset_metadata_max_bytes=config.get("offset.metadata.max.bytes"),
+            ),
+            retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"),
+        )
         self.socket_server = SocketServer(
             config.listeners, RequestDispatcher(self), config.get("socket.request.max.bytes")
         )
@@ -70,6 +91,7 @@ class Broker:
         self.log_manager.load()
         for name in list(self.metadata.topics):
             self.replica_manager.apply_topic(name)
+        self.group_coordinator.startup()
         await self.socket_server.start()
         self.log_manager.start_background_tasks()
         log.info("pybroker node %d started (cluster id %s)", self.node_id, self.cluster_id)
@@ -83,6 +105,7 @@ class Broker:
     async def shutdown(self) -> None:
         log.info("Shutting down node %d", self.node_id)
         await self.socket_server.stop()
+        await self.group_coordinator.shutdown()
         self.replica_manager.shutdown()
         await self.log_manager.shutdown()
         log.info("Shut down cleanly")
@@ -106,6 +129,7 @@ class Broker:
     def delete_topic(self, name: str) -> TopicMetadata:
         topic = self.metadata.delete_topic(name)
         self.replica_manager.remove_topic(name, len(topic.partitions))
+        self.group_coordinator.on_topic_deleted(name)
         log.info("Deleted topic %s", name)
         return topic
 

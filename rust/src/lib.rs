@@ -1,12 +1,14 @@
 //! `pybroker._native`: the Rust storage hot path of pybroker.
 //!
-//! Everything that touches record bytes lives here: batch validation (`batch`), CRC-32C
-//! (`crc32c`), record decoding for timestamp lookups (`records`), the sparse indexes
+//! Everything that touches record bytes lives here: batch validation (`batch`), building the
+//! broker's own batches (`builder`), CRC-32C (`crc32c`), record decoding for timestamp lookups
+//! and the group coordinator's reads (`records`), the sparse indexes
 //! (`offset_index`, `time_index`, over `index_file`), segments (`segment`) and their recovery
 //! (`recovery`). These modules are plain Rust with no Python types; `python` holds the PyO3
 //! bindings, and this file only declares the modules and the `#[pymodule]` entry point.
 
 pub mod batch;
+pub mod builder;
 pub mod crc32c;
 pub mod errors;
 mod index_file;

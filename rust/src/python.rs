@@ -24,11 +24,13 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyBufferError, PyOSError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyList};
 
 use crate::batch::{self, RecordsInfo};
+use crate::builder::{self, KeyValue, ProducerFields};
 use crate::crc32c as crc;
 use crate::errors::StorageError;
+use crate::records::{self, Record};
 use crate::segment::{read_planned_raw, BatchInfo, ReadPlan, Segment};
 
 create_exception!(
@@ -225,6 +227,93 @@ fn validate_batches(
     };
     drop(buffer);
     result.map(PyRecordsInfo::from).map_err(to_py_err)
+}
+
+/// A key or value passed to `build_batch`: `bytes` are borrowed, other bytes-like objects copied.
+enum FieldArg<'py> {
+    Null,
+    Bytes(Bound<'py, PyBytes>),
+    Copied(Vec<u8>),
+}
+
+impl<'py> FieldArg<'py> {
+    fn extract(obj: Bound<'py, PyAny>) -> PyResult<Self> {
+        if obj.is_none() {
+            return Ok(FieldArg::Null);
+        }
+        match obj.cast_into::<PyBytes>() {
+            Ok(bytes) => Ok(FieldArg::Bytes(bytes)),
+            Err(e) => {
+                let (buffer, raw) = contiguous_buffer(&e.into_inner())?;
+                // SAFETY: `buffer` is held while the slice is copied.
+                let copied = unsafe { raw.as_slice() }.to_vec();
+                drop(buffer);
+                Ok(FieldArg::Copied(copied))
+            }
+        }
+    }
+
+    fn as_slice(&self) -> Option<&[u8]> {
+        match self {
+            FieldArg::Null => None,
+            FieldArg::Bytes(b) => Some(b.as_bytes()),
+            FieldArg::Copied(v) => Some(v),
+        }
+    }
+}
+
+/// One uncompressed batch of `(key, value)` records sharing `timestamp`.
+#[pyfunction]
+#[pyo3(signature = (records, timestamp, *, base_offset = 0, producer_id = -1, producer_epoch = -1, base_sequence = -1))]
+fn build_batch<'py>(
+    py: Python<'py>,
+    records: &Bound<'py, PyAny>,
+    timestamp: i64,
+    base_offset: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let mut fields = Vec::new();
+    for item in records.try_iter()? {
+        let (key, value): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item?.extract()?;
+        fields.push((FieldArg::extract(key)?, FieldArg::extract(value)?));
+    }
+    let pairs: Vec<KeyValue<'_>> = fields
+        .iter()
+        .map(|(key, value)| (key.as_slice(), value.as_slice()))
+        .collect();
+    let producer = ProducerFields {
+        producer_id,
+        producer_epoch,
+        base_sequence,
+    };
+    let batch =
+        builder::build_batch(&pairs, base_offset, timestamp, producer).map_err(to_py_err)?;
+    Ok(PyBytes::new(py, &batch))
+}
+
+/// `(offset, timestamp, key, value)` of every record of every non-control batch in `data`.
+#[pyfunction]
+fn read_records<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+    let (buffer, raw) = contiguous_buffer(data)?;
+    // SAFETY: `buffer` is held until the end of this function.
+    let result = if raw.len >= DETACH_THRESHOLD {
+        py.detach(move || records::read_records(unsafe { raw.as_slice() }))
+    } else {
+        records::read_records(unsafe { raw.as_slice() })
+    };
+    drop(buffer);
+    let optional_bytes = |data: Option<Vec<u8>>| data.map(|d| PyBytes::new(py, &d));
+    let tuples = result.map_err(to_py_err)?.into_iter().map(|r: Record| {
+        (
+            r.offset,
+            r.timestamp,
+            optional_bytes(r.key),
+            optional_bytes(r.value),
+        )
+    });
+    PyList::new(py, tuples)
 }
 
 /// Header information of one stored batch.
@@ -606,6 +695,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_function(wrap_pyfunction!(crc32c, m)?)?;
     m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(build_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(read_records, m)?)?;
     m.add_class::<PyRecordsInfo>()?;
     m.add_class::<PyBatchHeader>()?;
     m.add_class::<PySegment>()?;

@@ -1,27 +1,51 @@
 //! Record-level reading inside a v2 batch: decompression of the batch body and iteration over
-//! its records' `(offset, timestamp)`.
+//! its records.
 //!
-//! Only `find_offset_by_timestamp` and `max_timestamp_record` need this (ListOffsets); the append
-//! and fetch paths never look inside a batch. Each record is
-//! `length varint, attributes i8, timestampDelta varlong, offsetDelta varint, keyLength varint,
-//! key, valueLength varint, value, headerCount varint, headers...` (zigzag varints); after the
-//! first three fields the rest of the record is skipped using `length`.
+//! Two readers share one decoder:
+//!
+//! * [`visit_records`] yields each record's `(offset, timestamp)` and skips the rest; it serves
+//!   `find_offset_by_timestamp` and `max_timestamp_record` (ListOffsets). The append and fetch
+//!   paths never look inside a batch.
+//! * [`read_records`] copies out `(offset, timestamp, key, value)` of every record of a buffer of
+//!   whole batches (control batches skipped); the group coordinator uses it to load
+//!   `__consumer_offsets`.
+//!
+//! Each record is `length varint, attributes i8, timestampDelta varlong, offsetDelta varint,
+//! keyLength varint, key, valueLength varint, value, headerCount varint, headers...` (zigzag
+//! varints, a negative key/value length meaning null). Fields are read through a
+//! `RecordFields` reader bounded by `length`, and whatever a reader does not need (headers,
+//! or key and value for timestamp lookups) is skipped using `length`.
 //!
 //! Codecs (attribute bits 0-2): 1 gzip, 2 snappy (xerial framing as the Java client and
 //! librdkafka write it, or raw snappy), 3 lz4 (frame format), 4 zstd. Bodies are decoded as
-//! streams, so a compressed batch never needs more memory than a small window, and iteration stops
-//! as soon as the caller has found its record.
+//! streams, so a compressed batch never needs more memory than a small window (plus, for
+//! [`read_records`], the records copied out), and iteration stops as soon as the caller has found
+//! its record.
 
 use std::io::{self, BufRead, BufReader, Read};
 
 use flate2::read::MultiGzDecoder;
 
-use crate::batch::{BatchHeader, RECORD_BATCH_OVERHEAD};
+use crate::batch::{validate_batches, BatchHeader, RECORD_BATCH_OVERHEAD};
 use crate::errors::{Result, StorageError};
 
 /// Header of the xerial snappy stream format (`SnappyCodec.MAGIC_HEADER` + version + compat).
 const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
 const XERIAL_HEADER_LEN: usize = 16;
+
+/// Most bytes reserved up front for a key or value; larger fields grow as their data arrives.
+const INITIAL_FIELD_CAPACITY: usize = 64 * 1024;
+
+/// One record copied out of a batch by [`read_records`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub offset: i64,
+    pub timestamp: i64,
+    /// `None` for a null key.
+    pub key: Option<Vec<u8>>,
+    /// `None` for a null value (a tombstone).
+    pub value: Option<Vec<u8>>,
+}
 
 /// Calls `visit(offset, timestamp)` for each record of `batch` (a complete batch, header
 /// included) until it returns `true`. Returns whether a visit returned `true`.
@@ -32,15 +56,64 @@ pub fn visit_records(
     batch: &[u8],
     mut visit: impl FnMut(i64, i64) -> bool,
 ) -> Result<bool> {
+    scan_batch(header, batch, |offset, timestamp, _rest| {
+        Ok(visit(offset, timestamp))
+    })
+}
+
+/// Every record of every non-control batch in `data` (a buffer of whole batches, possibly empty),
+/// in order, with its key and value copied out.
+///
+/// `offset` is `baseOffset + offsetDelta`; `timestamp` is the batch's `maxTimestamp` for
+/// LogAppendTime batches, else `baseTimestamp + timestampDelta`. Every batch is checked as
+/// [`validate_batches`] does (lengths, magic, codec, CRC) before any record is decoded, so a
+/// truncated or damaged buffer gives [`StorageError::Corrupt`] and no records.
+pub fn read_records(data: &[u8]) -> Result<Vec<Record>> {
+    let mut records = Vec::new();
+    if data.is_empty() {
+        return Ok(records);
+    }
+    validate_batches(data, i64::MAX)?;
+    let mut pos = 0usize;
+    while pos < data.len() {
+        let header =
+            BatchHeader::parse(&data[pos..]).ok_or_else(|| StorageError::corrupt("short batch"))?;
+        let batch = &data[pos..pos + header.size()];
+        if !header.is_control() {
+            scan_batch(&header, batch, |offset, timestamp, rest| {
+                let key = rest.read_bytes()?;
+                let value = rest.read_bytes()?;
+                records.push(Record {
+                    offset,
+                    timestamp,
+                    key,
+                    value,
+                });
+                Ok(false)
+            })?;
+        }
+        pos += header.size();
+    }
+    Ok(records)
+}
+
+/// Decompresses the body of `batch` as a stream and calls `on_record(offset, timestamp, rest)`
+/// for each record until it returns `true`; `rest` reads the record's remaining fields from
+/// `keyLength` on, and whatever it leaves unread is skipped. Returns whether a call returned
+/// `true`.
+fn scan_batch<F>(header: &BatchHeader, batch: &[u8], on_record: F) -> Result<bool>
+where
+    F: FnMut(i64, i64, &mut dyn RemainingFields) -> Result<bool>,
+{
     let body = &batch[RECORD_BATCH_OVERHEAD..];
     let count = header.records_count.max(0) as usize;
     match header.compression() {
-        0 => scan(header, body, count, &mut visit),
+        0 => scan(header, body, count, on_record),
         1 => scan(
             header,
             BufReader::new(MultiGzDecoder::new(body)),
             count,
-            &mut visit,
+            on_record,
         ),
         2 => {
             if body.starts_with(&XERIAL_MAGIC) {
@@ -48,23 +121,23 @@ pub fn visit_records(
                     header,
                     BufReader::new(XerialSnappyReader::new(body)),
                     count,
-                    &mut visit,
+                    on_record,
                 )
             } else {
                 let raw = decompress_raw_snappy(body)?;
-                scan(header, raw.as_slice(), count, &mut visit)
+                scan(header, raw.as_slice(), count, on_record)
             }
         }
         3 => scan(
             header,
             BufReader::new(lz4_flex::frame::FrameDecoder::new(body)),
             count,
-            &mut visit,
+            on_record,
         ),
         4 => {
             let decoder = ruzstd::decoding::StreamingDecoder::new(body)
                 .map_err(|e| StorageError::corrupt(format!("invalid zstd frame: {e}")))?;
-            scan(header, BufReader::new(decoder), count, &mut visit)
+            scan(header, BufReader::new(decoder), count, on_record)
         }
         codec => Err(StorageError::corrupt(format!(
             "unknown compression codec id {codec}"
@@ -76,72 +149,115 @@ fn scan<R: BufRead>(
     header: &BatchHeader,
     mut input: R,
     count: usize,
-    visit: &mut impl FnMut(i64, i64) -> bool,
+    mut on_record: impl FnMut(i64, i64, &mut dyn RemainingFields) -> Result<bool>,
 ) -> Result<bool> {
     let log_append_time = header.is_log_append_time();
     for _ in 0..count {
-        let mut reader = CountingReader {
-            inner: &mut input,
-            consumed: 0,
-        };
-        let length = read_varint(&mut reader)?;
+        let length = RecordFields::new(&mut input, u64::MAX).read_varint()?;
         if length < 0 {
             return Err(StorageError::corrupt(format!(
                 "negative record length {length}"
             )));
         }
-        let start = reader.consumed;
-        let _attributes = read_u8(&mut reader)?;
-        let timestamp_delta = read_varint(&mut reader)?;
-        let offset_delta = read_varint(&mut reader)?;
-        let used = (reader.consumed - start) as i64;
-        if used > length {
-            return Err(StorageError::corrupt("record shorter than its own header"));
-        }
-        skip(&mut input, (length - used) as u64)?;
+        let mut fields = RecordFields::new(&mut input, length as u64);
+        let _attributes = fields.read_u8()?;
+        let timestamp_delta = fields.read_varint()?;
+        let offset_delta = fields.read_varint()?;
         let offset = header.base_offset.saturating_add(offset_delta);
         let timestamp = if log_append_time {
             header.max_timestamp
         } else {
             header.base_timestamp.saturating_add(timestamp_delta)
         };
-        if visit(offset, timestamp) {
+        if on_record(offset, timestamp, &mut fields)? {
             return Ok(true);
         }
+        fields.skip_rest()?;
     }
     Ok(false)
 }
 
-/// Tracks how many bytes the varint readers consumed.
-struct CountingReader<'a, R: BufRead> {
-    inner: &'a mut R,
-    consumed: usize,
+/// The not yet decoded fields of one record, as handed to a scan's callback.
+trait RemainingFields {
+    /// Reads a length-prefixed byte field (key or value): `None` when the length is negative.
+    fn read_bytes(&mut self) -> Result<Option<Vec<u8>>>;
 }
 
-fn read_u8<R: BufRead>(r: &mut CountingReader<'_, R>) -> Result<u8> {
-    let buf = r.inner.fill_buf().map_err(decode_error)?;
-    let Some(&byte) = buf.first() else {
-        return Err(StorageError::corrupt("record data ends early"));
-    };
-    r.inner.consume(1);
-    r.consumed += 1;
-    Ok(byte)
+/// Reads the fields of one record, never past its declared `length`.
+struct RecordFields<'a, R: BufRead> {
+    input: &'a mut R,
+    /// Bytes of the record not consumed yet.
+    remaining: u64,
 }
 
-/// Zigzag varlong (also used for varints; callers range-check as needed).
-fn read_varint<R: BufRead>(r: &mut CountingReader<'_, R>) -> Result<i64> {
-    let mut raw: u64 = 0;
-    for shift in (0..70).step_by(7) {
-        let byte = read_u8(r)?;
-        raw |= ((byte & 0x7F) as u64) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
-        }
-        if shift == 63 {
-            break;
-        }
+impl<'a, R: BufRead> RecordFields<'a, R> {
+    fn new(input: &'a mut R, remaining: u64) -> Self {
+        RecordFields { input, remaining }
     }
-    Err(StorageError::corrupt("varint is too long"))
+
+    fn read_u8(&mut self) -> Result<u8> {
+        if self.remaining == 0 {
+            return Err(StorageError::corrupt(
+                "record fields overrun the record length",
+            ));
+        }
+        let buf = self.input.fill_buf().map_err(decode_error)?;
+        let Some(&byte) = buf.first() else {
+            return Err(StorageError::corrupt("record data ends early"));
+        };
+        self.input.consume(1);
+        self.remaining -= 1;
+        Ok(byte)
+    }
+
+    /// Zigzag varlong (also used for varints; callers range-check as needed).
+    fn read_varint(&mut self) -> Result<i64> {
+        let mut raw: u64 = 0;
+        for shift in (0..70).step_by(7) {
+            let byte = self.read_u8()?;
+            raw |= ((byte & 0x7F) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+            }
+            if shift == 63 {
+                break;
+            }
+        }
+        Err(StorageError::corrupt("varint is too long"))
+    }
+
+    /// Skips what is left of the record.
+    fn skip_rest(&mut self) -> Result<()> {
+        skip(self.input, self.remaining)?;
+        self.remaining = 0;
+        Ok(())
+    }
+}
+
+impl<R: BufRead> RemainingFields for RecordFields<'_, R> {
+    fn read_bytes(&mut self) -> Result<Option<Vec<u8>>> {
+        let length = self.read_varint()?;
+        if length < 0 {
+            return Ok(None);
+        }
+        if length as u64 > self.remaining {
+            return Err(StorageError::corrupt(format!(
+                "record field of {length} bytes overruns the record length"
+            )));
+        }
+        // `take` + `read_to_end` grows the buffer with the data actually present, so a forged
+        // length cannot make us allocate more than the batch holds.
+        let mut data = Vec::with_capacity((length as usize).min(INITIAL_FIELD_CAPACITY));
+        (&mut *self.input)
+            .take(length as u64)
+            .read_to_end(&mut data)
+            .map_err(decode_error)?;
+        if data.len() as u64 != length as u64 {
+            return Err(StorageError::corrupt("record data ends early"));
+        }
+        self.remaining -= length as u64;
+        Ok(Some(data))
+    }
 }
 
 fn skip<R: BufRead>(r: &mut R, mut n: u64) -> Result<()> {
@@ -298,8 +414,12 @@ pub(crate) mod test_support {
 mod tests {
     use super::test_support::compressed_batch;
     use super::*;
-    use crate::batch::test_support::{batch_of, TestRecord};
-    use crate::batch::validate_batches;
+    use crate::batch::test_support::{
+        batch_of, build_raw_batch, encode_records, put_varint, TestRecord,
+    };
+    use crate::batch::{
+        assign_offsets, validate_batches, CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK,
+    };
 
     fn all_records(batch: &[u8]) -> Vec<(i64, i64)> {
         let header = BatchHeader::parse(batch).unwrap();
@@ -367,5 +487,155 @@ mod tests {
         let header = BatchHeader::parse(&b).unwrap();
         let cut = &b[..b.len() - 10];
         assert!(visit_records(&header, cut, |_, _| false).is_err());
+    }
+
+    /// What `read_records` should return for `sample()` stored at `base_offset`.
+    fn sample_records(base_offset: i64) -> Vec<Record> {
+        sample()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Record {
+                offset: base_offset + i as i64,
+                timestamp: r.timestamp,
+                key: r.key.map(<[u8]>::to_vec),
+                value: Some(r.value.to_vec()),
+            })
+            .collect()
+    }
+
+    fn with_base_offset(mut batch: Vec<u8>, base_offset: i64) -> Vec<u8> {
+        assign_offsets(&mut batch, base_offset, -1, -1, &mut Vec::new()).unwrap();
+        batch
+    }
+
+    #[test]
+    fn read_records_of_every_codec() {
+        for codec in 0..=4 {
+            let b = if codec == 0 {
+                batch_of(&sample())
+            } else {
+                compressed_batch(codec, &sample())
+            };
+            let b = with_base_offset(b, 30);
+            assert_eq!(
+                read_records(&b).unwrap(),
+                sample_records(30),
+                "codec {codec}"
+            );
+        }
+    }
+
+    #[test]
+    fn read_records_of_empty_buffer_is_empty() {
+        assert_eq!(read_records(&[]).unwrap(), []);
+    }
+
+    #[test]
+    fn read_records_uses_log_append_time() {
+        let mut b = compressed_batch(4, &sample());
+        assign_offsets(&mut b, 3, 0, 42, &mut Vec::new()).unwrap();
+        let got = read_records(&b).unwrap();
+        assert_eq!(got.len(), 5);
+        assert!(got.iter().all(|r| r.timestamp == 42));
+        assert_eq!(got[4].offset, 7);
+        assert_eq!(
+            got[4].value.as_deref(),
+            Some(b"some value bytes".as_slice())
+        );
+    }
+
+    #[test]
+    fn read_records_skips_control_batches() {
+        // A commit marker (key: version 0, type 1; value: version 0, coordinator epoch 0).
+        let marker = [TestRecord {
+            timestamp: 2000,
+            key: Some(&[0, 0, 0, 1]),
+            value: &[0, 0, 0, 0, 0, 0],
+        }];
+        let control = build_raw_batch(
+            5,
+            CONTROL_FLAG_MASK | TRANSACTIONAL_FLAG_MASK,
+            0,
+            2000,
+            2000,
+            1,
+            &encode_records(2000, &marker),
+        );
+        let mut data = with_base_offset(batch_of(&sample()), 0);
+        data.extend_from_slice(&control);
+        data.extend(with_base_offset(compressed_batch(3, &sample()), 6));
+        let mut expected = sample_records(0);
+        expected.extend(sample_records(6));
+        assert_eq!(read_records(&data).unwrap(), expected);
+    }
+
+    #[test]
+    fn read_records_skips_headers_and_reads_nulls() {
+        // One record with a null key, a null value and one header ("h" -> "x").
+        let mut body = vec![0u8]; // attributes
+        put_varint(&mut body, 0); // timestampDelta
+        put_varint(&mut body, 0); // offsetDelta
+        put_varint(&mut body, -1); // null key
+        put_varint(&mut body, -1); // null value
+        put_varint(&mut body, 1); // header count
+        put_varint(&mut body, 1);
+        body.push(b'h');
+        put_varint(&mut body, 1);
+        body.push(b'x');
+        let mut payload = Vec::new();
+        put_varint(&mut payload, body.len() as i64);
+        payload.extend_from_slice(&body);
+        let b = build_raw_batch(9, 0, 0, 77, 77, 1, &payload);
+        assert_eq!(
+            read_records(&b).unwrap(),
+            [Record {
+                offset: 9,
+                timestamp: 77,
+                key: None,
+                value: None,
+            }]
+        );
+    }
+
+    #[test]
+    fn read_records_rejects_damaged_buffers() {
+        let b = compressed_batch(1, &sample());
+        let mut bad_crc = b.clone();
+        let last = bad_crc.len() - 1;
+        bad_crc[last] ^= 0x01;
+        let mut two = b.clone();
+        two.extend_from_slice(&b);
+        for (name, data) in [
+            ("bad crc", bad_crc.as_slice()),
+            ("truncated", &b[..b.len() - 1]),
+            ("partial header", &b[..20]),
+            ("partial second batch", &two[..two.len() - 5]),
+        ] {
+            assert!(
+                matches!(read_records(data), Err(StorageError::Corrupt(_))),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn read_records_rejects_fields_overrunning_the_record() {
+        // A record claiming a 1000-byte key inside a 10-byte record, with a valid CRC.
+        let mut body = vec![0u8, 0, 0];
+        put_varint(&mut body, 1000);
+        body.extend_from_slice(b"abcdef");
+        let mut payload = Vec::new();
+        put_varint(&mut payload, body.len() as i64);
+        payload.extend_from_slice(&body);
+        let b = build_raw_batch(0, 0, 0, 1, 1, 1, &payload);
+        assert!(
+            matches!(read_records(&b), Err(StorageError::Corrupt(m)) if m.contains("overruns"))
+        );
+        // More records announced than the body holds.
+        let short = build_raw_batch(0, 0, 1, 1, 1, 2, &encode_records(1, &sample()[..1]));
+        assert!(matches!(
+            read_records(&short),
+            Err(StorageError::Corrupt(_))
+        ));
     }
 }

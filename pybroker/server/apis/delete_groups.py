@@ -1,0 +1,18 @@
+"""DeleteGroups (42): delete empty groups with their committed offsets."""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.DELETE_GROUPS
+VERSIONS = (0, 2)
+
+
+def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    results = ctx.broker.group_coordinator.handle_delete_groups(list(request.groups_names))
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[
+        DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=results[group_id])
+        for group_id in dict.fromkeys(request.groups_names)
+    ])

@@ -1,0 +1,32 @@
+"""DescribeGroups (15): state, protocol and members of groups (an unknown group is reported Dead)."""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
+from pybroker.server.apis.group_response import ALL_GROUP_OPERATIONS, AUTHORIZED_OPERATIONS_OMITTED
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.DESCRIBE_GROUPS
+VERSIONS = (0, 5)
+
+
+def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    coordinator = ctx.broker.group_coordinator
+    with_operations = ctx.api_version >= 3 and request.include_authorized_operations
+    described = []
+    for group_id in request.groups:
+        error, summary = coordinator.handle_describe_group(group_id)
+        described.append(DescribeGroupsResponse.DescribedGroup(
+            error_code=error, group_id=group_id, group_state=summary.state, protocol_type=summary.protocol_type,
+            protocol_data=summary.protocol_name,
+            members=[
+                DescribeGroupsResponse.DescribedGroupMember(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                    client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment,
+                )
+                for m in summary.members
+            ],
+            authorized_operations=ALL_GROUP_OPERATIONS if with_operations else AUTHORIZED_OPERATIONS_OMITTED,
+        ))
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=described)

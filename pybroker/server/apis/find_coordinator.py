@@ -1,0 +1,55 @@
+"""FindCoordinator (10): which broker coordinates a group (creating ``__consumer_offsets`` on first use).
+
+v0-3 ask for one key, v4+ for several. Transaction coordinators do not exist yet (key type 1 is
+answered COORDINATOR_NOT_AVAILABLE); an unknown key type is INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from pybroker.server.group.metadata_manager import OFFSETS_TOPIC, OffsetsTopicUnavailable
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.FIND_COORDINATOR
+VERSIONS = (0, 4)
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+
+log = logging.getLogger(__name__)
+
+
+def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    key_type = request.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
+    if ctx.api_version >= 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            FindCoordinatorResponse.Coordinator(key=key, **_find(ctx, key_type, key)) for key in request.coordinator_keys
+        ])
+    found = _find(ctx, key_type, request.key)
+    return FindCoordinatorResponse(throttle_time_ms=0, **found)
+
+
+def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, object]:
+    broker = ctx.broker
+    if key_type == KEY_TYPE_GROUP:
+        try:
+            partition = broker.group_coordinator.coordinator_partition(key)
+        except OffsetsTopicUnavailable as e:
+            log.warning("%s", e)
+            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e))
+        assignment = broker.metadata.partition(OFFSETS_TOPIC, partition)
+        if assignment is None or assignment.leader != broker.node_id:
+            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+        endpoint = broker.advertised_endpoint
+        return {"error_code": ErrorCode.NONE, "error_message": None, "node_id": broker.node_id,
+                "host": endpoint.host, "port": endpoint.port}
+    if key_type == KEY_TYPE_TRANSACTION:
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported by this broker.")
+    return _error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request")
+
+
+def _error(code: ErrorCode, message: str) -> dict[str, object]:
+    return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}

@@ -1,0 +1,18 @@
+"""Heartbeat (12): a member is alive; the answer says whether a rebalance is under way."""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.messages import HeartbeatRequest, HeartbeatResponse
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.HEARTBEAT
+VERSIONS = (0, 4)
+
+
+def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
+    error = ctx.broker.group_coordinator.handle_heartbeat(
+        request.group_id, request.member_id, request.group_instance_id if ctx.api_version >= 3 else None,
+        request.generation_id,
+    )
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)

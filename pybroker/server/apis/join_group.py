@@ -1,0 +1,49 @@
+"""JoinGroup (11): join a group; answered when the rebalance's join phase ends."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.messages import JoinGroupRequest, JoinGroupResponse
+from pybroker.server.apis.group_response import answer
+from pybroker.server.group.coordinator import JoinResult
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.JOIN_GROUP
+VERSIONS = (0, 7)
+
+
+def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse | asyncio.Future[JoinGroupResponse]:
+    version = ctx.api_version
+    group_instance_id = request.group_instance_id if version >= 5 else None
+
+    def build(result: JoinResult) -> JoinGroupResponse:
+        protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
+        return JoinGroupResponse(
+            throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
+            protocol_type=result.protocol_type, protocol_name=protocol_name, leader=result.leader_id,
+            member_id=result.member_id,
+            members=[
+                JoinGroupResponse.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=md)
+                for m, i, md in result.members
+            ],
+        )
+
+    return answer(
+        lambda respond: ctx.broker.group_coordinator.handle_join_group(
+            request.group_id,
+            request.member_id,
+            group_instance_id,
+            # KIP-394: from v4 a dynamic member first gets its member id, then joins with it.
+            version >= 4 and group_instance_id is None,
+            ctx.client_id or "",
+            ctx.connection.client_host,
+            request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
+            request.session_timeout_ms,
+            request.protocol_type,
+            [(p.name, bytes(p.metadata)) for p in request.protocols],
+            respond,
+        ),
+        build,
+    )

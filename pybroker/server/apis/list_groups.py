@@ -1,0 +1,23 @@
+"""ListGroups (16): the groups this broker coordinates (v4: filtered by state)."""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.messages import ListGroupsRequest, ListGroupsResponse
+from pybroker.server.group.group_metadata import GroupState
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.LIST_GROUPS
+VERSIONS = (0, 4)
+
+
+def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
+    states: set[GroupState] | None = None
+    if ctx.api_version >= 4 and request.states_filter:
+        # An unknown state name matches no group, as in Kafka.
+        states = {s for s in (GroupState.parse(name) for name in request.states_filter) if s is not None}
+    error, groups = ctx.broker.group_coordinator.handle_list_groups(states)
+    return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
+        ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state)
+        for group_id, protocol_type, state in groups
+    ])

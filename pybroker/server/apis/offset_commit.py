@@ -1,0 +1,74 @@
+"""OffsetCommit (8): store a group's committed offsets in ``__consumer_offsets``.
+
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION; the rest go to the coordinator,
+which checks the member and generation (simple groups commit with generation -1). OffsetCommit
+v2-v4's retention time becomes the commit's expire timestamp, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
+from pybroker.server.apis.group_response import answer
+from pybroker.server.group.records import OffsetAndMetadata
+from pybroker.server.request_context import RequestContext
+from pybroker.types import TopicPartition
+
+API_KEY = ApiKey.OFFSET_COMMIT
+VERSIONS = (2, 8)
+DEFAULT_RETENTION_TIME = -1
+
+
+def handle(
+    ctx: RequestContext, request: OffsetCommitRequest
+) -> OffsetCommitResponse | asyncio.Future[OffsetCommitResponse]:
+    version = ctx.api_version
+    metadata = ctx.broker.metadata
+    now = int(time.time() * 1000)
+    retention = request.retention_time_ms if version <= 4 else DEFAULT_RETENTION_TIME
+    order: list[TopicPartition] = []
+    errors: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            order.append(tp)
+            if metadata.partition(tp.topic, tp.partition) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,
+                expire_timestamp=now + retention if retention != DEFAULT_RETENTION_TIME else None,
+            )
+
+    def build(results: dict[TopicPartition, ErrorCode]) -> OffsetCommitResponse:
+        by_topic: dict[str, list[OffsetCommitResponse.OffsetCommitResponsePartition]] = {}
+        for tp in order:
+            by_topic.setdefault(tp.topic, []).append(OffsetCommitResponse.OffsetCommitResponsePartition(
+                partition_index=tp.partition, error_code=errors.get(tp, results.get(tp, ErrorCode.NONE)),
+            ))
+        return OffsetCommitResponse(throttle_time_ms=0, topics=[
+            OffsetCommitResponse.OffsetCommitResponseTopic(name=name, partitions=partitions)
+            for name, partitions in by_topic.items()
+        ])
+
+    if not offsets:
+        return build({})
+    return answer(
+        lambda respond: ctx.broker.group_coordinator.handle_commit_offsets(
+            request.group_id,
+            request.member_id,
+            request.group_instance_id if version >= 7 else None,
+            request.generation_id_or_member_epoch,
+            offsets,
+            respond,
+        ),
+        build,
+    )

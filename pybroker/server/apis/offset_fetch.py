@@ -1,0 +1,66 @@
+"""OffsetFetch (9): a group's committed offsets (v8: several groups in one request).
+
+A partition without a committed offset answers offset -1 and empty metadata; a null topic list
+(v2+) asks for every offset the group has.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
+from pybroker.server.group.records import OffsetAndMetadata
+from pybroker.server.request_context import RequestContext
+from pybroker.types import TopicPartition
+
+API_KEY = ApiKey.OFFSET_FETCH
+VERSIONS = (1, 8)
+
+
+def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse:
+    coordinator = ctx.broker.group_coordinator
+    if ctx.api_version >= 8:
+        groups = []
+        for group in request.groups:
+            error, offsets = coordinator.handle_fetch_offsets(group.group_id, _partitions(group.topics))
+            groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(
+                group_id=group.group_id, error_code=error,
+                topics=_topics(offsets, OffsetFetchResponse.OffsetFetchResponseTopics,
+                               OffsetFetchResponse.OffsetFetchResponsePartitions),
+            ))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    requested = _partitions(request.topics)
+    error, offsets = coordinator.handle_fetch_offsets(request.group_id, requested)
+    if error != ErrorCode.NONE:
+        if ctx.api_version >= 2:
+            return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[])
+        # v1 has no top-level error: every requested partition carries it.
+        failed = {tp: OffsetAndMetadata(offset=-1) for tp in requested or []}
+        return OffsetFetchResponse(topics=_topics(
+            failed, OffsetFetchResponse.OffsetFetchResponseTopic, OffsetFetchResponse.OffsetFetchResponsePartition,
+            error,
+        ))
+    return OffsetFetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=_topics(
+        offsets, OffsetFetchResponse.OffsetFetchResponseTopic, OffsetFetchResponse.OffsetFetchResponsePartition,
+    ))
+
+
+def _partitions(topics: Any) -> list[TopicPartition] | None:
+    if topics is None:
+        return None
+    return [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
+
+
+def _topics(
+    offsets: dict[TopicPartition, OffsetAndMetadata], topic_cls: Any, partition_cls: Any,
+    error: ErrorCode = ErrorCode.NONE,
+) -> list[Any]:
+    by_topic: dict[str, list[Any]] = {}
+    for tp, committed in offsets.items():
+        by_topic.setdefault(tp.topic, []).append(partition_cls(
+            partition_index=tp.partition, committed_offset=committed.offset,
+            committed_leader_epoch=committed.leader_epoch, metadata=committed.metadata, error_code=error,
+        ))
+    return [topic_cls(name=name, partitions=partitions) for name, partitions in by_topic.items()]

@@ -1,0 +1,38 @@
+"""SyncGroup (14): the leader hands in the assignment; every member gets its share."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.messages import SyncGroupRequest, SyncGroupResponse
+from pybroker.server.apis.group_response import answer
+from pybroker.server.group.coordinator import SyncResult
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.SYNC_GROUP
+VERSIONS = (0, 5)
+
+
+def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse | asyncio.Future[SyncGroupResponse]:
+    version = ctx.api_version
+
+    def build(result: SyncResult) -> SyncGroupResponse:
+        return SyncGroupResponse(
+            throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name, assignment=result.assignment,
+        )
+
+    return answer(
+        lambda respond: ctx.broker.group_coordinator.handle_sync_group(
+            request.group_id,
+            request.generation_id,
+            request.member_id,
+            request.group_instance_id if version >= 3 else None,
+            request.protocol_type if version >= 5 else None,
+            request.protocol_name if version >= 5 else None,
+            {a.member_id: bytes(a.assignment) for a in request.assignments},
+            respond,
+        ),
+        build,
+    )

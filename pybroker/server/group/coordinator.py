@@ -1,0 +1,895 @@
+"""The group coordinator: Kafka's classic group protocol, member by member.
+
+Owns the protocol logic of JoinGroup (with KIP-394's member-id round trip and KIP-345's static
+members), SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
+DescribeGroups, DeleteGroups and OffsetDelete, and the timers that drive rebalances (join phase,
+initial rebalance delay, sessions, pending syncs) through two purgatories. It follows Kafka's
+``GroupCoordinator`` closely, so its decisions and error codes are Kafka's; the API handlers only
+translate messages. Group state lives in ``GroupMetadata``; persistence is the metadata manager's.
+
+Answers are given through callbacks, because some wait (a JoinGroup until the rebalance's join
+phase ends, a SyncGroup until the leader's assignment is stored); a callback may run before the
+handling method returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pybroker.protocol.errors import ErrorCode
+from pybroker.server.group.delayed_operations import (
+    DelayedHeartbeat,
+    DelayedJoin,
+    DelayedSync,
+    InitialDelayedJoin,
+    join_key,
+    member_key,
+    sync_key,
+)
+from pybroker.server.group.group_metadata import GroupMetadata, GroupState
+from pybroker.server.group.member import MemberMetadata
+from pybroker.server.group.metadata_manager import GroupMetadataManager, now_ms
+from pybroker.server.group.records import OffsetAndMetadata
+from pybroker.server.purgatory import Purgatory
+from pybroker.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's bound on a new member's pending JoinGroup
+UNKNOWN_MEMBER_ID = ""
+
+
+@dataclass
+class GroupConfig:
+    """The broker properties the coordinator follows."""
+
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 3000
+    max_size: int = 2147483647
+    offset_metadata_max_bytes: int = 4096
+
+
+@dataclass
+class JoinResult:
+    member_id: str
+    error: ErrorCode = ErrorCode.NONE
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)  # only for the leader
+
+
+@dataclass
+class SyncResult:
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupSummary:
+    state: str
+    protocol_type: str
+    protocol_name: str
+    members: list[MemberSummary]
+
+
+EMPTY_GROUP = GroupSummary("", "", "", [])
+DEAD_GROUP = GroupSummary(GroupState.DEAD.value, "", "", [])
+
+# Offset fetch: what is reported for a partition without a committed offset.
+NO_OFFSET = OffsetAndMetadata(offset=-1, leader_epoch=-1, metadata="")
+
+
+class GroupCoordinator:
+    """Coordinates the groups whose ``__consumer_offsets`` partition this broker leads."""
+
+    def __init__(self, manager: GroupMetadataManager, config: GroupConfig, retention_check_interval_ms: int) -> None:
+        self.manager = manager
+        self.config = config
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.rebalance_purgatory = Purgatory("Rebalance")
+        self.heartbeat_purgatory = Purgatory("Heartbeat")
+        self.active = False
+        self._expiry_task: asyncio.Task[None] | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Load the groups of the owned ``__consumer_offsets`` partitions; start offset expiry."""
+        for group in self.manager.load_partitions():
+            for member in list(group.members.values()):
+                self._complete_and_schedule_next_heartbeat(group, member)
+        self.active = True
+        self._expiry_task = asyncio.get_running_loop().create_task(
+            self.manager.run_expiry(self.retention_check_interval_ms), name="offsets-expiry"
+        )
+
+    async def shutdown(self) -> None:
+        self.active = False
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+            await asyncio.gather(self._expiry_task, return_exceptions=True)
+        self.rebalance_purgatory.shutdown()
+        self.heartbeat_purgatory.shutdown()
+
+    # --- FindCoordinator ------------------------------------------------------------------------
+
+    def coordinator_partition(self, group_id: str) -> int:
+        """Create ``__consumer_offsets`` on first use; the partition that owns ``group_id``.
+        Raises OffsetsTopicUnavailable."""
+        self.manager.ensure_offsets_topic()
+        return self.manager.partition_for(group_id)
+
+    def _validate_group_status(self, group_id: str | None, allow_empty_id: bool) -> ErrorCode | None:
+        if group_id is None or (not group_id and not allow_empty_id):
+            return ErrorCode.INVALID_GROUP_ID
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.manager.is_loading(group_id):
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if not self.manager.is_local(group_id):
+            return ErrorCode.NOT_COORDINATOR
+        return None
+
+    # --- JoinGroup ------------------------------------------------------------------------------
+
+    def handle_join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        respond: Callable[[JoinResult], None],
+    ) -> None:
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is not None:
+            respond(JoinResult(member_id, error))
+            return
+        if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
+            respond(JoinResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
+            return
+        is_unknown_member = member_id == UNKNOWN_MEMBER_ID
+        group = self.manager.get_group(group_id)
+        if group is None:
+            if not is_unknown_member:
+                respond(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+                return
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, now_ms()))
+        if not self._accept_joining_member(group, member_id):
+            respond(JoinResult(member_id, ErrorCode.GROUP_MAX_SIZE_REACHED))
+            if group.remove(member_id) is not None:
+                self._after_member_removed(group, member_id, "the group is full")
+        elif is_unknown_member:
+            self._join_new_member(
+                group, group_instance_id, require_known_member_id, client_id, client_host, rebalance_timeout_ms,
+                session_timeout_ms, protocol_type, protocols, respond,
+            )
+        else:
+            self._join_current_member(
+                group, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
+                session_timeout_ms, protocol_type, protocols, respond,
+            )
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            self.rebalance_purgatory.check_and_complete(join_key(group.group_id))
+
+    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        limit = self.config.max_size
+        if group.is_state(GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            joined = group.has(member_id) and group.get(member_id).is_awaiting_join
+            return joined or group.num_awaiting_join < limit
+        return group.has(member_id) or len(group.members) < limit
+
+    def _join_new_member(
+        self,
+        group: GroupMetadata,
+        group_instance_id: str | None,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        respond: Callable[[JoinResult], None],
+    ) -> None:
+        if group.is_state(GroupState.DEAD):
+            # Deleted or unloaded meanwhile; the client will find the coordinator again.
+            respond(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+            respond(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        new_member_id = f"{group_instance_id or client_id}-{uuid.uuid4()}"
+        if group_instance_id is not None:
+            old_member_id = group.static_member_id(group_instance_id)
+            if old_member_id is None:
+                self._add_member_and_rebalance(
+                    group, new_member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
+                    session_timeout_ms, protocol_type, protocols, respond,
+                )
+            else:
+                self._update_static_member_and_rebalance(
+                    group, old_member_id, new_member_id, group_instance_id, protocols, rebalance_timeout_ms,
+                    session_timeout_ms, respond,
+                )
+        elif require_known_member_id:
+            # KIP-394: hand out the member id first; the member joins with it in a second request.
+            group.pending_members.add(new_member_id)
+            self.heartbeat_purgatory.try_complete_else_watch(
+                DelayedHeartbeat(self, group, new_member_id, True, session_timeout_ms),
+                [member_key(group.group_id, new_member_id)],
+            )
+            respond(JoinResult(new_member_id, ErrorCode.MEMBER_ID_REQUIRED))
+        else:
+            self._add_member_and_rebalance(
+                group, new_member_id, None, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                protocol_type, protocols, respond,
+            )
+
+    def _join_current_member(
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        respond: Callable[[JoinResult], None],
+    ) -> None:
+        if group.is_state(GroupState.DEAD):
+            respond(JoinResult(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+            respond(JoinResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        if member_id in group.pending_members:
+            # The second JoinGroup of KIP-394's round trip.
+            self._add_member_and_rebalance(
+                group, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
+                session_timeout_ms, protocol_type, protocols, respond,
+            )
+            return
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            respond(JoinResult(member_id, ErrorCode.FENCED_INSTANCE_ID))
+            return
+        instance_unknown = group_instance_id is not None and group.static_member_id(group_instance_id) is None
+        if not group.has(member_id) or instance_unknown:
+            respond(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+            return
+        member = group.get(member_id)
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
+                                              respond, f"member {member_id} rejoined")
+        elif group.is_state(GroupState.COMPLETING_REBALANCE):
+            if member.matches(protocols):
+                # It probably missed the JoinGroup answer: give it the current generation again.
+                respond(self._join_result(group, member, include_members=group.is_leader(member_id)))
+            else:
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
+                                                  respond, f"member {member_id} changed its protocols")
+        elif group.is_state(GroupState.STABLE):
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # The leader rejoining asks for a new assignment (e.g. the topics' partitions changed).
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
+                                                  respond, f"leader or changed member {member_id} rejoined")
+            else:
+                respond(self._join_result(group, member, include_members=False))
+        else:  # Empty: the member should forget its generation and join anew
+            respond(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
+
+    def _join_result(self, group: GroupMetadata, member: MemberMetadata, include_members: bool) -> JoinResult:
+        members = []
+        if include_members and group.protocol_name is not None:
+            members = [(m.member_id, m.group_instance_id, m.metadata(group.protocol_name)) for m in group.members.values()]
+        return JoinResult(
+            member.member_id, ErrorCode.NONE, group.generation_id, group.protocol_type, group.protocol_name,
+            group.leader_id or "", members,
+        )
+
+    def _add_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        respond: Callable[[JoinResult], None],
+    ) -> None:
+        member = MemberMetadata(
+            member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+            protocol_type, protocols,
+        )
+        member.is_new = True
+        if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True  # lets the initial rebalance delay extend itself
+        group.add(member)
+        self._set_awaiting_join(member, respond)
+        # A new member cannot heartbeat while its JoinGroup waits; bound that wait instead.
+        self._complete_and_schedule_next_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, f"adding new member {member_id} with group instance id {group_instance_id}")
+
+    def _update_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        member: MemberMetadata,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        respond: Callable[[JoinResult], None],
+        reason: str,
+    ) -> None:
+        group.update_protocols(member, protocols)
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        self._set_awaiting_join(member, respond)
+        self._maybe_prepare_rebalance(group, reason)
+
+    def _update_static_member_and_rebalance(
+        self,
+        group: GroupMetadata,
+        old_member_id: str,
+        new_member_id: str,
+        group_instance_id: str,
+        protocols: list[tuple[str, bytes]],
+        rebalance_timeout_ms: int,
+        session_timeout_ms: int,
+        respond: Callable[[JoinResult], None],
+    ) -> None:
+        """A known static member rejoins with a new member id (KIP-345): in a stable group whose
+        protocol choice does not change it keeps its assignment and no rebalance happens."""
+        current_leader = group.leader_id
+        old_member = group.get(old_member_id)
+        old_protocols = old_member.supported_protocols
+        old_timeouts = (old_member.rebalance_timeout_ms, old_member.session_timeout_ms)
+        member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
+        self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, old_member_id))
+        self._complete_and_schedule_next_heartbeat(group, member)
+        group.update_protocols(member, protocols)
+        member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_timeout_ms, session_timeout_ms
+        if group.is_state(GroupState.STABLE):
+            if group.select_protocol() != group.protocol_name:
+                self._set_awaiting_join(member, respond)
+                self._maybe_prepare_rebalance(
+                    group, f"static member {group_instance_id} rejoined with a change of protocol"
+                )
+                return
+            generation = group.generation_id
+
+            def stored(error: ErrorCode) -> None:
+                if error != ErrorCode.NONE:
+                    log.warning("Group %s: could not persist static member %s's new member id: %s",
+                                group.group_id, group_instance_id, error.name)
+                    if group.has(new_member_id) and group.generation_id == generation:
+                        restored = group.replace_static_member(group_instance_id, new_member_id, old_member_id)
+                        group.update_protocols(restored, old_protocols)
+                        restored.rebalance_timeout_ms, restored.session_timeout_ms = old_timeouts
+                        self._complete_and_schedule_next_heartbeat(group, restored)
+                    respond(JoinResult(UNKNOWN_MEMBER_ID, error))
+                    return
+                # The old leader id is kept, so a rejoining leader does not redo a trivial assignment
+                # that a stable group would never distribute.
+                respond(JoinResult(
+                    new_member_id, ErrorCode.NONE, group.generation_id, group.protocol_type, group.protocol_name,
+                    current_leader or "", [],
+                ))
+
+            log.info("Static member %s of group %s rejoined with member id %s; no rebalance",
+                     group_instance_id, group.group_id, new_member_id)
+            self.manager.store_group(group, {m.member_id: m.assignment for m in group.members.values()}, stored)
+        elif group.is_state(GroupState.COMPLETING_REBALANCE):
+            self._set_awaiting_join(member, respond)
+            self._maybe_prepare_rebalance(group, f"static member {group_instance_id} rejoined during CompletingRebalance")
+        else:  # PreparingRebalance: the join phase answers it
+            self._set_awaiting_join(member, respond)
+
+    def _set_awaiting_join(self, member: MemberMetadata, respond: Callable[[JoinResult], None]) -> None:
+        loop = asyncio.get_running_loop()
+        if member.awaiting_join is not None and not member.awaiting_join.done():
+            # A second JoinGroup while the first still waits: the first is superseded.
+            member.awaiting_join.set_result(JoinResult(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS))
+        future: asyncio.Future[JoinResult] = loop.create_future()
+        future.add_done_callback(lambda f: respond(f.result()))
+        member.awaiting_join = future
+
+    @staticmethod
+    def _invoke_join(member: MemberMetadata, result: JoinResult) -> bool:
+        future, member.awaiting_join = member.awaiting_join, None
+        if future is None:
+            return False
+        if not future.done():
+            future.set_result(result)
+        return True
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        group.pending_sync_members.clear()
+        self.rebalance_purgatory.check_and_complete(sync_key(group.group_id))
+        delay = self.config.initial_rebalance_delay_ms
+        if group.is_state(GroupState.EMPTY):
+            operation: DelayedJoin = InitialDelayedJoin(
+                self, self.rebalance_purgatory, group, delay, delay, max(group.rebalance_timeout_ms - delay, 0)
+            )
+        else:
+            operation = DelayedJoin(self, group, group.rebalance_timeout_ms)
+        group.transition_to(GroupState.PREPARING_REBALANCE, now_ms())
+        log.info("Preparing to rebalance group %s with old generation %d (%s)", group.group_id,
+                 group.generation_id, reason)
+        self.rebalance_purgatory.try_complete_else_watch(operation, [join_key(group.group_id)])
+
+    def can_complete_join(self, group: GroupMetadata) -> bool:
+        return group.has_all_members_joined()
+
+    def on_complete_join(self, group: GroupMetadata) -> None:
+        """The join phase ended: drop dynamic members that did not rejoin, start the next
+        generation and answer every waiting JoinGroup (the leader gets the members' metadata)."""
+        if not self.active:
+            return
+        gone = [m for m in group.not_yet_rejoined() if not m.is_static]
+        for member in gone:
+            group.remove(member.member_id)
+            self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member.member_id))
+        if gone:
+            log.info("Group %s removed members that did not rejoin: %s", group.group_id,
+                     ", ".join(m.member_id for m in gone))
+        if group.is_state(GroupState.DEAD):
+            return
+        group.elect_leader_among_joined()
+        if group.members and group.leader_id is None:
+            # Only static members that have not rejoined are left: wait for them or their sessions.
+            log.warning("Group %s could not complete its rebalance: no member rejoined", group.group_id)
+            self.rebalance_purgatory.try_complete_else_watch(
+                DelayedJoin(self, group, group.rebalance_timeout_ms), [join_key(group.group_id)]
+            )
+            return
+        group.init_next_generation(now_ms())
+        if group.is_state(GroupState.EMPTY):
+            log.info("Group %s with generation %d is now empty", group.group_id, group.generation_id)
+
+            def stored(error: ErrorCode) -> None:
+                if error != ErrorCode.NONE:
+                    log.warning("Group %s: failed to store the empty generation: %s", group.group_id, error.name)
+
+            self.manager.store_group(group, {}, stored)
+            return
+        log.info("Stabilized group %s generation %d with %d member(s)", group.group_id, group.generation_id,
+                 len(group.members))
+        for member in list(group.members.values()):
+            self._invoke_join(member, self._join_result(group, member, include_members=group.is_leader(member.member_id)))
+            self._complete_and_schedule_next_heartbeat(group, member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        self.rebalance_purgatory.try_complete_else_watch(
+            DelayedSync(self, group, group.generation_id, group.rebalance_timeout_ms), [sync_key(group.group_id)]
+        )
+
+    # --- pending SyncGroup ----------------------------------------------------------------------
+
+    def sync_complete(self, group: GroupMetadata, generation_id: int) -> bool:
+        return (
+            group.generation_id != generation_id
+            or not group.pending_sync_members
+            or not group.is_state(GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
+        )
+
+    def on_expire_sync(self, group: GroupMetadata, generation_id: int) -> None:
+        if not self.active or self.sync_complete(group, generation_id):
+            return
+        missing = sorted(group.pending_sync_members)
+        log.info("Group %s: removing members that sent no SyncGroup in time: %s", group.group_id, ", ".join(missing))
+        for member_id in missing:
+            group.remove(member_id)
+            self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member_id))
+        group.pending_sync_members.clear()
+        self._prepare_rebalance(group, "members failed to sync")
+
+    # --- SyncGroup ------------------------------------------------------------------------------
+
+    def handle_sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        respond: Callable[[SyncResult], None],
+    ) -> None:
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is not None:
+            respond(SyncResult(error))
+            return
+        group = self.manager.get_group(group_id)
+        if group is None:
+            respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+            return
+        if group.is_state(GroupState.DEAD):
+            respond(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            respond(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        elif not group.has(member_id):
+            respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        elif generation_id != group.generation_id:
+            respond(SyncResult(ErrorCode.ILLEGAL_GENERATION))
+        elif (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            respond(SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        elif group.is_state(GroupState.EMPTY):
+            respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        elif group.is_state(GroupState.PREPARING_REBALANCE):
+            respond(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        elif group.is_state(GroupState.COMPLETING_REBALANCE):
+            member = group.get(member_id)
+            future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+            future.add_done_callback(lambda f: respond(f.result()))
+            if member.awaiting_sync is not None and not member.awaiting_sync.done():
+                member.awaiting_sync.set_result(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+            member.awaiting_sync = future
+            group.pending_sync_members.discard(member_id)
+            if group.is_leader(member_id):
+                self._store_assignment(group, generation_id, member_id, assignments)
+        else:  # Stable: hand out the current assignment
+            group.pending_sync_members.discard(member_id)
+            member = group.get(member_id)
+            respond(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment))
+            self._complete_and_schedule_next_heartbeat(group, member)
+
+    def _store_assignment(
+        self, group: GroupMetadata, generation_id: int, leader_id: str, assignments: dict[str, bytes]
+    ) -> None:
+        missing = [m for m in group.members if m not in assignments]
+        if missing:
+            log.warning("Group %s: the leader assigned nothing to %s", group.group_id, ", ".join(missing))
+        assignment = {m: assignments.get(m, b"") for m in group.members}
+        log.info("Assignment received from leader %s for group %s generation %d (%d member(s))",
+                 leader_id, group.group_id, generation_id, len(group.members))
+
+        def stored(error: ErrorCode) -> None:
+            # Members may have come or gone while the write was in flight.
+            if not group.is_state(GroupState.COMPLETING_REBALANCE) or group.generation_id != generation_id:
+                return
+            if error != ErrorCode.NONE:
+                self._reset_and_propagate_assignment_error(group, error)
+                self._maybe_prepare_rebalance(group, f"storing the assignment failed ({error.name})")
+                return
+            for member_id, member in group.members.items():
+                member.assignment = assignment.get(member_id, b"")
+            group.transition_to(GroupState.STABLE, now_ms())
+            self._propagate_assignment(group, ErrorCode.NONE)
+
+        self.manager.store_group(group, assignment, stored)
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
+        ok = error == ErrorCode.NONE
+        for member in list(group.members.values()):
+            future, member.awaiting_sync = member.awaiting_sync, None
+            if future is None:
+                continue
+            if not future.done():
+                future.set_result(SyncResult(
+                    error, group.protocol_type if ok else None, group.protocol_name if ok else None,
+                    member.assignment,
+                ))
+            # Sessions restart once the assignment is out (expiry was suspended while syncing).
+            self._complete_and_schedule_next_heartbeat(group, member)
+
+    # --- Heartbeat and sessions -----------------------------------------------------------------
+
+    def handle_heartbeat(
+        self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode:
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is not None:
+            # A loading coordinator answers heartbeats blindly, as Kafka does.
+            return ErrorCode.NONE if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_state(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.is_state(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._complete_and_schedule_next_heartbeat(group, group.get(member_id))
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def _complete_and_schedule_next_heartbeat(
+        self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
+    ) -> None:
+        key = member_key(group.group_id, member.member_id)
+        member.heartbeat_satisfied = True
+        self.heartbeat_purgatory.check_and_complete(key)
+        member.heartbeat_satisfied = False
+        timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        self.heartbeat_purgatory.try_complete_else_watch(
+            DelayedHeartbeat(self, group, member.member_id, False, timeout), [key]
+        )
+
+    def heartbeat_satisfied(self, group: GroupMetadata, member_id: str, is_pending: bool) -> bool:
+        if group.is_state(GroupState.DEAD):
+            return True
+        if is_pending:
+            return group.has(member_id) or member_id not in group.pending_members
+        if not group.has(member_id):
+            return True
+        return group.get(member_id).has_satisfied_heartbeat()
+
+    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None:
+        if not self.active or group.is_state(GroupState.DEAD):
+            return
+        if is_pending:
+            log.info("Pending member %s of group %s expired: it did not rejoin in time", member_id, group.group_id)
+            self._remove_pending_member(group, member_id)
+        elif group.has(member_id) and not group.get(member_id).has_satisfied_heartbeat():
+            log.info("Member %s of group %s has failed (session timeout); removing it", member_id, group.group_id)
+            self._remove_member_and_update_group(group, group.get(member_id), "session timeout")
+
+    def _remove_pending_member(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_members.discard(member_id)
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            self.rebalance_purgatory.check_and_complete(join_key(group.group_id))
+
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
+        # A member removed while its JoinGroup waits is told to join again from scratch.
+        self._invoke_join(member, JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        self._after_member_removed(group, member.member_id, reason)
+
+    def _after_member_removed(self, group: GroupMetadata, member_id: str, reason: str) -> None:
+        self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member_id))
+        if group.is_state(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"removing member {member_id}: {reason}")
+        elif group.is_state(GroupState.PREPARING_REBALANCE):
+            self.rebalance_purgatory.check_and_complete(join_key(group.group_id))
+
+    # --- LeaveGroup -----------------------------------------------------------------------------
+
+    def handle_leave_group(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """Remove members ``(member_id, group_instance_id)``; the top-level error and one per member."""
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is not None:
+            return error, []
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID for _ in leaving]
+        if group.is_state(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        results = []
+        for member_id, group_instance_id in leaving:
+            if member_id == UNKNOWN_MEMBER_ID:
+                # Administrative removal of a static member by its instance id.
+                current = group.static_member_id(group_instance_id)
+                if current is None:
+                    results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                    continue
+                member_id = current
+            elif member_id in group.pending_members:
+                self._remove_pending_member(group, member_id)
+                self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member_id))
+                results.append(ErrorCode.NONE)
+                continue
+            elif group.is_static_member_fenced(member_id, group_instance_id):
+                results.append(ErrorCode.FENCED_INSTANCE_ID)
+                continue
+            if not group.has(member_id):
+                results.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            log.info("Member %s is leaving group %s", member_id, group.group_id)
+            self._remove_member_and_update_group(group, group.get(member_id), "the member left the group")
+            results.append(ErrorCode.NONE)
+        return ErrorCode.NONE, results
+
+    # --- offsets --------------------------------------------------------------------------------
+
+    def handle_commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        respond: Callable[[dict[TopicPartition, ErrorCode]], None],
+    ) -> None:
+        error = self._validate_group_status(group_id, allow_empty_id=True)
+        if error is not None:
+            respond(dict.fromkeys(offsets, error))
+            return
+        group = self.manager.get_group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # A member of a generation this coordinator does not know.
+                respond(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
+                return
+            # A group that only stores offsets here (no group management).
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, now_ms()))
+        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        if error is None and group.is_state(GroupState.COMPLETING_REBALANCE):
+            # A current member that has not got its assignment yet: let it finish the rebalance.
+            error = ErrorCode.REBALANCE_IN_PROGRESS
+        if error is not None:
+            respond(dict.fromkeys(offsets, error))
+            return
+        if group.has(member_id):
+            self._complete_and_schedule_next_heartbeat(group, group.get(member_id))
+        limit = self.config.offset_metadata_max_bytes
+        too_large = {tp for tp, o in offsets.items() if len(o.metadata.encode("utf-8")) > limit}
+        accepted = {tp: o for tp, o in offsets.items() if tp not in too_large}
+
+        def stored(errors: dict[TopicPartition, ErrorCode]) -> None:
+            respond({tp: errors.get(tp, ErrorCode.OFFSET_METADATA_TOO_LARGE) for tp in offsets})
+
+        self.manager.store_offsets(group, accepted, stored)
+
+    @staticmethod
+    def _validate_offset_commit(
+        group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode | None:
+        if group.is_state(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            if group.is_static_member_fenced(member_id, group_instance_id):
+                return ErrorCode.FENCED_INSTANCE_ID
+            if not group.has(member_id):
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+            return None
+        if not group.is_state(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID  # while a group has members, only they commit
+        return None
+
+    def handle_fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata]]:
+        """Committed offsets of ``partitions`` (None: all the group has); -1 where none."""
+        error = self._validate_group_status(group_id, allow_empty_id=True)
+        if error is not None:
+            return error, {}
+        group = self.manager.get_group(group_id)
+        committed = {} if group is None or group.is_state(GroupState.DEAD) else group.offsets
+        if partitions is None:
+            return ErrorCode.NONE, dict(committed)
+        return ErrorCode.NONE, {tp: committed.get(tp, NO_OFFSET) for tp in partitions}
+
+    def handle_delete_offsets(
+        self, group_id: str, partitions: list[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is not None:
+            return error, {}
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        if group.is_state(GroupState.EMPTY):
+            eligible = list(partitions)
+        elif group.is_consumer_group:
+            eligible = []
+            for tp in partitions:
+                if group.is_subscribed_to(tp.topic):
+                    errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    eligible.append(tp)
+        else:
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        if eligible:
+            self.manager.cleanup_group_metadata([group], lambda g: [tp for tp in eligible if tp in g.offsets])
+            errors.update(dict.fromkeys(eligible, ErrorCode.NONE))
+        return ErrorCode.NONE, errors
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """Committed offsets of a deleted topic go with it."""
+        self.manager.cleanup_group_metadata(
+            list(self.manager.groups.values()), lambda g: [tp for tp in g.offsets if tp.topic == topic]
+        )
+
+    # --- ListGroups / DescribeGroups / DeleteGroups -----------------------------------------------
+
+    def handle_list_groups(self, states: set[GroupState] | None) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
+        """``(group_id, protocol_type, state)`` of every group, optionally only in ``states``."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.loading_partitions else ErrorCode.NONE
+        groups = [
+            (g.group_id, g.protocol_type or "", g.state.value)
+            for g in self.manager.groups.values()
+            if states is None or g.state in states
+        ]
+        return error, groups
+
+    def handle_describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        error = self._validate_group_status(group_id, allow_empty_id=True)
+        if error is not None:
+            return error, EMPTY_GROUP
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return ErrorCode.NONE, DEAD_GROUP
+        if group.is_state(GroupState.STABLE) and group.protocol_name is not None:
+            protocol = group.protocol_name
+            members = [
+                MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.metadata(protocol),
+                              m.assignment)
+                for m in group.members.values()
+            ]
+            return ErrorCode.NONE, GroupSummary(group.state.value, group.protocol_type or "", protocol, members)
+        members = [
+            MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", b"")
+            for m in group.members.values()
+        ]
+        return ErrorCode.NONE, GroupSummary(group.state.value, group.protocol_type or "", "", members)
+
+    def handle_delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+        results: dict[str, ErrorCode] = {}
+        deletable: list[GroupMetadata] = []
+        for group_id in group_ids:
+            error = self._validate_group_status(group_id, allow_empty_id=True)
+            if error is not None:
+                results[group_id] = error
+                continue
+            group = self.manager.get_group(group_id)
+            if group is None or group.is_state(GroupState.DEAD):
+                results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.is_state(GroupState.EMPTY):
+                group.transition_to(GroupState.DEAD, now_ms())
+                deletable.append(group)
+                results[group_id] = ErrorCode.NONE
+            else:
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+        if deletable:
+            self.manager.cleanup_group_metadata(deletable, lambda g: list(g.offsets))
+            log.info("Deleted group(s) %s", ", ".join(g.group_id for g in deletable))
+        return results
+

@@ -1,0 +1,377 @@
+"""The groups this broker coordinates and their persistence in ``__consumer_offsets``.
+
+Owns (Kafka's ``GroupMetadataManager``):
+
+* the cache of ``GroupMetadata`` by group id, for the ``__consumer_offsets`` partitions this
+  broker leads (``owned_partitions``);
+* creating ``__consumer_offsets`` on first use (``offsets.topic.num.partitions``,
+  ``offsets.topic.replication.factor``, compacted, ``offsets.topic.segment.bytes``);
+* loading a partition's groups and offsets by reading its log from the log start offset to the
+  log end offset (latest value per key wins; a null value deletes);
+* writing group metadata, offset commits and tombstones as record batches appended to the leader
+  with acks=all (``offsets.commit.timeout.ms``), mapping append errors to what the group APIs
+  answer, exactly as Kafka maps them;
+* expiring committed offsets (``offsets.retention.minutes``, checked every
+  ``offsets.retention.check.interval.ms``) and dropping groups left with nothing.
+
+Record bytes are built and parsed by the native module, once per batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from pybroker import _native
+from pybroker.controller.metadata import (
+    InvalidReplicationFactorError,
+    TopicExistsError,
+)
+from pybroker.protocol.errors import ErrorCode
+from pybroker.server.group.group_metadata import GroupMetadata, GroupState
+from pybroker.server.group.member import MemberMetadata
+from pybroker.server.group.records import (
+    GroupMetadataKey,
+    GroupRecord,
+    MemberRecord,
+    OffsetAndMetadata,
+    OffsetCommitKey,
+    RecordFormatError,
+    decode_key,
+    partition_for,
+)
+from pybroker.server.replica_manager import PartitionAppendResult, ReplicaManager
+from pybroker.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # Kafka's offsets.load.buffer.size
+
+# How Kafka's coordinator reports a failed append of offsets / of group metadata.
+_COMMIT_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+_STORE_GROUP_ERRORS = {
+    **_COMMIT_ERRORS,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class OffsetsTopicUnavailable(Exception):
+    """``__consumer_offsets`` does not exist and cannot be created (e.g. too few brokers)."""
+
+
+class GroupMetadataManager:
+    """Groups by id, and their records in ``__consumer_offsets``."""
+
+    def __init__(
+        self,
+        replica_manager: ReplicaManager,
+        create_topic: Callable[[str, int, int, dict[str, str | None]], object],
+        *,
+        num_partitions: int,
+        replication_factor: int,
+        segment_bytes: int,
+        commit_timeout_ms: int,
+        retention_ms: int,
+    ) -> None:
+        self.replica_manager = replica_manager
+        self._create_topic = create_topic
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.segment_bytes = segment_bytes
+        self.commit_timeout_ms = commit_timeout_ms
+        self.retention_ms = retention_ms
+        self.groups: dict[str, GroupMetadata] = {}
+        self.owned_partitions: set[int] = set()
+        self.loading_partitions: set[int] = set()
+
+    # --- ownership ------------------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        topic = self.replica_manager.metadata.topic(OFFSETS_TOPIC)
+        count = len(topic.partitions) if topic is not None else self.num_partitions
+        return partition_for(group_id, count)
+
+    def is_local(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.owned_partitions
+
+    def is_loading(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.loading_partitions
+
+    def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` if it does not exist yet (first FindCoordinator)."""
+        if self.replica_manager.metadata.topic(OFFSETS_TOPIC) is not None:
+            return
+        configs: dict[str, str | None] = {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(self.segment_bytes),
+        }
+        try:
+            self._create_topic(OFFSETS_TOPIC, self.num_partitions, self.replication_factor, configs)
+        except TopicExistsError:
+            return
+        except InvalidReplicationFactorError as e:
+            raise OffsetsTopicUnavailable(
+                f"Cannot create {OFFSETS_TOPIC}: {e} Set offsets.topic.replication.factor to at most "
+                "the number of brokers."
+            ) from e
+        self.owned_partitions.update(range(self.num_partitions))
+
+    # --- cache ----------------------------------------------------------------------------------
+
+    def get_group(self, group_id: str) -> GroupMetadata | None:
+        return self.groups.get(group_id)
+
+    def add_group(self, group: GroupMetadata) -> GroupMetadata:
+        return self.groups.setdefault(group.group_id, group)
+
+    def remove_group(self, group: GroupMetadata) -> None:
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    # --- loading --------------------------------------------------------------------------------
+
+    def load_partitions(self) -> list[GroupMetadata]:
+        """Load every ``__consumer_offsets`` partition this broker leads; returns the groups."""
+        topic = self.replica_manager.metadata.topic(OFFSETS_TOPIC)
+        if topic is None:
+            return []
+        loaded: list[GroupMetadata] = []
+        for index in range(len(topic.partitions)):
+            partition = self.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC, index))
+            if partition is not None and partition.is_leader:
+                loaded += self.load_partition(index)
+        return loaded
+
+    def load_partition(self, index: int) -> list[GroupMetadata]:
+        """Read one partition's log and rebuild its groups and offsets."""
+        tp = TopicPartition(OFFSETS_TOPIC, index)
+        partition = self.replica_manager.get_partition(tp)
+        if partition is None:
+            return []
+        self.loading_partitions.add(index)
+        started = time.monotonic()
+        partition_log = partition.log
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        group_records: dict[str, GroupRecord] = {}
+        position, end = partition_log.log_start_offset, partition_log.log_end_offset
+        records_read = 0
+        while position < end:
+            data = partition_log.read(position, LOAD_BUFFER_BYTES, end, True)
+            if not data:
+                break
+            last_offset = _native.validate_batches(data, len(data)).last_offset
+            for offset, _timestamp, key, value in _native.read_records(data):
+                records_read += 1
+                try:
+                    self._apply_record(key, value, offsets, group_records)
+                except RecordFormatError as e:
+                    log.error("Skipping unreadable record at offset %d of %s: %s", offset, tp, e)
+            position = last_offset + 1
+        loaded = []
+        for group_id in group_records.keys() | offsets.keys():
+            group = self._rebuild_group(group_id, group_records.get(group_id), offsets.get(group_id, {}))
+            self.groups[group_id] = group
+            loaded.append(group)
+        self.loading_partitions.discard(index)
+        self.owned_partitions.add(index)
+        if records_read:
+            log.info(
+                "Loaded %d group(s) from %d record(s) of %s in %.0f ms",
+                len(loaded), records_read, tp, (time.monotonic() - started) * 1000,
+            )
+        return loaded
+
+    @staticmethod
+    def _apply_record(
+        key: bytes | None,
+        value: bytes | None,
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
+        group_records: dict[str, GroupRecord],
+    ) -> None:
+        if key is None:
+            raise RecordFormatError("record without a key")
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetCommitKey):
+            tp = TopicPartition(decoded.topic, decoded.partition)
+            if value is None:
+                offsets.get(decoded.group, {}).pop(tp, None)
+            else:
+                offsets.setdefault(decoded.group, {})[tp] = OffsetAndMetadata.decode(value)
+        elif isinstance(decoded, GroupMetadataKey):
+            if value is None:
+                group_records.pop(decoded.group, None)
+            else:
+                group_records[decoded.group] = GroupRecord.decode(value)
+
+    @staticmethod
+    def _rebuild_group(
+        group_id: str, record: GroupRecord | None, offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> GroupMetadata:
+        group = GroupMetadata(group_id, GroupState.EMPTY, now_ms())
+        if record is not None:
+            group.protocol_type = record.protocol_type or None
+            group.generation_id = record.generation_id
+            group.protocol_name = record.protocol_name
+            if record.current_state_timestamp >= 0:
+                group.state_timestamp = record.current_state_timestamp
+            for m in record.members:
+                protocols = [(record.protocol_name, m.subscription)] if record.protocol_name else []
+                group.add(MemberMetadata(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                    m.session_timeout_ms, record.protocol_type, protocols, m.assignment,
+                ))
+            group.leader_id = record.leader_id if record.leader_id in group.members else group.leader_id
+            if group.members:
+                group.state = GroupState.STABLE
+                group.subscribed_topics = group._compute_subscribed_topics()
+        group.offsets = offsets
+        return group
+
+    # --- writing --------------------------------------------------------------------------------
+
+    def _append(
+        self, group_id: str, records: list[tuple[bytes, bytes | None]], callback: Callable[[PartitionAppendResult], None]
+    ) -> None:
+        tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
+        batch = bytearray(_native.build_batch(records, now_ms()))
+        result = self.replica_manager.append_records(
+            -1, self.commit_timeout_ms, [(tp, memoryview(batch))], internal_topics_allowed=True
+        )
+        if isinstance(result, dict):
+            callback(result[tp])
+        else:
+            result.add_done_callback(lambda done: callback(done.result()[tp]))
+
+    def store_group(
+        self, group: GroupMetadata, assignments: dict[str, bytes], callback: Callable[[ErrorCode], None]
+    ) -> None:
+        """Persist the group's generation, protocol, leader and members with ``assignments``."""
+        protocol = group.protocol_name
+        record = GroupRecord(
+            protocol_type=group.protocol_type or "",
+            generation_id=group.generation_id,
+            protocol_name=protocol,
+            leader_id=group.leader_id,
+            current_state_timestamp=group.state_timestamp,
+            members=[
+                MemberRecord(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                    m.session_timeout_ms, m.metadata(protocol) if protocol else b"", assignments.get(m.member_id, b""),
+                )
+                for m in group.members.values()
+            ],
+        )
+
+        def done(result: PartitionAppendResult) -> None:
+            error = _STORE_GROUP_ERRORS.get(result.error, result.error)
+            if error != ErrorCode.NONE:
+                log.warning("Storing metadata of group %s failed: %s %s", group.group_id, result.error.name,
+                            result.error_message or "")
+            callback(error)
+
+        self._append(group.group_id, [(GroupMetadataKey(group.group_id).encode(), record.encode())], done)
+
+    def store_offsets(
+        self,
+        group: GroupMetadata,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+    ) -> None:
+        """Persist committed offsets; on success they become visible to OffsetFetch."""
+        if not offsets:
+            callback({})
+            return
+        records: list[tuple[bytes, bytes | None]] = [
+            (OffsetCommitKey(group.group_id, tp.topic, tp.partition).encode(), committed.encode())
+            for tp, committed in offsets.items()
+        ]
+
+        def done(result: PartitionAppendResult) -> None:
+            error = _COMMIT_ERRORS.get(result.error, result.error)
+            if error == ErrorCode.NONE:
+                if not group.is_state(GroupState.DEAD):
+                    group.offsets.update(offsets)
+            else:
+                log.warning("Committing offsets of group %s failed: %s %s", group.group_id, result.error.name,
+                            result.error_message or "")
+            callback({tp: error for tp in offsets})
+
+        self._append(group.group_id, records, done)
+
+    def write_tombstones(self, group: GroupMetadata, partitions: Iterable[TopicPartition], group_removed: bool) -> None:
+        """Delete offsets (and the group's metadata when ``group_removed``) from the log."""
+        records: list[tuple[bytes, bytes | None]] = [
+            (OffsetCommitKey(group.group_id, tp.topic, tp.partition).encode(), None) for tp in partitions
+        ]
+        if group_removed:
+            records.append((GroupMetadataKey(group.group_id).encode(), None))
+        if not records:
+            return
+
+        def done(result: PartitionAppendResult) -> None:
+            if result.error != ErrorCode.NONE:
+                log.warning("Writing tombstones for group %s failed: %s", group.group_id, result.error.name)
+
+        self._append(group.group_id, records, done)
+
+    # --- cleanup --------------------------------------------------------------------------------
+
+    def cleanup_group_metadata(
+        self, groups: Iterable[GroupMetadata], select: Callable[[GroupMetadata], list[TopicPartition]]
+    ) -> int:
+        """Remove the offsets ``select`` picks from each group; an empty group left without
+        offsets dies. Tombstones go to the log. Returns how many offsets were removed."""
+        removed_total = 0
+        for group in list(groups):
+            removed = select(group)
+            for tp in removed:
+                group.offsets.pop(tp, None)
+            dead = False
+            if group.is_state(GroupState.EMPTY) and not group.offsets:
+                group.transition_to(GroupState.DEAD, now_ms())
+            if group.is_state(GroupState.DEAD):
+                self.remove_group(group)
+                dead = True
+            if removed or dead:
+                self.write_tombstones(group, removed, dead)
+            removed_total += len(removed)
+        return removed_total
+
+    def expire_offsets(self) -> int:
+        """One pass of offset expiry (Kafka's ``cleanupGroupMetadata`` on its timer)."""
+        now = now_ms()
+        removed = self.cleanup_group_metadata(
+            list(self.groups.values()), lambda g: g.expired_offsets(now, self.retention_ms)
+        )
+        if removed:
+            log.info("Removed %d expired offset(s)", removed)
+        return removed
+
+    async def run_expiry(self, interval_ms: int) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                self.expire_offsets()
+            except Exception:  # a bug here must not stop future passes
+                log.exception("Offset expiry failed")

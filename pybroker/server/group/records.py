@@ -1,0 +1,273 @@
+"""The records the group coordinator keeps in ``__consumer_offsets``, in Kafka's formats.
+
+Keys carry a version that says what the record is: 0 and 1 are an offset commit
+(group, topic, partition), 2 is a group's metadata (group). A record with a null value is a
+tombstone: the offset or the group was deleted, and a later compaction keeps only the newest value
+per key. Values are written in the versions Kafka 3.x writes: OffsetCommitValue v3 (v1 when the
+commit has an explicit expire timestamp, from OffsetCommit v2-v4's retention time) and
+GroupMetadataValue v3; every older non-flexible version is read.
+
+Also here: which partition of ``__consumer_offsets`` owns a group (Kafka's ``partitionFor``:
+the absolute value of Java's ``String.hashCode`` modulo the partition count) and the topics of a
+consumer's subscription (the ``consumer`` protocol's embedded format), which the coordinator needs
+for OffsetDelete and offset expiry.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+
+class RecordFormatError(ValueError):
+    """A key or value of ``__consumer_offsets`` that cannot be read."""
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """The ``__consumer_offsets`` partition that holds ``group_id`` (Kafka's ``partitionFor``)."""
+    h = 0
+    for unit in struct.unpack(f">{len(group_id.encode('utf-16-be')) // 2}H", group_id.encode("utf-16-be")):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    if h >= 0x80000000:
+        h -= 0x100000000
+    # Kafka's Utils.abs: Integer.MIN_VALUE maps to 0, everything else to its absolute value.
+    return (0 if h == -0x80000000 else abs(h)) % num_partitions
+
+
+# --- primitive readers and writers (Kafka's non-flexible types) ---------------------------------
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _take(self, fmt: str) -> int:
+        try:
+            (value,) = struct.unpack_from(fmt, self.data, self.pos)
+        except struct.error as e:
+            raise RecordFormatError(f"truncated record at byte {self.pos}") from e
+        self.pos += struct.calcsize(fmt)
+        return value
+
+    def int16(self) -> int:
+        return self._take(">h")
+
+    def int32(self) -> int:
+        return self._take(">i")
+
+    def int64(self) -> int:
+        return self._take(">q")
+
+    def _raw(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise RecordFormatError(f"truncated record at byte {self.pos}")
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return bytes(out)
+
+    def nullable_string(self) -> str | None:
+        n = self.int16()
+        if n == -1:
+            return None
+        try:
+            return self._raw(n).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RecordFormatError(f"invalid UTF-8 in a string at byte {self.pos}") from e
+
+    def string(self) -> str:
+        value = self.nullable_string()
+        if value is None:
+            raise RecordFormatError(f"null where a string is required at byte {self.pos}")
+        return value
+
+    def nullable_bytes(self) -> bytes | None:
+        n = self.int32()
+        return None if n == -1 else self._raw(n)
+
+    def bytes_(self) -> bytes:
+        return self.nullable_bytes() or b""
+
+
+def _string(value: str | None) -> bytes:
+    if value is None:
+        return b"\xff\xff"
+    raw = value.encode("utf-8")
+    return struct.pack(">h", len(raw)) + raw
+
+
+def _bytes(value: bytes) -> bytes:
+    return struct.pack(">i", len(value)) + value
+
+
+# --- keys ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+    def encode(self) -> bytes:
+        return (
+            struct.pack(">h", OFFSET_COMMIT_KEY_VERSION)
+            + _string(self.group) + _string(self.topic) + struct.pack(">i", self.partition)
+        )
+
+
+@dataclass(frozen=True)
+class GroupMetadataKey:
+    group: str
+
+    def encode(self) -> bytes:
+        return struct.pack(">h", GROUP_METADATA_KEY_VERSION) + _string(self.group)
+
+
+def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
+    """The key of a ``__consumer_offsets`` record; None for kinds this coordinator does not keep
+    (e.g. the new consumer protocol's records)."""
+    reader = _Reader(data)
+    version = reader.int16()
+    if version in (0, 1):
+        return OffsetCommitKey(reader.string(), reader.string(), reader.int32())
+    if version == 2:
+        return GroupMetadataKey(reader.string())
+    return None
+
+
+# --- offset commit values -----------------------------------------------------------------------
+
+
+@dataclass
+class OffsetAndMetadata:
+    """A committed offset as Kafka stores it (``expire_timestamp`` only from OffsetCommit v2-v4)."""
+
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int | None = None
+
+    def encode(self) -> bytes:
+        if self.expire_timestamp is not None:
+            return (
+                struct.pack(">hq", OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY, self.offset)
+                + _string(self.metadata)
+                + struct.pack(">qq", self.commit_timestamp, self.expire_timestamp)
+            )
+        return (
+            struct.pack(">hqi", OFFSET_COMMIT_VALUE_VERSION, self.offset, self.leader_epoch)
+            + _string(self.metadata)
+            + struct.pack(">q", self.commit_timestamp)
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> OffsetAndMetadata:
+        reader = _Reader(data)
+        version = reader.int16()
+        if version not in (0, 1, 2, 3):
+            raise RecordFormatError(f"unsupported OffsetCommitValue version {version}")
+        offset = reader.int64()
+        leader_epoch = reader.int32() if version >= 3 else -1
+        metadata = reader.nullable_string() or ""
+        commit_timestamp = reader.int64()
+        expire_timestamp = reader.int64() if version == 1 else None
+        if expire_timestamp is not None and expire_timestamp < 0:
+            expire_timestamp = None
+        return cls(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
+
+
+# --- group metadata values ----------------------------------------------------------------------
+
+
+@dataclass
+class MemberRecord:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupRecord:
+    """GroupMetadataValue: a group's generation, chosen protocol, leader and members."""
+
+    protocol_type: str
+    generation_id: int
+    protocol_name: str | None
+    leader_id: str | None
+    current_state_timestamp: int
+    members: list[MemberRecord] = field(default_factory=list)
+
+    def encode(self) -> bytes:
+        parts = [
+            struct.pack(">h", GROUP_METADATA_VALUE_VERSION),
+            _string(self.protocol_type),
+            struct.pack(">i", self.generation_id),
+            _string(self.protocol_name),
+            _string(self.leader_id),
+            struct.pack(">qi", self.current_state_timestamp, len(self.members)),
+        ]
+        for m in self.members:
+            parts += [
+                _string(m.member_id), _string(m.group_instance_id), _string(m.client_id), _string(m.client_host),
+                struct.pack(">ii", m.rebalance_timeout_ms, m.session_timeout_ms),
+                _bytes(m.subscription), _bytes(m.assignment),
+            ]
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, data: bytes) -> GroupRecord:
+        reader = _Reader(data)
+        version = reader.int16()
+        if version not in (0, 1, 2, 3):
+            raise RecordFormatError(f"unsupported GroupMetadataValue version {version}")
+        protocol_type = reader.string()
+        generation_id = reader.int32()
+        protocol_name = reader.nullable_string()
+        leader_id = reader.nullable_string()
+        current_state_timestamp = reader.int64() if version >= 2 else -1
+        count = reader.int32()
+        if count < 0 or count > len(data):
+            raise RecordFormatError(f"invalid member count {count}")
+        members = []
+        for _ in range(count):
+            member_id = reader.string()
+            group_instance_id = reader.nullable_string() if version >= 3 else None
+            client_id = reader.string()
+            client_host = reader.string()
+            session_timeout = reader.int32()
+            rebalance_timeout = session_timeout
+            if version >= 1:
+                rebalance_timeout, session_timeout = session_timeout, reader.int32()
+            members.append(MemberRecord(
+                member_id, group_instance_id, client_id, client_host, rebalance_timeout, session_timeout,
+                reader.bytes_(), reader.bytes_(),
+            ))
+        return cls(protocol_type, generation_id, protocol_name, leader_id, current_state_timestamp, members)
+
+
+# --- the consumer protocol's subscription (ConsumerProtocolSubscription v0-v3) ----------------------
+
+
+def subscription_topics(metadata: bytes) -> set[str]:
+    """The topics of a ``consumer`` protocol subscription; raises RecordFormatError if unreadable."""
+    reader = _Reader(metadata)
+    version = reader.int16()
+    if version < 0:
+        raise RecordFormatError(f"invalid subscription version {version}")
+    count = reader.int32()
+    if count < 0 or count > len(metadata):
+        raise RecordFormatError(f"invalid topic count {count}")
+    return {reader.string() for _ in range(count)}
