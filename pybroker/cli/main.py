@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pybroker.cli import apis, serve, topics
+from pybroker.cli import apis, consumer_groups, serve, topics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -13,6 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parser(commands)
     topics.add_parser(commands)
+    consumer_groups.add_parser(commands)
     apis.add_parser(commands)
     args = parser.parse_args(argv)
     return int(args.run(args) or 0)

@@ -1,39 +1,189 @@
 """The project's own asyncio admin client.
 
 Owns bootstrapping (the first reachable ``host:port`` of ``bootstrap_servers``), cluster metadata
-lookups, and the topic administration calls: create/delete topics, create partitions, describe
-and alter topic configs. Each call returns per-resource results or raises ``AdminError`` naming
-the resource and Kafka's error.
+lookups, the topic administration calls (create/delete topics, create partitions, describe and
+alter topic configs), offset lookups (ListOffsets, sent to each partition's leader) and the
+consumer group calls (FindCoordinator, ListGroups, DescribeGroups, DeleteGroups, OffsetFetch,
+OffsetCommit, OffsetDelete), each sent to the group's coordinator. Each call returns
+per-resource results or raises ``AdminError`` naming the resource and Kafka's error; a call about
+several resources tries them all first, then raises for the first failure with every failure in
+``AdminError.failures``.
+
+Requests go to the broker that must answer them: a connection per broker address is opened on
+first use. Coordinator errors (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS) and leadership errors are retried, after looking the coordinator
+or leader up again, until ``retry_timeout`` seconds have passed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeVar
 
-from pybroker.client.connection import BrokerConnection, KafkaClientError
+from pybroker.client.connection import BrokerConnection, KafkaClientError, UnsupportedVersionError
 from pybroker.controller.metadata import topic_id_to_string
+from pybroker.protocol import consumer_protocol
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteGroupsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
+    DescribeGroupsRequest,
+    FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
+    ListGroupsRequest,
+    ListOffsetsRequest,
     MetadataRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
 )
+from pybroker.types import TopicPartition
 
 TOPIC_RESOURCE = 2
+GROUP_KEY_TYPE = 0  # FindCoordinator: a group (1 would be a transactional id)
+NO_GENERATION = -1  # OffsetCommit from outside the group (Kafka's AdminClient does this)
+NO_MEMBER_ID = ""
+CONSUMER_REPLICA_ID = -1
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP = -2, -1, -3
+RETRY_BACKOFF_S = 0.1
+
+COORDINATOR_ERRORS = frozenset({
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+})
+LEADERSHIP_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE,
+})
+
+# OffsetCommit errors about a partition rather than the group.
+PARTITION_COMMIT_ERRORS = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.OFFSET_METADATA_TOO_LARGE, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+})
+
+OffsetSpec = Literal["earliest", "latest", "max_timestamp"] | int
 
 
 class AdminError(Exception):
-    """A resource-level failure: ``error`` is Kafka's error code."""
+    """A resource-level failure: ``error`` is Kafka's error code.
 
-    def __init__(self, resource: str, error: int, message: str | None = None) -> None:
-        self.resource, self.error = resource, ErrorCode(error)
+    A call about several resources raises for its first failure; ``failures`` then maps every
+    failed resource (group id, ``TopicPartition``) to its own ``AdminError`` (this one included).
+    """
+
+    def __init__(
+        self, resource: str, error: int, message: str | None = None,
+        failures: Mapping[object, AdminError] | None = None,
+    ) -> None:
+        self.resource, self.error = resource, ErrorCode.for_code(error)
+        self.message = message or self.error.message or self.error.name
+        self.failures: dict[object, AdminError] = dict(failures or {})
         super().__init__(f"{resource}: {self.error.name}" + (f" ({message})" if message else ""))
+
+
+T = TypeVar("T")
+
+def _raise_failures(failures: Mapping[Any, AdminError]) -> None:
+    """Raise the first of ``failures`` (carrying all of them), if any."""
+    if failures:
+        first = next(iter(failures.values()))
+        first.failures = dict(failures)
+        raise first
+
+
+async def _for_each_group(groups: Iterable[str], call: Callable[[str], Awaitable[T]]) -> dict[str, T]:
+    """``call`` every distinct group concurrently; AdminErrors are collected and raised together."""
+    names = list(dict.fromkeys(groups))
+    outcomes = await asyncio.gather(*(call(g) for g in names), return_exceptions=True)
+    failures: dict[str, AdminError] = {}
+    results: dict[str, T] = {}
+    for name, outcome in zip(names, outcomes, strict=True):
+        if isinstance(outcome, AdminError):
+            failures[name] = outcome
+        elif isinstance(outcome, BaseException):
+            raise outcome
+        else:
+            results[name] = outcome
+    _raise_failures(failures)
+    return results
+
+
+@dataclass(frozen=True)
+class Node:
+    """A broker: its id and the endpoint it advertises."""
+
+    node_id: int
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port} (id: {self.node_id})"
+
+
+@dataclass
+class GroupListing:
+    """One group as ListGroups reports it (``state`` is None when the broker is older than v4)."""
+
+    group_id: str
+    protocol_type: str
+    state: str | None = None
+
+    @property
+    def is_consumer_group(self) -> bool:
+        """A consumer group or a "simple" one that only commits offsets (protocol type "")."""
+        return self.protocol_type in (consumer_protocol.PROTOCOL_TYPE, "")
+
+
+@dataclass
+class MemberDescription:
+    """A group member. For the consumer protocol, ``assignment`` is decoded from
+    ``member_assignment``; it is empty while the group rebalances."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[TopicPartition] = field(default_factory=list)
+    member_metadata: bytes = b""
+    member_assignment: bytes = b""
+
+
+@dataclass
+class GroupDescription:
+    """A group as DescribeGroups reports it. A group the coordinator does not know is "Dead".
+    ``protocol`` is the chosen protocol (for consumer groups: the assignment strategy)."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+    coordinator: Node
+
+
+@dataclass
+class CommittedOffset:
+    """A committed offset: the next offset the group will consume."""
+
+    offset: int
+    leader_epoch: int | None = None
+    metadata: str = ""
+
+
+@dataclass
+class ListedOffset:
+    """A ListOffsets answer. ``offset`` is -1 when no record matches a timestamp spec;
+    ``timestamp`` is -1 for earliest/latest."""
+
+    offset: int
+    timestamp: int = -1
+    leader_epoch: int | None = None
 
 
 @dataclass
@@ -66,10 +216,14 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
 class Admin:
     """``async with Admin("127.0.0.1:9092") as admin: ...``"""
 
-    def __init__(self, bootstrap_servers: str, client_id: str = "pybroker-admin") -> None:
+    def __init__(self, bootstrap_servers: str, client_id: str = "pybroker-admin", retry_timeout: float = 30.0) -> None:
         self._bootstrap = parse_bootstrap(bootstrap_servers)
         self._client_id = client_id
+        self._retry_timeout = retry_timeout
         self._connection: BrokerConnection | None = None
+        self._connections: dict[tuple[str, int], BrokerConnection] = {}  # by address, bootstrap included
+        self._connect_lock = asyncio.Lock()
+        self._coordinators: dict[str, Node] = {}
 
     async def __aenter__(self) -> Admin:
         await self.connect()
@@ -89,17 +243,64 @@ class Admin:
                 await connection.close()
                 continue
             self._connection = connection
+            self._connections[(host, port)] = connection
             return
         raise KafkaClientError("could not reach any bootstrap server: " + "; ".join(errors))
 
     async def close(self) -> None:
-        if self._connection is not None:
-            await self._connection.close()
+        connections = {id(c): c for c in [*self._connections.values(), self._connection] if c is not None}
+        self._connections.clear()
+        self._connection = None
+        for connection in connections.values():
+            await connection.close()
 
     async def _send(self, api_key: int, request: Any) -> Any:
         if self._connection is None:
             raise KafkaClientError("not connected")
         return await self._connection.send(api_key, request)
+
+    # --- routing ---------------------------------------------------------------------------------
+
+    async def _connection_to(self, host: str, port: int) -> BrokerConnection:
+        """The connection to the broker at ``host:port``, opened on first use."""
+        if self._connection is None:
+            raise KafkaClientError("not connected")
+        async with self._connect_lock:
+            connection = self._connections.get((host, port))
+            if connection is None:
+                connection = BrokerConnection(host, port, self._client_id)
+                try:
+                    await connection.connect()
+                except (OSError, KafkaClientError, TimeoutError) as e:
+                    await connection.close()
+                    raise KafkaClientError(f"could not connect to broker {host}:{port}: {e}") from e
+                self._connections[(host, port)] = connection
+            return connection
+
+    async def _send_to(self, node: Node, api_key: int, make_request: Callable[[int], Any]) -> tuple[Any, int]:
+        """Send ``make_request(version)`` to ``node`` at the best common version; (response, version)."""
+        connection = await self._connection_to(node.host, node.port)
+        version = connection.version_for(api_key)
+        try:
+            return await connection.send(api_key, make_request(version), version), version
+        except KafkaClientError:
+            if connection is not self._connection and self._connections.get((node.host, node.port)) is connection:
+                del self._connections[(node.host, node.port)]  # reconnect next time
+                await connection.close()
+            raise
+
+    def _deadline(self) -> float:
+        return asyncio.get_running_loop().time() + self._retry_timeout
+
+    async def _backoff_or_give_up(self, deadline: float, resource: str, error: ErrorCode, message: str | None) -> None:
+        if asyncio.get_running_loop().time() + RETRY_BACKOFF_S > deadline:
+            raise AdminError(resource, error, f"{message or error.message} (still failing after {self._retry_timeout:g}s)")
+        await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _brokers(self) -> list[Node]:
+        """Every broker of the cluster (Metadata without topics)."""
+        response = await self._send(ApiKey.METADATA, MetadataRequest(topics=[], allow_auto_topic_creation=False))
+        return sorted((Node(b.node_id, b.host, b.port) for b in response.brokers), key=lambda n: n.node_id)
 
     # --- topics --------------------------------------------------------------------------------
 
@@ -184,3 +385,404 @@ class Admin:
         result = response.responses[0]
         if result.error_code != ErrorCode.NONE:
             raise AdminError(f"topic {name}", result.error_code, result.error_message)
+
+    # --- offsets of partitions -----------------------------------------------------------------
+
+    async def list_offsets(
+        self, partitions: Iterable[TopicPartition], spec: OffsetSpec, isolation_level: int = 0,
+    ) -> dict[TopicPartition, ListedOffset]:
+        """ListOffsets for ``partitions``, each asked of its leader.
+
+        ``spec`` is ``"earliest"`` (log start), ``"latest"`` (log end / high watermark),
+        ``"max_timestamp"`` (the record with the largest timestamp) or a timestamp in ms (the
+        first offset whose timestamp is at or after it; offset -1 when there is none).
+        ``isolation_level`` 1 is read_committed. Raises AdminError (with every failed partition in
+        ``failures``) when a partition fails, e.g. UNKNOWN_TOPIC_OR_PARTITION.
+        """
+        timestamp = _spec_timestamp(spec)
+        wanted = list(dict.fromkeys(partitions))
+        results: dict[TopicPartition, ListedOffset] = {}
+        failures: dict[TopicPartition, AdminError] = {}
+        deadline = self._deadline()
+        pending = wanted
+        while pending:
+            leaders, failed = await self._leaders(pending)
+            retry: dict[TopicPartition, AdminError] = {}
+            answers = await asyncio.gather(*(
+                self._list_offsets_on(node, tps, timestamp, isolation_level) for node, tps in leaders.items()
+            ))
+            for answer in [failed, *answers]:
+                for tp, outcome in answer.items():
+                    if isinstance(outcome, ListedOffset):
+                        results[tp] = outcome
+                    elif outcome.error in LEADERSHIP_ERRORS:
+                        retry[tp] = outcome
+                    else:
+                        failures[tp] = outcome
+            pending = list(retry)
+            if pending and asyncio.get_running_loop().time() + RETRY_BACKOFF_S > deadline:
+                failures.update(retry)
+                break
+            if pending:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+        _raise_failures({tp: failures[tp] for tp in wanted if tp in failures})
+        return {tp: results[tp] for tp in wanted}
+
+    async def _leaders(
+        self, partitions: list[TopicPartition]
+    ) -> tuple[dict[Node, list[TopicPartition]], dict[TopicPartition, AdminError]]:
+        topics = list(dict.fromkeys(tp.topic for tp in partitions))
+        response = await self._send(ApiKey.METADATA, MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics], allow_auto_topic_creation=False,
+        ))
+        brokers = {b.node_id: Node(b.node_id, b.host, b.port) for b in response.brokers}
+        topic_errors = {t.name: t.error_code for t in response.topics}
+        leader_of = {(t.name, p.partition_index): (p.leader_id, p.error_code) for t in response.topics for p in t.partitions}
+        by_leader: dict[Node, list[TopicPartition]] = {}
+        failures: dict[TopicPartition, AdminError] = {}
+        for tp in partitions:
+            topic_error = topic_errors.get(tp.topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            leader, partition_error = leader_of.get(tp, (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            if topic_error != ErrorCode.NONE:
+                failures[tp] = AdminError(f"partition {tp}", topic_error)
+            elif tp not in leader_of:
+                failures[tp] = AdminError(f"partition {tp}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                          f"topic {tp.topic} has no partition {tp.partition}")
+            elif leader not in brokers:
+                failures[tp] = AdminError(f"partition {tp}", partition_error or ErrorCode.LEADER_NOT_AVAILABLE)
+            else:
+                by_leader.setdefault(brokers[leader], []).append(tp)
+        return by_leader, failures
+
+    async def _list_offsets_on(
+        self, node: Node, partitions: list[TopicPartition], timestamp: int, isolation_level: int,
+    ) -> dict[TopicPartition, ListedOffset | AdminError]:
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+
+        def make(version: int) -> ListOffsetsRequest:
+            if timestamp == MAX_TIMESTAMP and version < 7:
+                raise UnsupportedVersionError(f"ListOffsets max_timestamp needs v7; broker {node} offers v{version}")
+            return ListOffsetsRequest(
+                replica_id=CONSUMER_REPLICA_ID, isolation_level=isolation_level,
+                topics=[ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
+                    ListOffsetsRequest.ListOffsetsPartition(partition_index=p, timestamp=timestamp) for p in indexes
+                ]) for topic, indexes in by_topic.items()],
+            )
+
+        response, _ = await self._send_to(node, ApiKey.LIST_OFFSETS, make)
+        out: dict[TopicPartition, ListedOffset | AdminError] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if p.error_code != ErrorCode.NONE:
+                    out[tp] = AdminError(f"partition {tp}", p.error_code)
+                else:
+                    epoch = p.leader_epoch if p.leader_epoch >= 0 else None
+                    out[tp] = ListedOffset(p.offset, p.timestamp, epoch)
+        for tp in partitions:
+            out.setdefault(tp, AdminError(f"partition {tp}", ErrorCode.UNKNOWN_SERVER_ERROR, f"broker {node} did not answer for it"))
+        return out
+
+    # --- groups: coordinator ---------------------------------------------------------------------
+
+    async def find_coordinator(self, group: str) -> Node:
+        """The broker coordinating ``group`` (FindCoordinator; asked of any broker, then cached).
+
+        Retries COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS (e.g. while
+        ``__consumer_offsets`` is being created) until ``retry_timeout``.
+        """
+        cached = self._coordinators.get(group)
+        if cached is not None:
+            return cached
+        if self._connection is None:
+            raise KafkaClientError("not connected")
+        deadline = self._deadline()
+        while True:
+            version = self._connection.version_for(ApiKey.FIND_COORDINATOR)
+            if version >= 4:
+                request = FindCoordinatorRequest(key_type=GROUP_KEY_TYPE, coordinator_keys=[group])
+            else:
+                request = FindCoordinatorRequest(key=group, key_type=GROUP_KEY_TYPE)
+            response = await self._connection.send(ApiKey.FIND_COORDINATOR, request, version)
+            if version >= 4:
+                answer = next((c for c in response.coordinators if c.key == group), None)
+                if answer is None:
+                    raise AdminError(f"group {group}", ErrorCode.UNKNOWN_SERVER_ERROR, "FindCoordinator did not answer for it")
+            else:
+                answer = response
+            error = ErrorCode.for_code(answer.error_code)
+            if error == ErrorCode.NONE:
+                node = Node(answer.node_id, answer.host, answer.port)
+                self._coordinators[group] = node
+                return node
+            if not error.retriable:
+                raise AdminError(f"group {group}", error, answer.error_message)
+            await self._backoff_or_give_up(deadline, f"group {group}", error, answer.error_message)
+
+    async def _coordinator_call(
+        self, group: str, api_key: int, make_request: Callable[[int], Any], error_of: Callable[[Any, int], int],
+    ) -> tuple[Any, int, Node]:
+        """Send a request to ``group``'s coordinator; when ``error_of(response, version)`` is a
+        coordinator error, look the coordinator up again and retry. (response, version, node)."""
+        deadline = self._deadline()
+        while True:
+            node = await self.find_coordinator(group)
+            response, version = await self._send_to(node, api_key, make_request)
+            error = ErrorCode.for_code(error_of(response, version))
+            if error not in COORDINATOR_ERRORS:
+                return response, version, node
+            if error != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                self._coordinators.pop(group, None)
+            await self._backoff_or_give_up(deadline, f"group {group}", error, None)
+
+    # --- groups ----------------------------------------------------------------------------------
+
+    async def list_groups(self, states: Collection[str] | None = None) -> list[GroupListing]:
+        """Every group of every broker (ListGroups), sorted by id.
+
+        ``states`` (e.g. ``["Stable", "Empty"]``, case-insensitive) keeps only groups in those
+        states; it needs ListGroups v4, else UnsupportedVersionError.
+        """
+        brokers = await self._brokers()
+        listed = await asyncio.gather(*(self._list_groups_on(node, states) for node in brokers))
+        groups = {g.group_id: g for answer in listed for g in answer}
+        return [groups[name] for name in sorted(groups)]
+
+    async def _list_groups_on(self, node: Node, states: Collection[str] | None) -> list[GroupListing]:
+        def make(version: int) -> ListGroupsRequest:
+            if states and version < 4:
+                raise UnsupportedVersionError(f"ListGroups with a states filter needs v4; broker {node} offers v{version}")
+            return ListGroupsRequest(states_filter=list(states or []))
+
+        deadline = self._deadline()
+        while True:
+            response, version = await self._send_to(node, ApiKey.LIST_GROUPS, make)
+            error = ErrorCode.for_code(response.error_code)
+            if error == ErrorCode.NONE:
+                return [GroupListing(g.group_id, g.protocol_type, g.group_state if version >= 4 else None)
+                        for g in response.groups]
+            if error not in COORDINATOR_ERRORS:
+                raise AdminError(f"broker {node}", error)
+            await self._backoff_or_give_up(deadline, f"broker {node}", error, None)
+
+    async def describe_groups(self, groups: Iterable[str]) -> dict[str, GroupDescription]:
+        """DescribeGroups for each group (at its coordinator), in the order asked.
+
+        A group the coordinator does not know is reported with state "Dead" (as Kafka does). For
+        the consumer protocol each member's assignment is decoded into topic partitions.
+        """
+        return await _for_each_group(groups, self._describe_group)
+
+    async def _describe_group(self, group: str) -> GroupDescription:
+        def error_of(response: Any, _version: int) -> int:
+            return response.groups[0].error_code if response.groups else ErrorCode.NONE
+
+        response, _, node = await self._coordinator_call(
+            group, ApiKey.DESCRIBE_GROUPS, lambda _v: DescribeGroupsRequest(groups=[group]), error_of,
+        )
+        described = next((g for g in response.groups if g.group_id == group), None)
+        if described is None:
+            raise AdminError(f"group {group}", ErrorCode.UNKNOWN_SERVER_ERROR, "DescribeGroups did not answer for it")
+        if described.error_code != ErrorCode.NONE:
+            raise AdminError(f"group {group}", described.error_code)
+        is_consumer = described.protocol_type == consumer_protocol.PROTOCOL_TYPE
+        members = []
+        for m in described.members:
+            assignment: list[TopicPartition] = []
+            if is_consumer and m.member_assignment:
+                try:
+                    assignment = consumer_protocol.decode_assignment(bytes(m.member_assignment)).partitions
+                except ValueError as e:
+                    raise ValueError(f"group {group} member {m.member_id}: {e}") from e
+            members.append(MemberDescription(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host, assignment,
+                bytes(m.member_metadata), bytes(m.member_assignment),
+            ))
+        return GroupDescription(group, described.group_state, described.protocol_type, described.protocol_data, members, node)
+
+    async def delete_groups(self, groups: Iterable[str]) -> None:
+        """DeleteGroups: delete each (empty) group and its committed offsets.
+
+        Every group is tried; then AdminError is raised for the first that failed
+        (NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND), ``failures`` naming them all.
+        """
+        await _for_each_group(groups, self._delete_group)
+
+    async def _delete_group(self, group: str) -> None:
+        def error_of(response: Any, _version: int) -> int:
+            return next((r.error_code for r in response.results if r.group_id == group), ErrorCode.NONE)
+
+        response, _, _ = await self._coordinator_call(
+            group, ApiKey.DELETE_GROUPS, lambda _v: DeleteGroupsRequest(groups_names=[group]), error_of,
+        )
+        result = next((r for r in response.results if r.group_id == group), None)
+        if result is None:
+            raise AdminError(f"group {group}", ErrorCode.UNKNOWN_SERVER_ERROR, "DeleteGroups did not answer for it")
+        if result.error_code != ErrorCode.NONE:
+            raise AdminError(f"group {group}", result.error_code, _group_error_message(result.error_code))
+
+    # --- groups: committed offsets ---------------------------------------------------------------
+
+    async def list_group_offsets(
+        self, group: str, partitions: Iterable[TopicPartition] | None = None,
+    ) -> dict[TopicPartition, CommittedOffset]:
+        """OffsetFetch: ``group``'s committed offsets, sorted by partition.
+
+        ``partitions`` None asks for every partition the group has committed; a requested
+        partition without a committed offset is left out of the answer.
+        """
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+        by_topic: dict[str, list[int]] = {}
+        for tp in wanted or []:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+
+        def make(version: int) -> OffsetFetchRequest:
+            if version >= 8:
+                topics = None if wanted is None else [
+                    OffsetFetchRequest.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()
+                ]
+                return OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=topics)])
+            if wanted is None and version < 2:
+                raise UnsupportedVersionError("OffsetFetch of every partition needs v2; the coordinator offers v1")
+            topics = None if wanted is None else [
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()
+            ]
+            return OffsetFetchRequest(group_id=group, topics=topics)
+
+        response, version, _ = await self._coordinator_call(group, ApiKey.OFFSET_FETCH, make, _offset_fetch_error)
+        if version >= 8:
+            answer = next((g for g in response.groups if g.group_id == group), None)
+            if answer is None:
+                raise AdminError(f"group {group}", ErrorCode.UNKNOWN_SERVER_ERROR, "OffsetFetch did not answer for it")
+            group_error, topics = answer.error_code, answer.topics
+        else:
+            group_error, topics = (response.error_code if version >= 2 else ErrorCode.NONE), response.topics
+        if group_error != ErrorCode.NONE:
+            raise AdminError(f"group {group}", group_error, _group_error_message(group_error))
+        out: dict[TopicPartition, CommittedOffset] = {}
+        failures: dict[TopicPartition, AdminError] = {}
+        for topic in topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if p.error_code != ErrorCode.NONE:
+                    failures[tp] = AdminError(f"group {group} partition {tp}", p.error_code)
+                elif p.committed_offset >= 0:
+                    epoch = p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None
+                    out[tp] = CommittedOffset(p.committed_offset, epoch, p.metadata or "")
+        _raise_failures(failures)
+        return dict(sorted(out.items()))
+
+    async def alter_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """OffsetCommit ``offsets`` for ``group`` from outside it (generation -1, member id ""),
+        as Kafka's AdminClient ``alterConsumerGroupOffsets`` does.
+
+        The coordinator only accepts this while the group has no members: otherwise every
+        partition fails with UNKNOWN_MEMBER_ID. A group that does not exist is created (as a
+        "simple" group holding just these offsets).
+        """
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for tp, offset in offsets.items():
+            by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
+        if not by_topic:
+            return
+
+        def make(_version: int) -> OffsetCommitRequest:
+            return OffsetCommitRequest(
+                group_id=group, generation_id_or_member_epoch=NO_GENERATION, member_id=NO_MEMBER_ID,
+                group_instance_id=None, retention_time_ms=-1,
+                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=o, committed_leader_epoch=-1, committed_metadata="",
+                    ) for p, o in parts
+                ]) for topic, parts in by_topic.items()],
+            )
+
+        def error_of(response: Any, _version: int) -> int:
+            codes = [p.error_code for t in response.topics for p in t.partitions]
+            return next((c for c in codes if c in COORDINATOR_ERRORS), ErrorCode.NONE)
+
+        response, _, _ = await self._coordinator_call(group, ApiKey.OFFSET_COMMIT, make, error_of)
+        errors = {TopicPartition(t.name, p.partition_index): ErrorCode.for_code(p.error_code)
+                  for t in response.topics for p in t.partitions}
+        failed = {tp: e for tp, e in errors.items() if e != ErrorCode.NONE}
+        missing = [tp for tp in offsets if tp not in errors]
+        if missing:
+            failed.update(dict.fromkeys(missing, ErrorCode.UNKNOWN_SERVER_ERROR))
+        if not failed:
+            return
+        error = next(iter(failed.values()))
+        if error not in PARTITION_COMMIT_ERRORS and len(failed) == len(offsets) and set(failed.values()) == {error}:
+            # One group-wide failure (e.g. the group has members): say so once.
+            raise AdminError(f"group {group}", error, _commit_error_message(error),
+                             {tp: AdminError(f"group {group} partition {tp}", error) for tp in failed})
+        _raise_failures({tp: AdminError(f"group {group} partition {tp}", e, _commit_error_message(e)) for tp, e in failed.items()})
+
+    async def delete_group_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> None:
+        """OffsetDelete: forget ``group``'s committed offsets of ``partitions``.
+
+        Group-level failures (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP) raise for the group; failed
+        partitions (GROUP_SUBSCRIBED_TO_TOPIC while members consume the topic,
+        UNKNOWN_TOPIC_OR_PARTITION) raise after the others are deleted, ``failures`` naming them.
+        """
+        wanted = list(dict.fromkeys(partitions))
+        by_topic: dict[str, list[int]] = {}
+        for tp in wanted:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+
+        def make(_version: int) -> OffsetDeleteRequest:
+            return OffsetDeleteRequest(group_id=group, topics=[
+                OffsetDeleteRequest.OffsetDeleteRequestTopic(name=topic, partitions=[
+                    OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=p) for p in parts
+                ]) for topic, parts in by_topic.items()
+            ])
+
+        response, _, _ = await self._coordinator_call(
+            group, ApiKey.OFFSET_DELETE, make, lambda response, _v: response.error_code,
+        )
+        if response.error_code != ErrorCode.NONE:
+            raise AdminError(f"group {group}", response.error_code, _group_error_message(response.error_code))
+        errors = {TopicPartition(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+        failures = {
+            tp: AdminError(f"group {group} partition {tp}", errors.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR),
+                           None if tp in errors else "OffsetDelete did not answer for it")
+            for tp in wanted if errors.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) != ErrorCode.NONE
+        }
+        _raise_failures(failures)
+
+
+def _spec_timestamp(spec: OffsetSpec) -> int:
+    if spec == "earliest":
+        return EARLIEST_TIMESTAMP
+    if spec == "latest":
+        return LATEST_TIMESTAMP
+    if spec == "max_timestamp":
+        return MAX_TIMESTAMP
+    if isinstance(spec, int) and not isinstance(spec, bool) and spec >= 0:
+        return spec
+    raise ValueError(f"offset spec {spec!r}: expected 'earliest', 'latest', 'max_timestamp' or a timestamp in ms (>= 0)")
+
+
+def _offset_fetch_error(response: Any, version: int) -> int:
+    if version >= 8:
+        return response.groups[0].error_code if response.groups else ErrorCode.NONE
+    if version >= 2 and response.error_code != ErrorCode.NONE:
+        return response.error_code
+    # v1 carries a coordinator error on every partition.
+    return next((p.error_code for t in response.topics for p in t.partitions if p.error_code in COORDINATOR_ERRORS),
+                ErrorCode.NONE)
+
+
+def _group_error_message(error: int) -> str | None:
+    return {
+        ErrorCode.GROUP_ID_NOT_FOUND: "the group does not exist",
+        ErrorCode.NON_EMPTY_GROUP: "the group is not empty: it still has members",
+        ErrorCode.INVALID_GROUP_ID: "the group id is not valid",
+    }.get(ErrorCode.for_code(error), ErrorCode.for_code(error).message)
+
+
+def _commit_error_message(error: ErrorCode) -> str | None:
+    if error == ErrorCode.UNKNOWN_MEMBER_ID:
+        return "the group has active members; its offsets can only be altered while it is empty"
+    return error.message

@@ -11,8 +11,9 @@ VERSIONS = (0, 2)
 
 
 def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
-    results = ctx.broker.group_coordinator.handle_delete_groups(list(request.groups_names))
+    group_ids = list(dict.fromkeys(request.groups_names))  # a group named twice is deleted once
+    results = ctx.broker.group_coordinator.handle_delete_groups(group_ids)
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=results[group_id])
-        for group_id in dict.fromkeys(request.groups_names)
+        for group_id in group_ids
     ])

@@ -44,7 +44,7 @@ def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, object]:
         if assignment is None or assignment.leader != broker.node_id:
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
         endpoint = broker.advertised_endpoint
-        return {"error_code": ErrorCode.NONE, "error_message": None, "node_id": broker.node_id,
+        return {"error_code": ErrorCode.NONE, "error_message": "NONE", "node_id": broker.node_id,
                 "host": endpoint.host, "port": endpoint.port}
     if key_type == KEY_TYPE_TRANSACTION:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported by this broker.")

@@ -7,7 +7,7 @@ import asyncio
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import JoinGroupRequest, JoinGroupResponse
 from pybroker.server.apis.group_response import answer
-from pybroker.server.group.coordinator import JoinResult
+from pybroker.server.group.coordinator import JoinRequest, JoinResult
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.JOIN_GROUP
@@ -30,20 +30,17 @@ def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse 
             ],
         )
 
-    return answer(
-        lambda respond: ctx.broker.group_coordinator.handle_join_group(
-            request.group_id,
-            request.member_id,
-            group_instance_id,
-            # KIP-394: from v4 a dynamic member first gets its member id, then joins with it.
-            version >= 4 and group_instance_id is None,
-            ctx.client_id or "",
-            ctx.connection.client_host,
-            request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
-            request.session_timeout_ms,
-            request.protocol_type,
-            [(p.name, bytes(p.metadata)) for p in request.protocols],
-            respond,
-        ),
-        build,
+    join = JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=group_instance_id,
+        # KIP-394: from v4 a dynamic member first gets its member id, then joins with it.
+        require_known_member_id=version >= 4 and group_instance_id is None,
+        client_id=ctx.client_id or "",
+        client_host=ctx.connection.client_host,
+        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
+        session_timeout_ms=request.session_timeout_ms,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
     )
+    return answer(lambda respond: ctx.broker.group_coordinator.handle_join_group(join, respond), build)

@@ -8,13 +8,13 @@ v2-v4's retention time becomes the commit's expire timestamp, as in Kafka.
 from __future__ import annotations
 
 import asyncio
-import time
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 from pybroker.server.apis.group_response import answer
 from pybroker.server.group.records import OffsetAndMetadata
+from pybroker.server.replica_manager import now_ms
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
@@ -28,7 +28,7 @@ def handle(
 ) -> OffsetCommitResponse | asyncio.Future[OffsetCommitResponse]:
     version = ctx.api_version
     metadata = ctx.broker.metadata
-    now = int(time.time() * 1000)
+    now = now_ms()
     retention = request.retention_time_ms if version <= 4 else DEFAULT_RETENTION_TIME
     order: list[TopicPartition] = []
     errors: dict[TopicPartition, ErrorCode] = {}

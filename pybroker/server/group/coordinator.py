@@ -32,9 +32,10 @@ from pybroker.server.group.delayed_operations import (
 )
 from pybroker.server.group.group_metadata import GroupMetadata, GroupState
 from pybroker.server.group.member import MemberMetadata
-from pybroker.server.group.metadata_manager import GroupMetadataManager, now_ms
+from pybroker.server.group.metadata_manager import GroupMetadataManager
 from pybroker.server.group.records import OffsetAndMetadata
 from pybroker.server.purgatory import Purgatory
+from pybroker.server.replica_manager import now_ms
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,22 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 3000
     max_size: int = 2147483647
     offset_metadata_max_bytes: int = 4096
+
+
+@dataclass
+class JoinRequest:
+    """What a JoinGroup asks, as the coordinator needs it."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    require_known_member_id: bool  # KIP-394 (JoinGroup v4+, dynamic members)
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]  # (name, metadata), most preferred first
 
 
 @dataclass
@@ -114,13 +131,17 @@ class GroupCoordinator:
 
     def startup(self) -> None:
         """Load the groups of the owned ``__consumer_offsets`` partitions; start offset expiry."""
-        for group in self.manager.load_partitions():
-            for member in list(group.members.values()):
-                self._complete_and_schedule_next_heartbeat(group, member)
+        self._start_sessions(self.manager.load_partitions())
         self.active = True
         self._expiry_task = asyncio.get_running_loop().create_task(
             self.manager.run_expiry(self.retention_check_interval_ms), name="offsets-expiry"
         )
+
+    def _start_sessions(self, loaded: list[GroupMetadata]) -> None:
+        """Members of groups just loaded must heartbeat within their session timeout."""
+        for group in loaded:
+            for member in list(group.members.values()):
+                self._complete_and_schedule_next_heartbeat(group, member)
 
     async def shutdown(self) -> None:
         self.active = False
@@ -135,7 +156,7 @@ class GroupCoordinator:
     def coordinator_partition(self, group_id: str) -> int:
         """Create ``__consumer_offsets`` on first use; the partition that owns ``group_id``.
         Raises OffsetsTopicUnavailable."""
-        self.manager.ensure_offsets_topic()
+        self._start_sessions(self.manager.ensure_offsets_topic())
         return self.manager.partition_for(group_id)
 
     def _validate_group_status(self, group_id: str | None, allow_empty_id: bool) -> ErrorCode | None:
@@ -151,48 +172,35 @@ class GroupCoordinator:
 
     # --- JoinGroup ------------------------------------------------------------------------------
 
-    def handle_join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        require_known_member_id: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        respond: Callable[[JoinResult], None],
-    ) -> None:
-        error = self._validate_group_status(group_id, allow_empty_id=False)
+    def handle_join_group(self, join: JoinRequest, respond: Callable[[JoinResult], None]) -> None:
+        member_id = join.member_id
+        error = self._validate_group_status(join.group_id, allow_empty_id=False)
         if error is not None:
             respond(JoinResult(member_id, error))
             return
-        if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
+        if not self.config.min_session_timeout_ms <= join.session_timeout_ms <= self.config.max_session_timeout_ms:
             respond(JoinResult(member_id, ErrorCode.INVALID_SESSION_TIMEOUT))
             return
+        # A protocol offered twice counts once (the first, most preferred, offer wins).
+        offered: dict[str, bytes] = {}
+        for name, metadata in join.protocols:
+            offered.setdefault(name, metadata)
+        join.protocols = list(offered.items())
         is_unknown_member = member_id == UNKNOWN_MEMBER_ID
-        group = self.manager.get_group(group_id)
+        group = self.manager.get_group(join.group_id)
         if group is None:
             if not is_unknown_member:
                 respond(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
                 return
-            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, now_ms()))
+            group = self.manager.add_group(GroupMetadata(join.group_id, GroupState.EMPTY, now_ms()))
         if not self._accept_joining_member(group, member_id):
-            respond(JoinResult(member_id, ErrorCode.GROUP_MAX_SIZE_REACHED))
+            respond(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
             if group.remove(member_id) is not None:
                 self._after_member_removed(group, member_id, "the group is full")
         elif is_unknown_member:
-            self._join_new_member(
-                group, group_instance_id, require_known_member_id, client_id, client_host, rebalance_timeout_ms,
-                session_timeout_ms, protocol_type, protocols, respond,
-            )
+            self._join_new_member(group, join, respond)
         else:
-            self._join_current_member(
-                group, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
-                session_timeout_ms, protocol_type, protocols, respond,
-            )
+            self._join_current_member(group, join, respond)
         if group.is_state(GroupState.PREPARING_REBALANCE):
             self.rebalance_purgatory.check_and_complete(join_key(group.group_id))
 
@@ -205,78 +213,45 @@ class GroupCoordinator:
             return joined or group.num_awaiting_join < limit
         return group.has(member_id) or len(group.members) < limit
 
-    def _join_new_member(
-        self,
-        group: GroupMetadata,
-        group_instance_id: str | None,
-        require_known_member_id: bool,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        respond: Callable[[JoinResult], None],
-    ) -> None:
+    def _join_new_member(self, group: GroupMetadata, join: JoinRequest, respond: Callable[[JoinResult], None]) -> None:
         if group.is_state(GroupState.DEAD):
             # Deleted or unloaded meanwhile; the client will find the coordinator again.
             respond(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
-        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+        if not group.supports_protocols(join.protocol_type, [name for name, _ in join.protocols]):
             respond(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
             return
-        new_member_id = f"{group_instance_id or client_id}-{uuid.uuid4()}"
-        if group_instance_id is not None:
-            old_member_id = group.static_member_id(group_instance_id)
+        new_member_id = f"{join.group_instance_id or join.client_id}-{uuid.uuid4()}"
+        if join.group_instance_id is not None:
+            old_member_id = group.static_member_id(join.group_instance_id)
             if old_member_id is None:
-                self._add_member_and_rebalance(
-                    group, new_member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
-                    session_timeout_ms, protocol_type, protocols, respond,
-                )
+                self._add_member_and_rebalance(group, new_member_id, join, respond)
             else:
-                self._update_static_member_and_rebalance(
-                    group, old_member_id, new_member_id, group_instance_id, protocols, rebalance_timeout_ms,
-                    session_timeout_ms, respond,
-                )
-        elif require_known_member_id:
+                self._update_static_member_and_rebalance(group, old_member_id, new_member_id, join, respond)
+        elif join.require_known_member_id:
             # KIP-394: hand out the member id first; the member joins with it in a second request.
             group.pending_members.add(new_member_id)
             self.heartbeat_purgatory.try_complete_else_watch(
-                DelayedHeartbeat(self, group, new_member_id, True, session_timeout_ms),
+                DelayedHeartbeat(self, group, new_member_id, True, join.session_timeout_ms),
                 [member_key(group.group_id, new_member_id)],
             )
             respond(JoinResult(new_member_id, ErrorCode.MEMBER_ID_REQUIRED))
         else:
-            self._add_member_and_rebalance(
-                group, new_member_id, None, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
-                protocol_type, protocols, respond,
-            )
+            self._add_member_and_rebalance(group, new_member_id, join, respond)
 
     def _join_current_member(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        respond: Callable[[JoinResult], None],
+        self, group: GroupMetadata, join: JoinRequest, respond: Callable[[JoinResult], None]
     ) -> None:
+        member_id, group_instance_id, protocols = join.member_id, join.group_instance_id, join.protocols
         if group.is_state(GroupState.DEAD):
             respond(JoinResult(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return
-        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+        if not group.supports_protocols(join.protocol_type, [name for name, _ in protocols]):
             respond(JoinResult(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
             return
         if member_id in group.pending_members:
             # The second JoinGroup of KIP-394's round trip.
-            self._add_member_and_rebalance(
-                group, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
-                session_timeout_ms, protocol_type, protocols, respond,
-            )
+            self._add_member_and_rebalance(group, member_id, join, respond)
             return
         if group.is_static_member_fenced(member_id, group_instance_id):
             respond(JoinResult(member_id, ErrorCode.FENCED_INSTANCE_ID))
@@ -287,20 +262,17 @@ class GroupCoordinator:
             return
         member = group.get(member_id)
         if group.is_state(GroupState.PREPARING_REBALANCE):
-            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
-                                              respond, f"member {member_id} rejoined")
+            self._update_member_and_rebalance(group, member, join, respond, f"member {member_id} rejoined")
         elif group.is_state(GroupState.COMPLETING_REBALANCE):
             if member.matches(protocols):
                 # It probably missed the JoinGroup answer: give it the current generation again.
                 respond(self._join_result(group, member, include_members=group.is_leader(member_id)))
             else:
-                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
-                                                  respond, f"member {member_id} changed its protocols")
+                self._update_member_and_rebalance(group, member, join, respond, f"member {member_id} changed its protocols")
         elif group.is_state(GroupState.STABLE):
             if group.is_leader(member_id) or not member.matches(protocols):
                 # The leader rejoining asks for a new assignment (e.g. the topics' partitions changed).
-                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms, session_timeout_ms,
-                                                  respond, f"leader or changed member {member_id} rejoined")
+                self._update_member_and_rebalance(group, member, join, respond, f"leader or changed member {member_id} rejoined")
             else:
                 respond(self._join_result(group, member, include_members=False))
         else:  # Empty: the member should forget its generation and join anew
@@ -316,21 +288,11 @@ class GroupCoordinator:
         )
 
     def _add_member_and_rebalance(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        respond: Callable[[JoinResult], None],
+        self, group: GroupMetadata, member_id: str, join: JoinRequest, respond: Callable[[JoinResult], None]
     ) -> None:
         member = MemberMetadata(
-            member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
-            protocol_type, protocols,
+            member_id, join.group_instance_id, join.client_id, join.client_host, join.rebalance_timeout_ms,
+            join.session_timeout_ms, join.protocol_type, join.protocols,
         )
         member.is_new = True
         if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
@@ -339,21 +301,20 @@ class GroupCoordinator:
         self._set_awaiting_join(member, respond)
         # A new member cannot heartbeat while its JoinGroup waits; bound that wait instead.
         self._complete_and_schedule_next_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance(group, f"adding new member {member_id} with group instance id {group_instance_id}")
+        self._maybe_prepare_rebalance(
+            group, f"adding new member {member_id} with group instance id {join.group_instance_id}"
+        )
 
     def _update_member_and_rebalance(
         self,
         group: GroupMetadata,
         member: MemberMetadata,
-        protocols: list[tuple[str, bytes]],
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
+        join: JoinRequest,
         respond: Callable[[JoinResult], None],
         reason: str,
     ) -> None:
-        group.update_protocols(member, protocols)
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.session_timeout_ms = session_timeout_ms
+        group.update_protocols(member, join.protocols)
+        member.rebalance_timeout_ms, member.session_timeout_ms = join.rebalance_timeout_ms, join.session_timeout_ms
         self._set_awaiting_join(member, respond)
         self._maybe_prepare_rebalance(group, reason)
 
@@ -362,23 +323,27 @@ class GroupCoordinator:
         group: GroupMetadata,
         old_member_id: str,
         new_member_id: str,
-        group_instance_id: str,
-        protocols: list[tuple[str, bytes]],
-        rebalance_timeout_ms: int,
-        session_timeout_ms: int,
+        join: JoinRequest,
         respond: Callable[[JoinResult], None],
     ) -> None:
         """A known static member rejoins with a new member id (KIP-345): in a stable group whose
         protocol choice does not change it keeps its assignment and no rebalance happens."""
+        group_instance_id = join.group_instance_id
+        assert group_instance_id is not None
         current_leader = group.leader_id
         old_member = group.get(old_member_id)
+        # Whoever still waits under the old member id is a zombie now: fence it.
+        self._invoke_join(old_member, JoinResult(old_member_id, ErrorCode.FENCED_INSTANCE_ID))
+        sync, old_member.awaiting_sync = old_member.awaiting_sync, None
+        if sync is not None and not sync.done():
+            sync.set_result(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         old_protocols = old_member.supported_protocols
         old_timeouts = (old_member.rebalance_timeout_ms, old_member.session_timeout_ms)
         member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
         self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, old_member_id))
         self._complete_and_schedule_next_heartbeat(group, member)
-        group.update_protocols(member, protocols)
-        member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_timeout_ms, session_timeout_ms
+        group.update_protocols(member, join.protocols)
+        member.rebalance_timeout_ms, member.session_timeout_ms = join.rebalance_timeout_ms, join.session_timeout_ms
         if group.is_state(GroupState.STABLE):
             if group.select_protocol() != group.protocol_name:
                 self._set_awaiting_join(member, respond)
@@ -520,6 +485,20 @@ class GroupCoordinator:
         group.pending_sync_members.clear()
         self._prepare_rebalance(group, "members failed to sync")
 
+    @staticmethod
+    def _validate_current_member(group: GroupMetadata, member_id: str, group_instance_id: str | None) -> ErrorCode | None:
+        """Kafka's check: a given instance id must exist and belong to ``member_id``; the member
+        must exist."""
+        if group_instance_id is not None:
+            current = group.static_member_id(group_instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        if not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
     # --- SyncGroup ------------------------------------------------------------------------------
 
     def handle_sync_group(
@@ -534,6 +513,9 @@ class GroupCoordinator:
         respond: Callable[[SyncResult], None],
     ) -> None:
         error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # The rebalance's state is lost while loading: the member must join again.
+            error = ErrorCode.REBALANCE_IN_PROGRESS
         if error is not None:
             respond(SyncResult(error))
             return
@@ -541,12 +523,11 @@ class GroupCoordinator:
         if group is None:
             respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
             return
+        member_error = self._validate_current_member(group, member_id, group_instance_id)
         if group.is_state(GroupState.DEAD):
             respond(SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        elif group.is_static_member_fenced(member_id, group_instance_id):
-            respond(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
-        elif not group.has(member_id):
-            respond(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        elif member_error is not None:
+            respond(SyncResult(member_error))
         elif generation_id != group.generation_id:
             respond(SyncResult(ErrorCode.ILLEGAL_GENERATION))
         elif (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -631,10 +612,9 @@ class GroupCoordinator:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
-        if not group.has(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
+        member_error = self._validate_current_member(group, member_id, group_instance_id)
+        if member_error is not None:
+            return member_error
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         if group.is_state(GroupState.EMPTY):
@@ -721,12 +701,11 @@ class GroupCoordinator:
                 self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member_id))
                 results.append(ErrorCode.NONE)
                 continue
-            elif group.is_static_member_fenced(member_id, group_instance_id):
-                results.append(ErrorCode.FENCED_INSTANCE_ID)
-                continue
-            if not group.has(member_id):
-                results.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                continue
+            else:
+                member_error = self._validate_current_member(group, member_id, group_instance_id)
+                if member_error is not None:
+                    results.append(member_error)
+                    continue
             log.info("Member %s is leaving group %s", member_id, group.group_id)
             self._remove_member_and_update_group(group, group.get(member_id), "the member left the group")
             results.append(ErrorCode.NONE)
@@ -765,7 +744,8 @@ class GroupCoordinator:
         if group.has(member_id):
             self._complete_and_schedule_next_heartbeat(group, group.get(member_id))
         limit = self.config.offset_metadata_max_bytes
-        too_large = {tp for tp, o in offsets.items() if len(o.metadata.encode("utf-8")) > limit}
+        # Kafka measures the metadata in Java chars (UTF-16 code units), not bytes.
+        too_large = {tp for tp, o in offsets.items() if len(o.metadata.encode("utf-16-le")) // 2 > limit}
         accepted = {tp: o for tp, o in offsets.items() if tp not in too_large}
 
         def stored(errors: dict[TopicPartition, ErrorCode]) -> None:
@@ -779,11 +759,12 @@ class GroupCoordinator:
     ) -> ErrorCode | None:
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_state(GroupState.EMPTY):
+            return None  # the group only stores offsets here
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            if group.is_static_member_fenced(member_id, group_instance_id):
-                return ErrorCode.FENCED_INSTANCE_ID
-            if not group.has(member_id):
-                return ErrorCode.UNKNOWN_MEMBER_ID
+            member_error = GroupCoordinator._validate_current_member(group, member_id, group_instance_id)
+            if member_error is not None:
+                return member_error
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
             return None

@@ -17,14 +17,12 @@ from __future__ import annotations
 import enum
 import logging
 
+from pybroker.protocol import consumer_protocol
 from pybroker.server.group.member import MemberMetadata
-from pybroker.server.group.records import OffsetAndMetadata, RecordFormatError, subscription_topics
+from pybroker.server.group.records import OffsetAndMetadata
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
-
-CONSUMER_PROTOCOL_TYPE = "consumer"
-
 
 class GroupState(enum.Enum):
     EMPTY = "Empty"
@@ -95,7 +93,7 @@ class GroupMetadata:
 
     @property
     def is_consumer_group(self) -> bool:
-        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+        return self.protocol_type == consumer_protocol.PROTOCOL_TYPE
 
     # --- members --------------------------------------------------------------------------------
 
@@ -229,14 +227,18 @@ class GroupMetadata:
         topics: set[str] = set()
         try:
             for member in self.members.values():
-                topics |= subscription_topics(member.metadata(self.protocol_name))
-        except (RecordFormatError, KeyError) as e:
+                metadata = member.metadata(self.protocol_name)
+                if not metadata:
+                    raise ValueError("empty subscription")
+                topics.update(consumer_protocol.decode_subscription(metadata).topics)
+        except (ValueError, KeyError) as e:
             log.warning("Group %s: cannot read a member's subscription (%s); subscribed topics unknown", self.group_id, e)
             return None
         return topics
 
     def is_subscribed_to(self, topic: str) -> bool:
-        return self.subscribed_topics is not None and topic in self.subscribed_topics
+        """Whether the group consumes ``topic``; when its subscriptions are unreadable, assume so."""
+        return self.subscribed_topics is None or topic in self.subscribed_topics
 
     # --- offsets --------------------------------------------------------------------------------
 

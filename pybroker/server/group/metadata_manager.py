@@ -42,7 +42,7 @@ from pybroker.server.group.records import (
     decode_key,
     partition_for,
 )
-from pybroker.server.replica_manager import PartitionAppendResult, ReplicaManager
+from pybroker.server.replica_manager import PartitionAppendResult, ReplicaManager, now_ms
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -69,10 +69,6 @@ _STORE_GROUP_ERRORS = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class OffsetsTopicUnavailable(Exception):
@@ -117,10 +113,11 @@ class GroupMetadataManager:
     def is_loading(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.loading_partitions
 
-    def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` if it does not exist yet (first FindCoordinator)."""
+    def ensure_offsets_topic(self) -> list[GroupMetadata]:
+        """Create ``__consumer_offsets`` if it does not exist yet (first FindCoordinator), and
+        coordinate every partition of it this broker leads; returns the groups loaded."""
         if self.replica_manager.metadata.topic(OFFSETS_TOPIC) is not None:
-            return
+            return self.load_partitions()  # e.g. created by a client's CreateTopics
         configs: dict[str, str | None] = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
@@ -129,13 +126,17 @@ class GroupMetadataManager:
         try:
             self._create_topic(OFFSETS_TOPIC, self.num_partitions, self.replication_factor, configs)
         except TopicExistsError:
-            return
+            return []
         except InvalidReplicationFactorError as e:
             raise OffsetsTopicUnavailable(
                 f"Cannot create {OFFSETS_TOPIC}: {e} Set offsets.topic.replication.factor to at most "
                 "the number of brokers."
             ) from e
-        self.owned_partitions.update(range(self.num_partitions))
+        for index in range(self.num_partitions):
+            partition = self.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC, index))
+            if partition is not None and partition.is_leader:
+                self.owned_partitions.add(index)  # a new partition has nothing to load
+        return []
 
     # --- cache ----------------------------------------------------------------------------------
 
@@ -152,14 +153,15 @@ class GroupMetadataManager:
     # --- loading --------------------------------------------------------------------------------
 
     def load_partitions(self) -> list[GroupMetadata]:
-        """Load every ``__consumer_offsets`` partition this broker leads; returns the groups."""
+        """Load every ``__consumer_offsets`` partition this broker leads and does not coordinate
+        yet; returns the groups loaded."""
         topic = self.replica_manager.metadata.topic(OFFSETS_TOPIC)
         if topic is None:
             return []
         loaded: list[GroupMetadata] = []
         for index in range(len(topic.partitions)):
             partition = self.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC, index))
-            if partition is not None and partition.is_leader:
+            if partition is not None and partition.is_leader and index not in self.owned_partitions:
                 loaded += self.load_partition(index)
         return loaded
 
@@ -189,7 +191,8 @@ class GroupMetadataManager:
                     log.error("Skipping unreadable record at offset %d of %s: %s", offset, tp, e)
             position = last_offset + 1
         loaded = []
-        for group_id in group_records.keys() | offsets.keys():
+        live = group_records.keys() | {group_id for group_id, committed in offsets.items() if committed}
+        for group_id in live:
             group = self._rebuild_group(group_id, group_records.get(group_id), offsets.get(group_id, {}))
             self.groups[group_id] = group
             loaded.append(group)
@@ -233,8 +236,7 @@ class GroupMetadataManager:
             group.protocol_type = record.protocol_type or None
             group.generation_id = record.generation_id
             group.protocol_name = record.protocol_name
-            if record.current_state_timestamp >= 0:
-                group.state_timestamp = record.current_state_timestamp
+            group.state_timestamp = record.current_state_timestamp  # -1 (old records): expire by commit time
             for m in record.members:
                 protocols = [(record.protocol_name, m.subscription)] if record.protocol_name else []
                 group.add(MemberMetadata(

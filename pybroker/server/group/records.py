@@ -8,9 +8,7 @@ commit has an explicit expire timestamp, from OffsetCommit v2-v4's retention tim
 GroupMetadataValue v3; every older non-flexible version is read.
 
 Also here: which partition of ``__consumer_offsets`` owns a group (Kafka's ``partitionFor``:
-the absolute value of Java's ``String.hashCode`` modulo the partition count) and the topics of a
-consumer's subscription (the ``consumer`` protocol's embedded format), which the coordinator needs
-for OffsetDelete and offset expiry.
+the absolute value of Java's ``String.hashCode`` modulo the partition count).
 """
 
 from __future__ import annotations
@@ -257,17 +255,3 @@ class GroupRecord:
             ))
         return cls(protocol_type, generation_id, protocol_name, leader_id, current_state_timestamp, members)
 
-
-# --- the consumer protocol's subscription (ConsumerProtocolSubscription v0-v3) ----------------------
-
-
-def subscription_topics(metadata: bytes) -> set[str]:
-    """The topics of a ``consumer`` protocol subscription; raises RecordFormatError if unreadable."""
-    reader = _Reader(metadata)
-    version = reader.int16()
-    if version < 0:
-        raise RecordFormatError(f"invalid subscription version {version}")
-    count = reader.int32()
-    if count < 0 or count > len(metadata):
-        raise RecordFormatError(f"invalid topic count {count}")
-    return {reader.string() for _ in range(count)}
