@@ -16,6 +16,7 @@ from pybroker.controller.metadata import ClusterMetadata, TopicMetadata
 from pybroker.log.config import LogConfig, validate_topic_configs
 from pybroker.log.log_manager import LogManager, read_meta_properties
 from pybroker.network.listener import SocketServer
+from pybroker.server.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.server.config import BrokerConfig, Endpoint
 from pybroker.server.dispatcher import RequestDispatcher
 from pybroker.server.group.coordinator import GroupConfig, GroupCoordinator
@@ -46,6 +47,7 @@ class Broker:
             flush_check_interval_ms=config.get("log.flush.scheduler.interval.ms"),
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata)
+        self.authorizer: Authorizer = AllowAllAuthorizer()
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(
                 self.replica_manager,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pybroker.log.log import Log, LogAppendInfo
+from pybroker.log.log import Log, LogAppendInfo, OffsetOutOfRangeError
 from pybroker.types import TopicPartition
 
 UNKNOWN_OFFSET = -1
@@ -28,6 +28,10 @@ class NotEnoughReplicasError(Exception):
 
 class FencedLeaderEpochError(Exception):
     """FENCED_LEADER_EPOCH (74): the request carries an epoch older than ours."""
+
+
+class PolicyViolationError(Exception):
+    """POLICY_VIOLATION (44)."""
 
 
 class UnknownLeaderEpochError(Exception):
@@ -136,6 +140,28 @@ class Partition:
             if broker in self.alive_brokers:
                 low = min(low, state.log_start_offset)
         return low
+
+    # --- DeleteRecords ---------------------------------------------------------------------------
+
+    def delete_records_on_leader(self, offset: int) -> tuple[int, int]:
+        """KIP-107: move the log start offset to ``offset`` (-1: the high watermark).
+
+        Returns ``(requested_offset, low_watermark)``. Raises NotLeaderError, PolicyViolationError
+        (cleanup.policy without delete) or OffsetOutOfRangeError (negative, or past the high
+        watermark). An offset at or below the log start offset changes nothing.
+        """
+        log = self.require_leader()
+        if not log.config.delete_enabled:
+            raise PolicyViolationError(
+                f"Records of partition {self.topic_partition} can not be deleted due to the configured policy"
+            )
+        converted = log.high_watermark if offset == -1 else offset
+        if converted < 0:
+            raise OffsetOutOfRangeError(
+                f"The offset {offset} for partition {self.topic_partition} is not valid"
+            )
+        log.maybe_increment_log_start_offset(converted, "ClientRecordDeletion")
+        return converted, self.low_watermark()
 
     # --- appends -------------------------------------------------------------------------------
 

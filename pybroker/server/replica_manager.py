@@ -26,6 +26,7 @@ from pybroker.server.partition import (
     NotEnoughReplicasError,
     NotLeaderError,
     Partition,
+    PolicyViolationError,
     UnknownLeaderEpochError,
 )
 from pybroker.server.purgatory import DelayedOperation, Purgatory
@@ -48,6 +49,12 @@ _READ_ERRORS: dict[type[BaseException], ErrorCode] = {
     NotLeaderError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
     FencedLeaderEpochError: ErrorCode.FENCED_LEADER_EPOCH,
     UnknownLeaderEpochError: ErrorCode.UNKNOWN_LEADER_EPOCH,
+}
+
+_DELETE_RECORDS_ERRORS: dict[type[BaseException], ErrorCode] = {
+    NotLeaderError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    PolicyViolationError: ErrorCode.POLICY_VIOLATION,
+    OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
 }
 
 
@@ -116,6 +123,61 @@ class DelayedProduce(DelayedOperation):
     def on_complete(self) -> None:
         for tp in self._pending():
             self.results[tp].error = ErrorCode.REQUEST_TIMED_OUT
+        if not self._future.done():
+            self._future.set_result(self.results)
+
+
+@dataclass
+class DeleteRecordsResult:
+    """One partition's DeleteRecords outcome. Errors carry -1 watermarks, except a timeout, which
+    keeps the low watermark seen when the leader moved its log start offset."""
+
+    error: ErrorCode = ErrorCode.NONE
+    low_watermark: int = -1
+    leader_log_start_offset: int = -1
+    requested_offset: int = -1
+    error_message: str | None = None
+
+
+class DelayedDeleteRecords(DelayedOperation):
+    """DeleteRecords (LeaderOnly=false): waits until every partition's low watermark (the smallest
+    log start offset over the leader and its alive replicas) reaches the requested offset."""
+
+    def __init__(
+        self,
+        timeout_ms: int,
+        results: dict[TopicPartition, DeleteRecordsResult],
+        partitions: Callable[[TopicPartition], Partition | None],
+        future: asyncio.Future[dict[TopicPartition, DeleteRecordsResult]],
+    ) -> None:
+        super().__init__(timeout_ms)
+        self.results = results
+        self._partitions = partitions
+        self._future = future
+        self.pending = {tp for tp, r in results.items() if r.error == ErrorCode.NONE}
+        for tp in self.pending:
+            results[tp].error = ErrorCode.REQUEST_TIMED_OUT  # what is left pending at the deadline
+
+    def try_complete(self) -> bool:
+        for tp in list(self.pending):
+            result = self.results[tp]
+            partition = self._partitions(tp)
+            if partition is None:
+                result.error, result.low_watermark, result.leader_log_start_offset = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)
+            elif not partition.is_leader:
+                result.error, result.low_watermark, result.leader_log_start_offset = (
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1)
+            else:
+                low_watermark = partition.low_watermark()
+                if low_watermark < result.requested_offset:
+                    continue
+                result.error, result.low_watermark = ErrorCode.NONE, low_watermark
+                result.leader_log_start_offset = partition.log.log_start_offset
+            self.pending.discard(tp)
+        return not self.pending and self.force_complete()
+
+    def on_complete(self) -> None:
         if not self._future.done():
             self._future.set_result(self.results)
 
@@ -253,6 +315,53 @@ class ReplicaManager:
             log_start_offset=partition.log.log_start_offset,
             required_offset=required,
         )
+
+    # --- DeleteRecords ---------------------------------------------------------------------------
+
+    def delete_records(
+        self, timeout_ms: int, offsets: dict[TopicPartition, int], leader_only: bool
+    ) -> dict[TopicPartition, DeleteRecordsResult] | asyncio.Future[dict[TopicPartition, DeleteRecordsResult]]:
+        """Move each partition's log start offset (KIP-107). With ``leader_only`` (KIP-1343) answer
+        as soon as the leader has moved it; otherwise wait until the low watermark has too."""
+        results = {tp: self._delete_records_on_local_log(tp, offset) for tp, offset in offsets.items()}
+        for tp, result in results.items():
+            if result.error == ErrorCode.NONE:
+                self.on_log_start_offset_changed(tp)
+        waiting = [
+            tp for tp, r in results.items() if r.error == ErrorCode.NONE and r.low_watermark < r.requested_offset
+        ]
+        if leader_only or not waiting:
+            return results
+        future: asyncio.Future[dict[TopicPartition, DeleteRecordsResult]] = asyncio.get_running_loop().create_future()
+        operation = DelayedDeleteRecords(timeout_ms, results, self.partitions.get, future)
+        self.delete_records_purgatory.try_complete_else_watch(operation, waiting)
+        return future
+
+    def _delete_records_on_local_log(self, tp: TopicPartition, offset: int) -> DeleteRecordsResult:
+        topic = self.metadata.topic(tp.topic)
+        if topic is not None and topic.is_internal:
+            return DeleteRecordsResult(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=f"Cannot delete records of internal topic {tp.topic}"
+            )
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return DeleteRecordsResult(self.missing_partition_error(tp))
+        try:
+            requested, low_watermark = partition.delete_records_on_leader(offset)
+        except tuple(_DELETE_RECORDS_ERRORS) as e:
+            code = next(c for t, c in _DELETE_RECORDS_ERRORS.items() if isinstance(e, t))
+            return DeleteRecordsResult(code, error_message=str(e))
+        except OSError as e:
+            log.error("DeleteRecords on %s failed with a storage error: %s", tp, e)
+            return DeleteRecordsResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
+        return DeleteRecordsResult(
+            ErrorCode.NONE, low_watermark, partition.log.log_start_offset, requested_offset=requested
+        )
+
+    def on_log_start_offset_changed(self, tp: TopicPartition) -> None:
+        """A replica's (or the leader's) log start offset moved: waiting DeleteRecords may be done.
+        (Follower fetches will report theirs here once replication lands.)"""
+        self.delete_records_purgatory.check_and_complete(tp)
 
     # --- fetch ---------------------------------------------------------------------------------
 

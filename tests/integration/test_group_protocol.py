@@ -1206,6 +1206,34 @@ def test_deleted_groups_stay_deleted_after_restart(start_broker, topic_name):
     scenario(own.bootstrap, after)
 
 
+def test_oversized_member_metadata_fails_the_sync_and_corrupts_nothing(start_broker, topic_name):
+    """A group record larger than __consumer_offsets accepts (message.max.bytes) cannot be stored:
+    the leader's SyncGroup gets UNKNOWN_SERVER_ERROR (Kafka's answer), the group goes back to
+    rebalancing, and the log stays readable: other groups' offsets survive a restart."""
+    own = start_broker("oversized", **BROKER_OVERRIDES)
+    big_group, other_group = "oversized-metadata", "small-group"
+
+    async def before(s: Session) -> None:
+        admin = await s.conn()
+        await create_topic(admin, topic_name)
+        big = await s.member(big_group, protocols=[("range", b"\x00" * 1_200_000)])
+        assert (await big.join()).error_code == E.NONE
+        response = await big.sync({big.member_id: b"assignment"})
+        assert response.error_code == E.UNKNOWN_SERVER_ERROR
+        assert (await describe(admin, big_group)).group_state == "PreparingRebalance"
+        assert await commit(admin, other_group, {(topic_name, 0): 7}) == {(topic_name, 0): E.NONE}
+
+    async def after(s: Session) -> None:
+        admin = await s.conn()
+        assert await committed_offset(admin, other_group, topic_name, 0) == 7
+        assert (await describe(admin, big_group)).group_state == "Dead"
+
+    scenario(own.bootstrap, before)
+    own.restart()
+    scenario(own.bootstrap, after)
+    assert "Traceback" not in own.log()
+
+
 def test_group_max_size(start_broker, group_id):
     own = start_broker("max-size", **BROKER_OVERRIDES, **{"group.max.size": 1})
 
