@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pybroker.cli import apis, consumer_groups, serve, topics
+from pybroker.cli import apis, configs, consumer_groups, delete_records, serve, topics
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -14,6 +14,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_parser(commands)
     topics.add_parser(commands)
     consumer_groups.add_parser(commands)
+    configs.add_parser(commands)
+    delete_records.add_parser(commands)
     apis.add_parser(commands)
     args = parser.parse_args(argv)
     return int(args.run(args) or 0)

@@ -2,8 +2,9 @@
 
 Owns bootstrapping (the first reachable ``host:port`` of ``bootstrap_servers``), cluster metadata
 lookups, the topic administration calls (create/delete topics, create partitions, describe and
-alter topic configs), offset lookups (ListOffsets, sent to each partition's leader) and the
-consumer group calls (FindCoordinator, ListGroups, DescribeGroups, DeleteGroups, OffsetFetch,
+alter topic and broker configs), offset lookups (ListOffsets, sent to each partition's leader),
+record deletion (DeleteRecords, sent to each partition's leader; ``leader_only`` is KIP-1343's
+v3 flag) and the consumer group calls (FindCoordinator, ListGroups, DescribeGroups, DeleteGroups, OffsetFetch,
 OffsetCommit, OffsetDelete), each sent to the group's coordinator. Each call returns
 per-resource results or raises ``AdminError`` naming the resource and Kafka's error; a call about
 several resources tries them all first, then raises for the first failure with every failure in
@@ -32,6 +33,7 @@ from pybroker.protocol.messages import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
+    DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
@@ -47,6 +49,8 @@ from pybroker.protocol.messages import (
 from pybroker.types import TopicPartition
 
 TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+BROKER_LOGGER_RESOURCE = 8
 GROUP_KEY_TYPE = 0  # FindCoordinator: a group (1 would be a transactional id)
 NO_GENERATION = -1  # OffsetCommit from outside the group (Kafka's AdminClient does this)
 NO_MEMBER_ID = ""
@@ -61,6 +65,18 @@ LEADERSHIP_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_LEADER_EPOCH,
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE,
 })
+
+# DeleteRecords: errors after which the partition is looked up again and retried (a leader moved,
+# or the connection to it broke). REQUEST_TIMED_OUT is the broker's verdict for this timeout: final.
+DELETE_RECORDS_RETRY_ERRORS = LEADERSHIP_ERRORS | {ErrorCode.NETWORK_EXCEPTION}
+DELETE_RECORDS_LEADER_ONLY_VERSION = 3  # KIP-1343
+
+# Kafka's ConfigEntry.ConfigSource names, by the wire's ConfigSource code (DescribeConfigs v1+).
+CONFIG_SOURCE_NAMES = {
+    0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "DYNAMIC_CLIENT_METRICS_CONFIG", 8: "DYNAMIC_GROUP_CONFIG",
+}
 
 # OffsetCommit errors about a partition rather than the group.
 PARTITION_COMMIT_ERRORS = frozenset({
@@ -186,6 +202,46 @@ class ListedOffset:
     leader_epoch: int | None = None
 
 
+@dataclass(frozen=True)
+class DeletedRecords:
+    """A partition's DeleteRecords answer: its low watermark (the smallest log start offset of
+    its replicas) and, from brokers with DeleteRecords v3, the leader's log start offset (-1 from
+    older brokers)."""
+
+    low_watermark: int
+    leader_log_start_offset: int = -1
+
+
+@dataclass(frozen=True)
+class ConfigSynonym:
+    """Where a config's value could come from, most specific first (DescribeConfigs synonyms)."""
+
+    name: str
+    value: str | None
+    source: int
+
+    @property
+    def source_name(self) -> str:
+        return CONFIG_SOURCE_NAMES.get(self.source, "UNKNOWN")
+
+
+@dataclass
+class ConfigEntry:
+    """A config as DescribeConfigs reports it. ``source`` is the wire's ConfigSource code
+    (1 = a topic override); ``value`` is None when sensitive."""
+
+    name: str
+    value: str | None
+    source: int
+    is_sensitive: bool = False
+    read_only: bool = False
+    synonyms: list[ConfigSynonym] = field(default_factory=list)
+
+    @property
+    def source_name(self) -> str:
+        return CONFIG_SOURCE_NAMES.get(self.source, "UNKNOWN")
+
+
 @dataclass
 class PartitionInfo:
     partition: int
@@ -216,10 +272,16 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
 class Admin:
     """``async with Admin("127.0.0.1:9092") as admin: ...``"""
 
-    def __init__(self, bootstrap_servers: str, client_id: str = "pybroker-admin", retry_timeout: float = 30.0) -> None:
+    def __init__(
+        self, bootstrap_servers: str, client_id: str = "pybroker-admin", retry_timeout: float = 30.0,
+        request_timeout: float = 30.0,
+    ) -> None:
+        """``retry_timeout``: how long retriable errors are retried (seconds); ``request_timeout``:
+        how long one request waits for its response (seconds, Kafka's request.timeout.ms)."""
         self._bootstrap = parse_bootstrap(bootstrap_servers)
         self._client_id = client_id
         self._retry_timeout = retry_timeout
+        self._request_timeout = request_timeout
         self._connection: BrokerConnection | None = None
         self._connections: dict[tuple[str, int], BrokerConnection] = {}  # by address, bootstrap included
         self._connect_lock = asyncio.Lock()
@@ -257,7 +319,7 @@ class Admin:
     async def _send(self, api_key: int, request: Any) -> Any:
         if self._connection is None:
             raise KafkaClientError("not connected")
-        return await self._connection.send(api_key, request)
+        return await self._connection.send(api_key, request, timeout=self._request_timeout)
 
     # --- routing ---------------------------------------------------------------------------------
 
@@ -277,12 +339,16 @@ class Admin:
                 self._connections[(host, port)] = connection
             return connection
 
-    async def _send_to(self, node: Node, api_key: int, make_request: Callable[[int], Any]) -> tuple[Any, int]:
-        """Send ``make_request(version)`` to ``node`` at the best common version; (response, version)."""
+    async def _send_to(
+        self, node: Node, api_key: int, make_request: Callable[[int], Any], timeout: float | None = None,
+    ) -> tuple[Any, int]:
+        """Send ``make_request(version)`` to ``node`` at the best common version; (response, version).
+        ``timeout`` (seconds) defaults to the request timeout."""
         connection = await self._connection_to(node.host, node.port)
         version = connection.version_for(api_key)
+        wait = self._request_timeout if timeout is None else timeout
         try:
-            return await connection.send(api_key, make_request(version), version), version
+            return await connection.send(api_key, make_request(version), version, timeout=wait), version
         except KafkaClientError:
             if connection is not self._connection and self._connections.get((node.host, node.port)) is connection:
                 del self._connections[(node.host, node.port)]  # reconnect next time
@@ -296,6 +362,10 @@ class Admin:
         if asyncio.get_running_loop().time() + RETRY_BACKOFF_S > deadline:
             raise AdminError(resource, error, f"{message or error.message} (still failing after {self._retry_timeout:g}s)")
         await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def brokers(self) -> list[Node]:
+        """Every broker of the cluster, by node id."""
+        return await self._brokers()
 
     async def _brokers(self) -> list[Node]:
         """Every broker of the cluster (Metadata without topics)."""
@@ -342,6 +412,32 @@ class Admin:
             if result.error_code != ErrorCode.NONE:
                 raise AdminError(f"topic {result.name}", result.error_code, result.error_message)
 
+    async def create_topics(
+        self, names: Iterable[str], num_partitions: int = -1, replication_factor: int = -1,
+        configs: dict[str, str] | None = None, validate_only: bool = False, timeout_ms: int = 30000,
+    ) -> None:
+        """Create several topics alike in one CreateTopics request. Every topic is tried; then
+        AdminError is raised for the first that failed, ``failures`` naming them all."""
+        wanted = list(dict.fromkeys(names))
+        if not wanted:
+            return
+        request = CreateTopicsRequest(topics=[
+            CreateTopicsRequest.CreatableTopic(
+                name=name, num_partitions=num_partitions, replication_factor=replication_factor, assignments=[],
+                configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            ) for name in wanted
+        ], timeout_ms=timeout_ms, validate_only=validate_only)
+        response = await self._send(ApiKey.CREATE_TOPICS, request)
+        answers = {result.name: result for result in response.topics}
+        failures: dict[str, AdminError] = {}
+        for name in wanted:
+            result = answers.get(name)
+            if result is None:
+                failures[name] = AdminError(f"topic {name}", ErrorCode.UNKNOWN_SERVER_ERROR, "CreateTopics did not answer for it")
+            elif result.error_code != ErrorCode.NONE:
+                failures[name] = AdminError(f"topic {name}", result.error_code, result.error_message)
+        _raise_failures(failures)
+
     async def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
         version = self._connection.version_for(ApiKey.DELETE_TOPICS) if self._connection else 0
         if version >= 6:
@@ -385,6 +481,61 @@ class Admin:
         result = response.responses[0]
         if result.error_code != ErrorCode.NONE:
             raise AdminError(f"topic {name}", result.error_code, result.error_message)
+
+    async def describe_configs(
+        self, resource_type: int, name: str, include_synonyms: bool = True, keys: Iterable[str] | None = None,
+    ) -> list[ConfigEntry]:
+        """DescribeConfigs of one resource (``TOPIC_RESOURCE`` or ``BROKER_RESOURCE``), sorted by name.
+
+        A broker's configs (``name`` its node id) are asked of that broker, as Kafka's AdminClient
+        does; ``name`` "" (the cluster-wide broker defaults) and topics of any broker.
+        """
+        request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=resource_type, resource_name=name, configuration_keys=None if keys is None else list(keys))],
+            include_synonyms=include_synonyms)
+        response = await self._send_for_resource(resource_type, name, ApiKey.DESCRIBE_CONFIGS, request)
+        result = next((r for r in response.results if r.resource_name == name), None)
+        label = _resource_label(resource_type, name)
+        if result is None:
+            raise AdminError(label, ErrorCode.UNKNOWN_SERVER_ERROR, "DescribeConfigs did not answer for it")
+        if result.error_code != ErrorCode.NONE:
+            raise AdminError(label, result.error_code, result.error_message)
+        entries = [
+            ConfigEntry(c.name, c.value, c.config_source, c.is_sensitive, c.read_only,
+                        [ConfigSynonym(s.name, s.value, s.source) for s in c.synonyms or []])
+            for c in result.configs
+        ]
+        return sorted(entries, key=lambda e: e.name)
+
+    async def incremental_alter_configs(
+        self, resource_type: int, name: str, set_configs: Mapping[str, str] | None = None,
+        delete_configs: Iterable[str] = (), validate_only: bool = False,
+    ) -> None:
+        """IncrementalAlterConfigs of one resource: DELETE ``delete_configs``, SET ``set_configs``."""
+        ops = [IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=1, value=None) for k in delete_configs]
+        ops += [IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=0, value=v)
+                for k, v in (set_configs or {}).items()]
+        request = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+            resource_type=resource_type, resource_name=name, configs=ops)], validate_only=validate_only)
+        response = await self._send_for_resource(resource_type, name, ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
+        result = next((r for r in response.responses if r.resource_name == name), None)
+        label = _resource_label(resource_type, name)
+        if result is None:
+            raise AdminError(label, ErrorCode.UNKNOWN_SERVER_ERROR, "IncrementalAlterConfigs did not answer for it")
+        if result.error_code != ErrorCode.NONE:
+            raise AdminError(label, result.error_code, result.error_message)
+
+    async def _send_for_resource(self, resource_type: int, name: str, api_key: int, request: Any) -> Any:
+        """Send a config request to the broker a broker resource names, else to the bootstrap broker."""
+        if resource_type in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE) and name:
+            if not name.isdigit():
+                raise AdminError(f"broker {name}", ErrorCode.INVALID_REQUEST, "a broker resource is named by its node id")
+            node = next((n for n in await self._brokers() if n.node_id == int(name)), None)
+            if node is None:
+                raise AdminError(f"broker {name}", ErrorCode.BROKER_NOT_AVAILABLE, f"the cluster has no broker with id {name}")
+            response, _ = await self._send_to(node, api_key, lambda _version: request)
+            return response
+        return await self._send(api_key, request)
 
     # --- offsets of partitions -----------------------------------------------------------------
 
@@ -482,6 +633,112 @@ class Admin:
                     epoch = p.leader_epoch if p.leader_epoch >= 0 else None
                     out[tp] = ListedOffset(p.offset, p.timestamp, epoch)
         for tp in partitions:
+            out.setdefault(tp, AdminError(f"partition {tp}", ErrorCode.UNKNOWN_SERVER_ERROR, f"broker {node} did not answer for it"))
+        return out
+
+    # --- deleting records ----------------------------------------------------------------------
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], leader_only: bool = False, timeout_ms: int = 30000,
+    ) -> dict[TopicPartition, DeletedRecords | AdminError]:
+        """DeleteRecords: move each partition's log start offset up to its offset (-1: the high
+        watermark), asking each partition's leader (one request per leader, concurrently).
+
+        Returns every partition's outcome, in the order given: ``DeletedRecords`` or the
+        ``AdminError`` it failed with (e.g. OFFSET_OUT_OF_RANGE past the high watermark,
+        UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION for internal topics, POLICY_VIOLATION
+        without cleanup.policy delete, REQUEST_TIMED_OUT when the replicas did not follow within
+        ``timeout_ms``). NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE and lost connections are
+        retried after a metadata refresh until ``timeout_ms`` has passed.
+
+        ``leader_only`` (KIP-1343, DeleteRecords v3) answers once the leader has moved its log
+        start offset, without waiting for the followers: the low watermark may then still be
+        below the offset, and ``leader_log_start_offset`` is the leader's. A leader whose broker
+        offers only v0-v2 fails its partitions with UNSUPPORTED_VERSION and is sent nothing for
+        them (no silent downgrade); without ``leader_only`` such a broker is asked at its version
+        and ``leader_log_start_offset`` is -1.
+        """
+        wanted = dict(offsets)
+        results: dict[TopicPartition, DeletedRecords | AdminError] = {}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        pending = list(wanted)
+        while pending:
+            leaders, failed = await self._leaders(pending)
+            remaining_ms = max(0, int((deadline - loop.time()) * 1000))
+            answers = await asyncio.gather(*(
+                self._delete_records_on(node, {tp: wanted[tp] for tp in tps}, leader_only, remaining_ms)
+                for node, tps in leaders.items()
+            ))
+            retry: dict[TopicPartition, AdminError] = {}
+            for answer in [failed, *answers]:
+                for tp, outcome in answer.items():
+                    if isinstance(outcome, AdminError) and outcome.error in DELETE_RECORDS_RETRY_ERRORS:
+                        retry[tp] = outcome
+                    else:
+                        results[tp] = outcome
+            pending = list(retry)
+            if pending and loop.time() + RETRY_BACKOFF_S > deadline:
+                for tp, error in retry.items():
+                    results[tp] = AdminError(error.resource, error.error,
+                                             f"{error.message} (still failing after {timeout_ms} ms)")
+                break
+            if pending:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+        return {tp: results[tp] for tp in wanted}
+
+    async def _delete_records_on(
+        self, node: Node, offsets: dict[TopicPartition, int], leader_only: bool, timeout_ms: int,
+    ) -> dict[TopicPartition, DeletedRecords | AdminError]:
+        def fail_all(error: int, message: str) -> dict[TopicPartition, DeletedRecords | AdminError]:
+            return {tp: AdminError(f"partition {tp}", error, message) for tp in offsets}
+
+        try:
+            connection = await self._connection_to(node.host, node.port)
+            version = connection.version_for(ApiKey.DELETE_RECORDS)
+        except UnsupportedVersionError as e:
+            return fail_all(ErrorCode.UNSUPPORTED_VERSION, str(e))
+        except KafkaClientError as e:
+            return fail_all(ErrorCode.NETWORK_EXCEPTION, str(e))
+        if leader_only and version < DELETE_RECORDS_LEADER_ONLY_VERSION:
+            return fail_all(ErrorCode.UNSUPPORTED_VERSION,
+                            f"leader_only needs DeleteRecords v{DELETE_RECORDS_LEADER_ONLY_VERSION} (KIP-1343); "
+                            f"broker {node} supports at most v{version}")
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for tp, offset in offsets.items():
+            by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
+        request = DeleteRecordsRequest(
+            topics=[DeleteRecordsRequest.DeleteRecordsTopic(name=topic, partitions=[
+                DeleteRecordsRequest.DeleteRecordsPartition(partition_index=p, offset=o) for p, o in parts
+            ]) for topic, parts in by_topic.items()],
+            timeout_ms=timeout_ms, leader_only=leader_only,
+        )
+        # The broker may hold the request for timeout_ms (waiting for the replicas): wait longer.
+        wait = max(self._request_timeout, timeout_ms / 1000 + 5)
+        try:
+            response, version = await self._send_to(node, ApiKey.DELETE_RECORDS, lambda _v: request, wait)
+        except UnsupportedVersionError as e:
+            return fail_all(ErrorCode.UNSUPPORTED_VERSION, str(e))
+        except KafkaClientError as e:
+            return fail_all(ErrorCode.NETWORK_EXCEPTION, str(e))
+        except TimeoutError:
+            return fail_all(ErrorCode.REQUEST_TIMED_OUT, f"broker {node} did not answer within {wait:g}s")
+        out: dict[TopicPartition, DeletedRecords | AdminError] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if tp not in offsets:
+                    continue
+                leader_lso = p.leader_log_start_offset if version >= DELETE_RECORDS_LEADER_ONLY_VERSION else -1
+                if p.error_code == ErrorCode.NONE:
+                    out[tp] = DeletedRecords(p.low_watermark, leader_lso)
+                elif p.error_code == ErrorCode.REQUEST_TIMED_OUT:
+                    out[tp] = AdminError(f"partition {tp}", p.error_code,
+                                         f"the replicas did not reach offset {offsets[tp]} in time "
+                                         f"(low watermark {p.low_watermark}, leader log start offset {leader_lso})")
+                else:
+                    out[tp] = AdminError(f"partition {tp}", p.error_code)
+        for tp in offsets:
             out.setdefault(tp, AdminError(f"partition {tp}", ErrorCode.UNKNOWN_SERVER_ERROR, f"broker {node} did not answer for it"))
         return out
 
@@ -750,6 +1007,14 @@ class Admin:
             for tp in wanted if errors.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR) != ErrorCode.NONE
         }
         _raise_failures(failures)
+
+
+def _resource_label(resource_type: int, name: str) -> str:
+    if resource_type == TOPIC_RESOURCE:
+        return f"topic {name}"
+    if resource_type in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE):
+        return f"broker {name}" if name else "broker defaults"
+    return f"resource {resource_type}:{name}"
 
 
 def _spec_timestamp(spec: OffsetSpec) -> int:

@@ -73,14 +73,22 @@ class LeaderEpochCache:
             self._entries = kept
             self.flush()
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """Drop entries wholly below ``start_offset``; the last one dropped restarts there."""
+    def truncate_from_start(self, start_offset: int, flush: bool = True) -> bool:
+        """Drop entries wholly below ``start_offset``; the last one dropped restarts there.
+        Returns whether anything changed; with ``flush=False`` the caller writes the file later
+        (Kafka's ``truncateFromStartAsyncFlush``)."""
         removed = [(e, s) for e, s in self._entries if s <= start_offset]
         if not removed:
-            return
+            return False
         kept = [(e, s) for e, s in self._entries if s > start_offset]
         self._entries = [(removed[-1][0], start_offset), *kept]
-        self.flush()
+        if flush:
+            self.flush()
+        return True
 
     def flush(self) -> None:
-        self._file.write(self._entries)
+        self.write(self._entries)
+
+    def write(self, entries: list[tuple[int, int]]) -> None:
+        """Write ``entries`` (a snapshot of ``entries``, e.g. from a worker thread) to the file."""
+        self._file.write(entries)

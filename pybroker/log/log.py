@@ -5,9 +5,11 @@ the offsets Kafka's ``UnifiedLog`` tracks: the log end offset (LEO), the high wa
 start offset (which may sit inside a segment — KIP-107's soft delete), and the recovery point
 (everything below it is known to be fsynced). Record bytes never pass through Python code here:
 validation, offset assignment, indexing, reading and truncation are single calls into Rust.
+Retention (``delete_old_segments``) decides from segment metadata only: base offsets, sizes,
+largest timestamps, file mtimes.
 
-Not thread-safe: every method runs on the event loop, except ``flush_files``, which only fsyncs
-file descriptors and may run in a worker thread.
+Not thread-safe: every method runs on the event loop, except ``flush_files`` and
+``delete_files``, which only fsync or remove files and may run in a worker thread.
 """
 
 from __future__ import annotations
@@ -97,6 +99,12 @@ class Log:
         self.topic_partition = topic_partition
         self.config = config
         self.on_roll: Callable[[Log], None] | None = None
+        # Given the ``.deleted`` files of segments retention removed; the log manager removes them
+        # after file.delete.delay.ms. Unset, they stay until the next load removes them.
+        self.on_segments_deleted: Callable[[Log, list[str]], None] | None = None
+        # Given the log after a log start offset move changed its leader-epoch cache; the log
+        # manager writes leader-epoch-checkpoint off the event loop. Unset, it is written at once.
+        self.on_leader_epochs_truncated: Callable[[Log], None] | None = None
         os.makedirs(directory, exist_ok=True)
         self.segments: list[_native.Segment] = []
         self._base_offsets: list[int] = []
@@ -106,6 +114,11 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = time.monotonic() * 1000
         self._load(had_clean_shutdown, log_start_offset)
+        if log_start_offset > self.log_end_offset:
+            # Kafka's LogLoader: a checkpointed start beyond the end means every record is gone.
+            log.warning("%s: log start offset %d is past the log end offset %d; starting empty at %d",
+                        topic_partition, log_start_offset, self.log_end_offset, log_start_offset)
+            self.truncate_fully_and_start_at(log_start_offset)
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.recovery_point = min(max(self.recovery_point, self.log_start_offset), self.log_end_offset)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
@@ -202,7 +215,10 @@ class Log:
             return False
         self.log_start_offset = new_offset
         self.recovery_point = max(self.recovery_point, new_offset)
-        self.leader_epoch_cache.truncate_from_start(new_offset)
+        if self.on_leader_epochs_truncated is None:
+            self.leader_epoch_cache.truncate_from_start(new_offset)
+        elif self.leader_epoch_cache.truncate_from_start(new_offset, flush=False):
+            self.on_leader_epochs_truncated(self)
         log.info("%s: incremented log start offset to %d due to %s", self.topic_partition, new_offset, reason)
         return True
 
@@ -365,6 +381,150 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(offset)
         self.producer_state.truncate_and_reload()
 
+    # --- retention (Kafka's UnifiedLog.deleteOldSegments) -------------------------------------
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Delete the oldest segments that retention allows; returns how many went.
+
+        Kafka's passes, in Kafka's order: segments wholly below the log start offset (always),
+        then — only when cleanup.policy contains ``delete`` — retention.bytes, retention.ms and
+        the topic's ``log.retention.min.timestamp`` (KIP-47). Each pass deletes an oldest-first
+        prefix, never a segment reaching above the high watermark nor a final empty segment.
+        The passes repeat until none deletes anything, so a segment that any one rule allows to
+        go goes in this call (the rules are OR-ed), not only at the next retention check.
+        """
+        total = 0
+        while True:
+            deleted = self._delete_log_start_offset_breached_segments()
+            if self.config.delete_enabled:
+                deleted += self._delete_retention_size_breached_segments()
+                deleted += self._delete_retention_ms_breached_segments(now_ms)
+                deleted += self._delete_retention_min_timestamp_breached_segments()
+            if not deleted:
+                return total
+            total += deleted
+
+    def _delete_log_start_offset_breached_segments(self) -> int:
+        def breached(_segment: _native.Segment, following: _native.Segment | None) -> bool:
+            return following is not None and following.base_offset <= self.log_start_offset
+
+        deletable = self._deletable_segments(breached)
+        if deletable:
+            log.info(
+                "%s: Deleting segments due to log start offset %d breach: %s", self.topic_partition,
+                self.log_start_offset, ",".join(describe_segment(s) for s in deletable),
+            )
+        return self._delete_segments(deletable)
+
+    def _delete_retention_size_breached_segments(self) -> int:
+        retention_bytes = self.config.retention_bytes
+        size = self.size_in_bytes
+        if retention_bytes < 0 or size < retention_bytes:
+            return 0
+        diff = size - retention_bytes
+
+        def breached(segment: _native.Segment, _following: _native.Segment | None) -> bool:
+            nonlocal diff
+            if diff - segment.size < 0:
+                return False
+            diff -= segment.size
+            return True
+
+        deletable = self._deletable_segments(breached)
+        for segment in deletable:
+            size -= segment.size
+            log.info(
+                "%s: Deleting segment %s due to log retention size %d breach. Log size after deletion will be %d.",
+                self.topic_partition, describe_segment(segment), retention_bytes, size,
+            )
+        return self._delete_segments(deletable)
+
+    def _delete_retention_ms_breached_segments(self, now_ms: int) -> int:
+        retention_ms = self.config.retention_ms
+        if retention_ms < 0:
+            return 0
+
+        def breached(segment: _native.Segment, _following: _native.Segment | None) -> bool:
+            return now_ms - largest_timestamp(segment) > retention_ms
+
+        deletable = self._deletable_segments(breached)
+        for segment in deletable:
+            log.info(
+                "%s: Deleting segment %s due to log retention time %dms breach based on the %s",
+                self.topic_partition, describe_segment(segment), retention_ms, timestamp_basis(segment),
+            )
+        return self._delete_segments(deletable)
+
+    def _delete_retention_min_timestamp_breached_segments(self) -> int:
+        minimum = self.config.log_retention_min_timestamp
+        if minimum <= 0:
+            return 0
+
+        def breached(segment: _native.Segment, _following: _native.Segment | None) -> bool:
+            return largest_timestamp(segment) < minimum
+
+        deletable = self._deletable_segments(breached)
+        for segment in deletable:
+            log.info(
+                "%s: Deleting segment %s due to log retention minimum timestamp %d breach based on the %s",
+                self.topic_partition, describe_segment(segment), minimum, timestamp_basis(segment),
+            )
+        return self._delete_segments(deletable)
+
+    def _deletable_segments(
+        self, predicate: Callable[[_native.Segment, _native.Segment | None], bool]
+    ) -> list[_native.Segment]:
+        """The oldest-first run of segments ``predicate`` accepts (Kafka's ``deletableSegments``):
+        it stops at the first segment whose upper bound (next base offset, or the log end offset)
+        is above the high watermark or that the predicate rejects; a final empty segment is
+        never included. The predicate is only asked about segments within the high watermark."""
+        deletable: list[_native.Segment] = []
+        count = len(self.segments)
+        for index, segment in enumerate(self.segments):
+            following = self.segments[index + 1] if index + 1 < count else None
+            upper_bound = following.base_offset if following is not None else self.log_end_offset
+            if not (self.high_watermark >= upper_bound and predicate(segment, following)):
+                break
+            if following is None and segment.size == 0:
+                break
+            deletable.append(segment)
+        return deletable
+
+    def _delete_segments(self, deletable: list[_native.Segment]) -> int:
+        """Remove a prefix of segments from the log (rolling first if it is all of them), rename
+        their files ``.deleted`` and move the log start offset to the first remaining base."""
+        if not deletable:
+            return 0
+        count = len(deletable)
+        if count == len(self.segments):
+            # There must always be a segment: start the new active one first.
+            new_segment = self.roll()
+            if new_segment is deletable[-1]:
+                log.warning(
+                    "%s: Empty active segment at %d was deleted and recreated",
+                    self.topic_partition, new_segment.base_offset,
+                )
+                deletable = deletable[:-1]
+                count -= 1
+        del self.segments[:count]
+        del self._base_offsets[:count]
+        renamed: list[str] = []
+        for segment in deletable:
+            files = [
+                os.path.join(self.dir, segment_file_name(segment.base_offset, suffix))
+                for suffix in (LOG_SUFFIX, ".index", ".timeindex")
+            ]
+            try:
+                segment.rename_suffix(DELETED_SUFFIX)
+            except (OSError, ValueError):
+                log.exception("%s: could not rename segment %d for deletion", self.topic_partition, segment.base_offset)
+                continue
+            renamed.extend(path + DELETED_SUFFIX for path in files)
+        self.maybe_increment_log_start_offset(self.segments[0].base_offset, "SegmentDeletion")
+        if renamed and self.on_segments_deleted is not None:
+            self.on_segments_deleted(self, renamed)
+        return count
+
     # --- durability ----------------------------------------------------------------------------
 
     def segment_paths_to_flush(self, up_to_offset: int) -> list[str]:
@@ -389,6 +549,45 @@ class Log:
         for name in os.listdir(self.dir):
             os.remove(os.path.join(self.dir, name))
         os.rmdir(self.dir)
+
+
+def largest_timestamp(segment: _native.Segment) -> int:
+    """Kafka's ``LogSegment.largestTimestamp``: the largest record timestamp in the segment, or
+    the ``.log`` file's modification time when it holds no timestamps."""
+    timestamp = segment.max_timestamp
+    return timestamp if timestamp >= 0 else segment.last_modified_ms
+
+
+def timestamp_basis(segment: _native.Segment) -> str:
+    if segment.max_timestamp >= 0:
+        return "largest record timestamp in the segment"
+    return "last modified time of the segment"
+
+
+def describe_segment(segment: _native.Segment) -> str:
+    """Kafka's ``LogSegment.toString``."""
+    timestamp = segment.max_timestamp
+    return (
+        f"LogSegment(baseOffset={segment.base_offset}, size={segment.size}, "
+        f"lastModifiedTime={segment.last_modified_ms}, "
+        f"largestRecordTimestamp={timestamp if timestamp >= 0 else None})"
+    )
+
+
+def delete_files(paths: list[str]) -> None:
+    """Remove files renamed ``.deleted`` (from a worker thread); missing ones are fine."""
+    names = {LOG_SUFFIX: "log", ".index": "offset index", ".timeindex": "time index"}
+    for path in paths:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            log.error("Could not delete %s: %s", path, e)
+            continue
+        stem = path[: -len(DELETED_SUFFIX)] if path.endswith(DELETED_SUFFIX) else path
+        kind = next((label for suffix, label in names.items() if stem.endswith(suffix)), "file")
+        log.info("Deleted %s %s.", kind, path)
 
 
 def flush_files(paths: list[str]) -> None:

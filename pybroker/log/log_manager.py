@@ -3,8 +3,10 @@
 Owns the log directories (``meta.properties``, the ``.kafka_cleanshutdown`` marker, the
 ``recovery-point-offset-checkpoint``, ``replication-offset-checkpoint`` and
 ``log-start-offset-checkpoint`` files), loading and recovering logs at start-up, creating and
-deleting partition logs, the periodic checkpoint/flush tasks, and clean shutdown. fsyncs run in
-worker threads, never on the event loop.
+deleting partition logs, the periodic checkpoint/flush tasks, the retention task (Kafka's
+``kafka-log-retention``: every log's ``delete_old_segments``, then the removal of the renamed
+``.deleted`` files after ``file.delete.delay.ms``), and clean shutdown. fsyncs and file removals
+run in worker threads, never on the event loop.
 """
 
 from __future__ import annotations
@@ -25,7 +27,13 @@ from pybroker.log.checkpoint import (
     write_atomically,
 )
 from pybroker.log.config import LONG_MAX, LogConfig
-from pybroker.log.log import Log, flush_files, read_partition_metadata, write_partition_metadata
+from pybroker.log.log import (
+    Log,
+    delete_files,
+    flush_files,
+    read_partition_metadata,
+    write_partition_metadata,
+)
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -38,6 +46,13 @@ DELETE_DIR_SUFFIX = "-delete"
 class LogDirError(RuntimeError):
     """A log directory that cannot be used; the message says what to do."""
 
+
+# Each per-log-dir offset checkpoint and the Log attribute it records.
+CHECKPOINT_ATTRIBUTES = {
+    RECOVERY_POINT_CHECKPOINT: "recovery_point",
+    LOG_START_OFFSET_CHECKPOINT: "log_start_offset",
+    REPLICATION_OFFSET_CHECKPOINT: "high_watermark",
+}
 
 def read_meta_properties(log_dir: str) -> dict[str, str]:
     """A log dir's ``meta.properties`` (node.id, cluster.id, version); empty if there is none."""
@@ -67,6 +82,8 @@ class LogManager:
         log_start_offset_interval_ms: int = 60000,
         high_watermark_interval_ms: int = 5000,
         flush_check_interval_ms: int = LONG_MAX,
+        retention_check_interval_ms: int = 300000,
+        initial_task_delay_ms: int = 30000,
     ) -> None:
         self.log_dirs = log_dirs
         self.config_for_topic = config_for_topic
@@ -79,9 +96,19 @@ class LogManager:
             "log-start": log_start_offset_interval_ms,
             "high-watermark": high_watermark_interval_ms,
             "flush": flush_check_interval_ms,
+            "retention": retention_check_interval_ms,
         }
+        self.initial_task_delay_ms = initial_task_delay_ms
+        # Told the partition whose log start offset retention moved (the broker points it at
+        # ReplicaManager.on_log_start_offset_changed, so waiting DeleteRecords re-check).
+        self.on_log_start_offset_changed: Callable[[TopicPartition], None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._pending_flushes: set[asyncio.Future[None]] = set()
+        self._epoch_writers: dict[Log, asyncio.Task[None]] = {}
+        self._epoch_dirty: set[Log] = set()
+        # .deleted files waiting for file.delete.delay.ms, and removals under way.
+        self._scheduled_deletions: dict[asyncio.TimerHandle, list[str]] = {}
+        self._running_deletions: set[asyncio.Future[None]] = set()
 
     # --- start-up ------------------------------------------------------------------------------
 
@@ -112,7 +139,7 @@ class LogManager:
                     high_watermark=high_watermarks.get(tp, 0),
                     had_clean_shutdown=clean,
                 )
-                self.logs[tp].on_roll = self._schedule_flush_on_roll
+                self._attach(self.logs[tp])
                 self._dir_of[tp] = log_dir
             loaded = sum(1 for d in self._dir_of.values() if d == log_dir)
             if loaded and not clean:
@@ -145,6 +172,11 @@ class LogManager:
 
     # --- partition logs ------------------------------------------------------------------------
 
+    def _attach(self, partition_log: Log) -> None:
+        partition_log.on_roll = self._schedule_flush_on_roll
+        partition_log.on_segments_deleted = self._schedule_file_deletion
+        partition_log.on_leader_epochs_truncated = self._schedule_leader_epoch_flush
+
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)
 
@@ -156,7 +188,7 @@ class LogManager:
         path = os.path.join(log_dir, str(tp))
         new_log = Log(path, tp, self.config_for_topic(tp.topic))
         write_partition_metadata(path, topic_id)
-        new_log.on_roll = self._schedule_flush_on_roll
+        self._attach(new_log)
         self.logs[tp] = new_log
         self._dir_of[tp] = log_dir
         log.info("Created log for partition %s in %s", tp, path)
@@ -176,12 +208,69 @@ class LogManager:
         doomed = f"{removed.dir}.{int(time.time() * 1000)}{DELETE_DIR_SUFFIX}"
         os.rename(removed.dir, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
+        # The caller rewrites the checkpoints next (``write_all_checkpoints``), as Kafka does, so
+        # that a topic created again under this name never inherits this one's start offset.
 
     def update_config(self, topic: str) -> None:
         config = self.config_for_topic(topic)
         for tp, partition_log in self.logs.items():
             if tp.topic == topic:
                 partition_log.config = config
+
+    # --- retention -----------------------------------------------------------------------------
+
+    async def cleanup_logs(self) -> int:
+        """One retention pass over every log (Kafka's ``LogManager.cleanupLogs``); returns the
+        number of segments deleted. Each log's pass is synchronous, so appends and reads never
+        see a half-updated log; the loop yields between logs."""
+        started = time.monotonic()
+        total = 0
+        for count, (tp, partition_log) in enumerate(list(self.logs.items()), 1):
+            if self.logs.get(tp) is not partition_log:
+                continue  # deleted (or replaced) while this pass yielded
+            before = partition_log.log_start_offset
+            try:
+                total += partition_log.delete_old_segments(int(time.time() * 1000))
+            except Exception:
+                log.exception("Retention of %s failed", tp)
+            if partition_log.log_start_offset > before and self.on_log_start_offset_changed is not None:
+                try:
+                    self.on_log_start_offset_changed(tp)
+                except Exception:
+                    log.exception("Log start offset listener failed for %s", tp)
+            if count % 100 == 0:
+                await asyncio.sleep(0)
+        log.debug("Log cleanup completed. %d segments deleted in %.3f seconds", total, time.monotonic() - started)
+        return total
+
+    def _schedule_file_deletion(self, partition_log: Log, paths: list[str]) -> None:
+        """Remove a deleted segment's ``.deleted`` files after the topic's file.delete.delay.ms
+        (so reads that already hold the segment can finish), in a worker thread."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            delete_files(paths)
+            return
+
+        def due() -> None:
+            self._scheduled_deletions.pop(handle, None)
+            future = loop.run_in_executor(None, delete_files, paths)
+            self._running_deletions.add(future)
+            future.add_done_callback(self._running_deletions.discard)
+
+        handle = loop.call_later(partition_log.config.file_delete_delay_ms / 1000, due)
+        self._scheduled_deletions[handle] = paths
+
+    async def _delete_scheduled_files_now(self) -> None:
+        """At shutdown: nothing reads any more, so the waiting ``.deleted`` files go now (a
+        leftover one would be removed when the log is next loaded anyway)."""
+        paths = [path for waiting in self._scheduled_deletions.values() for path in waiting]
+        for handle in self._scheduled_deletions:
+            handle.cancel()
+        self._scheduled_deletions.clear()
+        await asyncio.gather(*self._running_deletions, return_exceptions=True)
+        if paths:
+            await asyncio.get_running_loop().run_in_executor(None, delete_files, paths)
 
     # --- flushing and checkpoints --------------------------------------------------------------
 
@@ -206,6 +295,36 @@ class LogManager:
         self._pending_flushes.add(future)
         future.add_done_callback(self._pending_flushes.discard)
 
+    def _schedule_leader_epoch_flush(self, partition_log: Log) -> None:
+        """Write a log's leader-epoch-checkpoint in a worker thread; changes made while a write is
+        under way are written by one more write after it, so the newest entries always land last."""
+        if partition_log in self._epoch_writers:
+            self._epoch_dirty.add(partition_log)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            partition_log.leader_epoch_cache.flush()
+            return
+        task = loop.create_task(self._write_leader_epochs(partition_log))
+        self._epoch_writers[partition_log] = task
+        self._pending_flushes.add(task)
+        task.add_done_callback(self._pending_flushes.discard)
+
+    async def _write_leader_epochs(self, partition_log: Log) -> None:
+        cache = partition_log.leader_epoch_cache
+        try:
+            while True:
+                self._epoch_dirty.discard(partition_log)
+                try:
+                    await asyncio.get_running_loop().run_in_executor(None, cache.write, cache.entries)
+                except OSError as e:  # e.g. the partition was deleted meanwhile
+                    log.warning("Writing the leader-epoch checkpoint of %s failed: %s", partition_log.topic_partition, e)
+                if partition_log not in self._epoch_dirty:
+                    return
+        finally:
+            del self._epoch_writers[partition_log]
+
     def maybe_flush_after_append(self, partition_log: Log) -> None:
         """Honour flush.messages: fsync once that many messages are unflushed."""
         if partition_log.unflushed_messages >= partition_log.config.flush_messages:
@@ -224,13 +343,13 @@ class LogManager:
         for log_dir, offsets in per_dir.items():
             OffsetCheckpointFile(os.path.join(log_dir, name)).write(offsets)
 
+    async def write_all_checkpoints(self) -> None:
+        """Write every offset checkpoint of every log dir now (off the event loop)."""
+        for name in CHECKPOINT_ATTRIBUTES:
+            await self.checkpoint(name)
+
     async def checkpoint(self, name: str) -> None:
-        attribute = {
-            RECOVERY_POINT_CHECKPOINT: "recovery_point",
-            LOG_START_OFFSET_CHECKPOINT: "log_start_offset",
-            REPLICATION_OFFSET_CHECKPOINT: "high_watermark",
-        }[name]
-        per_dir = self._snapshot(attribute)
+        per_dir = self._snapshot(CHECKPOINT_ATTRIBUTES[name])
         await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoints, name, per_dir)
 
     def start_background_tasks(self) -> None:
@@ -244,10 +363,21 @@ class LogManager:
             interval = self._intervals[key]
             if 0 < interval < LONG_MAX:
                 self._tasks.append(asyncio.create_task(self._every(interval, action, key)))
+        # Kafka's kafka-log-retention: first after log.initial.task.delay.ms, then every
+        # log.retention.check.interval.ms.
+        interval = self._intervals["retention"]
+        if 0 < interval < LONG_MAX:
+            self._tasks.append(asyncio.create_task(
+                self._every(interval, self.cleanup_logs, "retention", initial_delay_ms=self.initial_task_delay_ms)
+            ))
 
-    async def _every(self, interval_ms: int, action: Callable[[], object], name: str) -> None:
+    async def _every(
+        self, interval_ms: int, action: Callable[[], object], name: str, initial_delay_ms: int | None = None
+    ) -> None:
+        delay_ms = interval_ms if initial_delay_ms is None else initial_delay_ms
         while True:
-            await asyncio.sleep(interval_ms / 1000)
+            await asyncio.sleep(delay_ms / 1000)
+            delay_ms = interval_ms
             try:
                 await action()  # type: ignore[misc]
             except Exception:
@@ -260,15 +390,16 @@ class LogManager:
                 await self.flush(partition_log)
 
     async def shutdown(self) -> None:
-        """Flush every log, write every checkpoint, close the files, mark a clean shutdown."""
+        """Flush every log, write every checkpoint (the log start offsets retention moved
+        included), close the files, remove waiting ``.deleted`` files, mark a clean shutdown."""
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._pending_flushes, return_exceptions=True)
         for partition_log in list(self.logs.values()):
             await self.flush(partition_log)
-        for name in (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
-            await self.checkpoint(name)
+        await self.write_all_checkpoints()
         for partition_log in self.logs.values():
             partition_log.close()
+        await self._delete_scheduled_files_now()
         for log_dir in self.log_dirs:
             write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "")

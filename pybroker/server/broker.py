@@ -45,8 +45,11 @@ class Broker:
             log_start_offset_interval_ms=config.get("log.flush.start.offset.checkpoint.interval.ms"),
             high_watermark_interval_ms=config.get("replica.high.watermark.checkpoint.interval.ms"),
             flush_check_interval_ms=config.get("log.flush.scheduler.interval.ms"),
+            retention_check_interval_ms=config.get("log.retention.check.interval.ms"),
+            initial_task_delay_ms=config.get("log.initial.task.delay.ms"),
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata)
+        self.log_manager.on_log_start_offset_changed = self.replica_manager.on_log_start_offset_changed
         self.authorizer: Authorizer = AllowAllAuthorizer()
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(

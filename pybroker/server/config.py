@@ -49,7 +49,7 @@ _BROKER_DEFS = [
     ConfigDef("log.initial.task.delay.ms", "LONG", 30000, "Delay before the first retention check.", minimum=0),
     ConfigDef("log.cleanup.policy", "LIST", ["delete"], "Default cleanup policy.", choices=("delete", "compact")),
     ConfigDef("log.cleaner.delete.retention.ms", "LONG", 86400000, "Delete marker retention."),
-    ConfigDef("log.segment.delete.delay.ms", "LONG", 60000, "Delay before deleting a .deleted segment."),
+    ConfigDef("log.segment.delete.delay.ms", "LONG", 60000, "Delay before deleting a .deleted segment.", minimum=0),
     ConfigDef("log.index.interval.bytes", "INT", 4096, "Bytes between index entries.", minimum=0),
     ConfigDef("log.index.size.max.bytes", "INT", 10485760, "Index file size.", minimum=4),
     ConfigDef("log.flush.interval.messages", "LONG", LONG_MAX, "Messages between fsyncs.", minimum=1),

@@ -16,12 +16,17 @@ ZERO_UUID = uuid.UUID(int=0)
 _Result = DeleteTopicsResponse.DeletableTopicResult
 
 
-def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=[_delete(ctx, name, topic_id) for name, topic_id in wanted])
+    responses = [_delete(ctx, name, topic_id) for name, topic_id in wanted]
+    if any(r.error_code == ErrorCode.NONE for r in responses):
+        # Answer once the checkpoints no longer list the deleted partitions (Kafka rewrites them
+        # on delete), so a topic created again under the same name starts afresh even after a crash.
+        await ctx.broker.log_manager.write_all_checkpoints()
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
 
 
 def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> _Result:

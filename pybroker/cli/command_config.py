@@ -1,0 +1,146 @@
+"""``--command-config FILE``: a Java properties file of admin client settings, as Kafka's tools take.
+
+Applied: ``client.id``, ``request.timeout.ms`` (how long one request waits for its answer) and
+``default.api.timeout.ms`` (how long a call retries; a tool's own timeout option wins).
+``bootstrap.servers`` is overridden by ``--bootstrap-server``, as in Kafka. Other Kafka admin
+client settings are accepted and have no effect here. Security settings (``security.protocol``
+other than PLAINTEXT, ``ssl.*``, ``sasl.*``) are not supported yet: they are ignored with a
+warning, and connections stay PLAINTEXT. Unknown names are ignored with a warning, as Kafka's
+clients log "supplied but isn't a known config".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+APPLIED = ("client.id", "request.timeout.ms", "default.api.timeout.ms")
+
+# Kafka AdminClient settings that pybroker's client accepts without acting on them.
+ACCEPTED = frozenset({
+    "bootstrap.servers", "bootstrap.controllers", "client.dns.lookup", "client.rack", "connections.max.idle.ms",
+    "enable.metrics.push", "metadata.max.age.ms", "metadata.recovery.strategy",
+    "metadata.recovery.rebootstrap.trigger.ms", "metric.reporters", "metrics.num.samples",
+    "metrics.recording.level", "metrics.sample.window.ms", "auto.include.jmx.reporter", "receive.buffer.bytes",
+    "reconnect.backoff.max.ms", "reconnect.backoff.ms", "retries", "retry.backoff.max.ms", "retry.backoff.ms",
+    "send.buffer.bytes", "socket.connection.setup.timeout.max.ms", "socket.connection.setup.timeout.ms",
+})
+
+SECURITY_PREFIXES = ("ssl.", "sasl.")
+SECURITY_NAMES = frozenset({"security.providers"})
+
+
+class CommandConfigError(ValueError):
+    """A --command-config file that cannot be read or holds a bad value."""
+
+
+@dataclass
+class ClientSettings:
+    """What a command config file asks of the admin client, and what it asked that was ignored."""
+
+    client_id: str | None = None
+    request_timeout_ms: int | None = None
+    default_api_timeout_ms: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 6 <= len(text):
+                try:
+                    out.append(chr(int(text[i + 2 : i + 6], 16)))
+                    i += 6
+                    continue
+                except ValueError:
+                    pass
+            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``Properties.load``: ``key=value``, ``key: value`` or ``key value`` lines, ``#``/``!``
+    comments, a trailing backslash continuing the line, backslash escapes."""
+    props: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip(" \t\f")
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1 and i < len(lines):
+            line = line[:-1] + lines[i].lstrip(" \t\f")
+            i += 1
+        # The key ends at the first unescaped '=', ':' or whitespace.
+        end = 0
+        while end < len(line):
+            if line[end] == "\\":
+                end += 2
+                continue
+            if line[end] in "=: \t\f":
+                break
+            end += 1
+        key, rest = line[:end], line[end:].lstrip(" \t\f")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t\f")
+        props[_unescape(key)] = _unescape(rest)
+    return props
+
+
+def load_properties(path: str) -> dict[str, str]:
+    try:
+        return parse_properties(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise CommandConfigError(f"cannot read --command-config file {path}: {e}") from None
+
+
+def _positive_int(props: dict[str, str], name: str) -> int | None:
+    raw = props.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise CommandConfigError(f"--command-config: {name}: expected an integer, got {raw!r}") from None
+    if value <= 0:
+        raise CommandConfigError(f"--command-config: {name}: must be positive, got {value}")
+    return value
+
+
+def client_settings(props: dict[str, str]) -> ClientSettings:
+    """Sort ``props`` into applied settings and warnings about ignored ones."""
+    settings = ClientSettings(
+        client_id=props.get("client.id") or None,
+        request_timeout_ms=_positive_int(props, "request.timeout.ms"),
+        default_api_timeout_ms=_positive_int(props, "default.api.timeout.ms"),
+    )
+    security, unknown = [], []
+    for name in props:
+        if name in APPLIED or name in ACCEPTED:
+            continue
+        if name == "security.protocol":
+            if props[name].strip().upper() != "PLAINTEXT":
+                security.append(f"{name}={props[name].strip()}")
+        elif name.startswith(SECURITY_PREFIXES) or name in SECURITY_NAMES:
+            security.append(name)
+        else:
+            unknown.append(name)
+    if security:
+        settings.warnings.append(
+            "security settings are not supported yet and were ignored (connections use PLAINTEXT): " + ", ".join(security))
+    if unknown:
+        settings.warnings.append("unknown client settings were ignored: " + ", ".join(unknown))
+    return settings
+
+
+def read_client_settings(path: str | None) -> ClientSettings:
+    """The settings of the ``--command-config`` file at ``path`` (none when ``path`` is None)."""
+    return ClientSettings() if path is None else client_settings(load_properties(path))
