@@ -463,24 +463,12 @@ class Admin:
 
     async def describe_topic_configs(self, name: str) -> dict[str, tuple[str | None, int]]:
         """{config name: (value, config source)} of a topic."""
-        request = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
-            resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=None)])
-        response = await self._send(ApiKey.DESCRIBE_CONFIGS, request)
-        result = response.results[0]
-        if result.error_code != ErrorCode.NONE:
-            raise AdminError(f"topic {name}", result.error_code, result.error_message)
-        return {c.name: (c.value, c.config_source) for c in result.configs}
+        entries = await self.describe_configs(TOPIC_RESOURCE, name, include_synonyms=False)
+        return {e.name: (e.value, e.source) for e in entries}
 
     async def alter_topic_configs(self, name: str, set_configs: dict[str, str], delete_configs: list[str] = ()) -> None:
         """Incrementally SET and DELETE topic config overrides."""
-        ops = [IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=0, value=v) for k, v in set_configs.items()]
-        ops += [IncrementalAlterConfigsRequest.AlterableConfig(name=k, config_operation=1, value=None) for k in delete_configs]
-        request = IncrementalAlterConfigsRequest(resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
-            resource_type=TOPIC_RESOURCE, resource_name=name, configs=ops)], validate_only=False)
-        response = await self._send(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
-        result = response.responses[0]
-        if result.error_code != ErrorCode.NONE:
-            raise AdminError(f"topic {name}", result.error_code, result.error_message)
+        await self.incremental_alter_configs(TOPIC_RESOURCE, name, set_configs, delete_configs)
 
     async def describe_configs(
         self, resource_type: int, name: str, include_synonyms: bool = True, keys: Iterable[str] | None = None,
