@@ -16,6 +16,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from pybroker.protocol.primitives import StructReader, write_bytes, write_string
+
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
@@ -38,72 +40,6 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     return (0 if h == -0x80000000 else abs(h)) % num_partitions
 
 
-# --- primitive readers and writers (Kafka's non-flexible types) ---------------------------------
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, fmt: str) -> int:
-        try:
-            (value,) = struct.unpack_from(fmt, self.data, self.pos)
-        except struct.error as e:
-            raise RecordFormatError(f"truncated record at byte {self.pos}") from e
-        self.pos += struct.calcsize(fmt)
-        return value
-
-    def int16(self) -> int:
-        return self._take(">h")
-
-    def int32(self) -> int:
-        return self._take(">i")
-
-    def int64(self) -> int:
-        return self._take(">q")
-
-    def _raw(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordFormatError(f"truncated record at byte {self.pos}")
-        out = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return bytes(out)
-
-    def nullable_string(self) -> str | None:
-        n = self.int16()
-        if n == -1:
-            return None
-        try:
-            return self._raw(n).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise RecordFormatError(f"invalid UTF-8 in a string at byte {self.pos}") from e
-
-    def string(self) -> str:
-        value = self.nullable_string()
-        if value is None:
-            raise RecordFormatError(f"null where a string is required at byte {self.pos}")
-        return value
-
-    def nullable_bytes(self) -> bytes | None:
-        n = self.int32()
-        return None if n == -1 else self._raw(n)
-
-    def bytes_(self) -> bytes:
-        return self.nullable_bytes() or b""
-
-
-def _string(value: str | None) -> bytes:
-    if value is None:
-        return b"\xff\xff"
-    raw = value.encode("utf-8")
-    return struct.pack(">h", len(raw)) + raw
-
-
-def _bytes(value: bytes) -> bytes:
-    return struct.pack(">i", len(value)) + value
-
-
 # --- keys ---------------------------------------------------------------------------------------
 
 
@@ -116,7 +52,7 @@ class OffsetCommitKey:
     def encode(self) -> bytes:
         return (
             struct.pack(">h", OFFSET_COMMIT_KEY_VERSION)
-            + _string(self.group) + _string(self.topic) + struct.pack(">i", self.partition)
+            + write_string(self.group) + write_string(self.topic) + struct.pack(">i", self.partition)
         )
 
 
@@ -125,13 +61,13 @@ class GroupMetadataKey:
     group: str
 
     def encode(self) -> bytes:
-        return struct.pack(">h", GROUP_METADATA_KEY_VERSION) + _string(self.group)
+        return struct.pack(">h", GROUP_METADATA_KEY_VERSION) + write_string(self.group)
 
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     """The key of a ``__consumer_offsets`` record; None for kinds this coordinator does not keep
     (e.g. the new consumer protocol's records)."""
-    reader = _Reader(data)
+    reader = StructReader(data, RecordFormatError, "__consumer_offsets record")
     version = reader.int16()
     if version in (0, 1):
         return OffsetCommitKey(reader.string(), reader.string(), reader.int32())
@@ -157,18 +93,18 @@ class OffsetAndMetadata:
         if self.expire_timestamp is not None:
             return (
                 struct.pack(">hq", OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY, self.offset)
-                + _string(self.metadata)
+                + write_string(self.metadata)
                 + struct.pack(">qq", self.commit_timestamp, self.expire_timestamp)
             )
         return (
             struct.pack(">hqi", OFFSET_COMMIT_VALUE_VERSION, self.offset, self.leader_epoch)
-            + _string(self.metadata)
+            + write_string(self.metadata)
             + struct.pack(">q", self.commit_timestamp)
         )
 
     @classmethod
     def decode(cls, data: bytes) -> OffsetAndMetadata:
-        reader = _Reader(data)
+        reader = StructReader(data, RecordFormatError, "__consumer_offsets record")
         version = reader.int16()
         if version not in (0, 1, 2, 3):
             raise RecordFormatError(f"unsupported OffsetCommitValue version {version}")
@@ -211,23 +147,23 @@ class GroupRecord:
     def encode(self) -> bytes:
         parts = [
             struct.pack(">h", GROUP_METADATA_VALUE_VERSION),
-            _string(self.protocol_type),
+            write_string(self.protocol_type),
             struct.pack(">i", self.generation_id),
-            _string(self.protocol_name),
-            _string(self.leader_id),
+            write_string(self.protocol_name),
+            write_string(self.leader_id),
             struct.pack(">qi", self.current_state_timestamp, len(self.members)),
         ]
         for m in self.members:
             parts += [
-                _string(m.member_id), _string(m.group_instance_id), _string(m.client_id), _string(m.client_host),
+                write_string(m.member_id), write_string(m.group_instance_id), write_string(m.client_id), write_string(m.client_host),
                 struct.pack(">ii", m.rebalance_timeout_ms, m.session_timeout_ms),
-                _bytes(m.subscription), _bytes(m.assignment),
+                write_bytes(m.subscription), write_bytes(m.assignment),
             ]
         return b"".join(parts)
 
     @classmethod
     def decode(cls, data: bytes) -> GroupRecord:
-        reader = _Reader(data)
+        reader = StructReader(data, RecordFormatError, "__consumer_offsets record")
         version = reader.int16()
         if version not in (0, 1, 2, 3):
             raise RecordFormatError(f"unsupported GroupMetadataValue version {version}")
@@ -236,9 +172,7 @@ class GroupRecord:
         protocol_name = reader.nullable_string()
         leader_id = reader.nullable_string()
         current_state_timestamp = reader.int64() if version >= 2 else -1
-        count = reader.int32()
-        if count < 0 or count > len(data):
-            raise RecordFormatError(f"invalid member count {count}")
+        count = reader.array_length(nullable=False)
         members = []
         for _ in range(count):
             member_id = reader.string()
@@ -251,7 +185,7 @@ class GroupRecord:
                 rebalance_timeout, session_timeout = session_timeout, reader.int32()
             members.append(MemberRecord(
                 member_id, group_instance_id, client_id, client_host, rebalance_timeout, session_timeout,
-                reader.bytes_(), reader.bytes_(),
+                (reader.nullable_bytes() or b""), (reader.nullable_bytes() or b""),
             ))
         return cls(protocol_type, generation_id, protocol_name, leader_id, current_state_timestamp, members)
 
