@@ -1,9 +1,10 @@
 """Typed stub of ``pybroker._native``, the Rust storage hot path (source: ``rust/src/``).
 
 Everything that touches record bytes lives here: CRC-32C, validation of produced record sets,
-building and reading the broker's own records (``build_batch`` / ``read_records``), and log
-segments (``.log`` + sparse ``.index`` / ``.timeindex``) in Kafka's exact on-disk format. Python
-never decodes a record; it makes one call per record set or per batch.
+building and reading the broker's own records (``build_batch`` / ``read_records``), log
+segments (``.log`` + sparse ``.index`` / ``.timeindex``) in Kafka's exact on-disk format, and the
+clients' Arrow-columnar record I/O (``encode_partitioned_batches`` / ``decode_record_batches``).
+Python never decodes a record; it makes one call per record set or per batch.
 
 Threading: every ``Segment`` method may be called from any thread. File I/O runs with the GIL
 released; ``flush()`` fsyncs without blocking concurrent appends/reads on the same segment.
@@ -12,7 +13,7 @@ Buffers passed in must not be mutated by another thread during the call.
 
 from collections.abc import Sequence
 from os import PathLike
-from typing import final
+from typing import TypeAlias, final
 
 from typing_extensions import Buffer
 
@@ -125,6 +126,182 @@ def read_records(data: Buffer) -> list[tuple[int, int, bytes | None, bytes | Non
 
     Every batch is checked first (lengths, magic, codec, CRC-32C), so a truncated or damaged
     buffer raises ``CorruptRecordError`` and returns nothing.
+    """
+
+# --- Arrow-columnar record I/O (clients: the PySpark data source) ------------------------------
+
+ArrowBinary: TypeAlias = tuple[Buffer | None, Buffer | None, Buffer | None, int, int]
+"""An Arrow ``binary`` or ``string`` array (int32 offsets) as its raw buffers:
+``(validity, offsets, data, offset, length)`` = ``(*arr.buffers()[:3], arr.offset, len(arr))``.
+
+``validity`` is the LSB-ordered bitmap (``None``: no nulls), ``offsets`` little-endian int32,
+``offset`` the array's element offset into ``offsets`` (and bit offset into ``validity``).
+``offsets`` / ``data`` may be ``None`` only for an empty array (``data``: when no bytes are used).
+``large_binary`` / ``large_string`` (int64 offsets) are not accepted: cast them first."""
+
+ArrowHeaders: TypeAlias = tuple[Buffer | None, Buffer | None, int, ArrowBinary, ArrowBinary]
+"""Record headers as an Arrow ``list<struct<key: string, value: binary>>`` array ``la``:
+``(list_validity, list_offsets, list_offset, header_keys, header_values)`` where
+``list_validity, list_offsets = la.buffers()[:2]``, ``list_offset = la.offset`` and
+``header_keys, header_values`` are the ``ArrowBinary`` tuples of ``la.values.flatten()`` (the
+struct's fields with the struct's own offset and validity applied). The list offsets index those
+children directly: use ``la.values`` (the unsliced child), not ``la.flatten()``. A null list means
+no headers; a null header key (or null struct) raises ``ValueError``; a null header value is
+written as length -1."""
+
+ArrowInt32: TypeAlias = tuple[Buffer | None, Buffer, int]
+"""An Arrow ``int32`` array as ``(validity, data, offset)`` = ``(*arr.buffers()[:2], arr.offset)``;
+its length is the record count."""
+
+def encode_partitioned_batches(
+    values: ArrowBinary,
+    keys: ArrowBinary | None,
+    headers: ArrowHeaders | None,
+    partitions: ArrowInt32 | None,
+    num_partitions: int,
+    sticky_partition: int,
+    timestamp: int,
+    batch_size: int,
+    compression: int,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequences: Sequence[int] | None = None,
+) -> list[tuple[int, list[bytes], int]]:
+    """Partition Arrow columns of records and encode them into produce-ready magic-2 batches:
+    ``[(partition, batches, record_count), ...]`` in ascending partition order, only partitions
+    that got records. One call per Arrow batch; all per-record work is native, with the GIL
+    released for large inputs.
+
+    ``values`` gives the record count; ``keys`` (``None``: every key null), ``headers``
+    (``None``: none) and ``partitions`` (``None``: none explicit) must have the same length.
+
+    Partition of record ``i``: ``partitions[i]`` if not null (must be in
+    ``[0, num_partitions)``, else ``ValueError`` naming the record); else, for a non-null key,
+    Kafka's built-in partitioner ``toPositive(murmur2(key)) % num_partitions`` (the Java
+    client's ``Utils.murmur2``, so keyed records land where a Java producer puts them); else
+    ``sticky_partition``. Records keep their input order within a partition.
+
+    Batching follows Kafka's ``batch.size``: a record is appended to its partition's current
+    batch unless the batch's uncompressed size would then exceed ``batch_size`` bytes; a record
+    larger than that gets a batch of its own. Each batch: baseOffset 0, partitionLeaderEpoch -1,
+    attributes = ``compression`` (CreateTime, not transactional), ``baseTimestamp`` =
+    ``maxTimestamp`` = ``timestamp``, timestampDelta 0 and offsetDelta 0, 1, ... per record,
+    headers in Kafka's record format, the given producer id and epoch, CRC-32C. Its
+    ``baseSequence`` is ``base_sequences[partition]`` advanced by the partition's records in
+    earlier batches of this call (wrapping at 2**31 - 1 like Kafka), or -1 when
+    ``base_sequences`` is ``None`` or the entry is negative; ``base_sequences`` needs
+    ``num_partitions`` entries.
+
+    Kafka (Produce v3+) takes exactly one batch per partition in a Produce request, so send a
+    partition's batches in separate requests, in order (``base_sequences`` assumes that order).
+
+    ``compression``: 0 none, 1 gzip (default level), 2 snappy (xerial framing, 32 KiB blocks,
+    as the Java producer writes it), 3 lz4 (Kafka's LZ4 frame: independent 64 KiB blocks, no
+    checksums), 4 zstd (standard frames, fastest level).
+
+    Raises ``ValueError`` for inconsistent buffers (too short for offset + length, decreasing
+    or out-of-range offsets, mismatched lengths), ``num_partitions < 1``, ``sticky_partition``
+    outside ``[0, num_partitions)``, a negative ``batch_size``, an unknown codec, a wrong
+    ``base_sequences`` length, an out-of-range explicit partition, a null header key, or a batch
+    over 2 GiB; ``TypeError`` when a column is not a tuple of the documented shape.
+    """
+
+@final
+class DecodedRecords:
+    """Records of a fetched buffer as Arrow buffers (immutable), one element per record.
+
+    Every ``*_offsets`` / ``*_data`` / ``*_validity`` triple is an Arrow ``binary`` array at
+    offset 0 with ``count`` elements (the header ones: one per header)::
+
+        pa.Array.from_buffers(pa.binary(), d.count, [
+            pa.py_buffer(d.value_validity) if d.value_validity else None,
+            pa.py_buffer(d.value_offsets), pa.py_buffer(d.value_data)])
+
+    and, with headers, a ``list<struct<key, value>>`` array::
+
+        total = int.from_bytes(d.header_list_offsets[-4:], "little")  # headers in all
+        keys = pa.Array.from_buffers(pa.binary(), total, [
+            None, pa.py_buffer(d.header_key_offsets), pa.py_buffer(d.header_key_data)])
+        values = pa.Array.from_buffers(pa.binary(), total, [
+            pa.py_buffer(d.header_value_validity) if d.header_value_validity else None,
+            pa.py_buffer(d.header_value_offsets), pa.py_buffer(d.header_value_data)])
+        headers = pa.ListArray.from_arrays(
+            pa.Array.from_buffers(pa.int32(), d.count + 1,
+                                  [None, pa.py_buffer(d.header_list_offsets)]),
+            pa.StructArray.from_arrays([keys.cast(pa.string()), values], ["key", "value"]))
+
+    A record without headers has an empty list (the wire format cannot tell it from a null
+    one). ``offsets`` / ``timestamps`` / ``timestamp_types`` are plain int64 / int64 / int32
+    arrays (``pa.Array.from_buffers(pa.int64(), d.count, [None, pa.py_buffer(d.offsets)])``).
+    """
+
+    @property
+    def count(self) -> int:
+        """Records decoded."""
+    @property
+    def next_offset(self) -> int:
+        """``lastOffset + 1`` of the last complete batch walked (control batches included), or
+        ``start_offset`` when there is none; never below ``start_offset``. Fetch from here next.
+        (``count == 0`` with ``next_offset == start_offset`` on a non-empty buffer means the first
+        batch did not fit the fetch: raise the fetch size.)"""
+    @property
+    def offsets(self) -> bytes:
+        """Little-endian int64 per record."""
+    @property
+    def timestamps(self) -> bytes:
+        """Little-endian int64 (ms) per record: the batch's ``maxTimestamp`` for LogAppendTime
+        batches, else ``baseTimestamp + timestampDelta``."""
+    @property
+    def timestamp_types(self) -> bytes:
+        """Little-endian int32 per record: 0 CreateTime, 1 LogAppendTime."""
+    @property
+    def key_validity(self) -> bytes | None:
+        """Validity bitmap of the keys (LSB bit order); ``None`` when no key is null."""
+    @property
+    def key_offsets(self) -> bytes:
+        """``count + 1`` little-endian int32 offsets into ``key_data``, starting at 0."""
+    @property
+    def key_data(self) -> bytes: ...
+    @property
+    def value_validity(self) -> bytes | None:
+        """Validity bitmap of the values; ``None`` when no value is null (no tombstone)."""
+    @property
+    def value_offsets(self) -> bytes:
+        """``count + 1`` little-endian int32 offsets into ``value_data``."""
+    @property
+    def value_data(self) -> bytes: ...
+    @property
+    def header_list_offsets(self) -> bytes | None:
+        """``count + 1`` little-endian int32 offsets into the header arrays: record ``i``'s
+        headers are elements ``[list_offsets[i], list_offsets[i + 1])``. ``None`` (like every
+        ``header_*`` attribute) unless ``include_headers``."""
+    @property
+    def header_key_offsets(self) -> bytes | None:
+        """Int32 offsets into ``header_key_data``; header keys are never null (no validity)."""
+    @property
+    def header_key_data(self) -> bytes | None: ...
+    @property
+    def header_value_validity(self) -> bytes | None:
+        """Validity bitmap of the header values; ``None`` when none is null (or no headers)."""
+    @property
+    def header_value_offsets(self) -> bytes | None: ...
+    @property
+    def header_value_data(self) -> bytes | None: ...
+
+def decode_record_batches(
+    data: Buffer, start_offset: int, end_offset: int, include_headers: bool
+) -> DecodedRecords:
+    """Decode a Fetch response's records for one partition into Arrow buffers: every record
+    with ``start_offset <= offset < end_offset`` (``end_offset < 0``: no end) of every complete
+    non-control batch of ``data``, in order. One call per fetched partition; all per-record work
+    is native, with the GIL released for large buffers.
+
+    A trailing partial batch (normal at the end of a fetch) is ignored. Each complete batch is
+    checked (batchLength, magic 2, codec, CRC-32C) and decompressed (gzip, snappy raw or xerial,
+    lz4, zstd); control batches (transaction markers) are skipped but count for
+    ``next_offset``. Records of aborted transactions are not filtered out (read_uncommitted
+    semantics; the Fetch response's aborted-transaction list is not applied). Raises ``CorruptRecordError`` for a damaged complete batch or records that
+    do not parse (including a null header key), ``ValueError`` if a column would exceed 2 GiB.
     """
 
 @final

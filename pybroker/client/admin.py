@@ -66,6 +66,9 @@ LEADERSHIP_ERRORS = frozenset({
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.REPLICA_NOT_AVAILABLE,
 })
 
+# Metadata: a topic that exists but is not ready yet (just created, or being auto-created).
+_TOPIC_NOT_READY = frozenset({ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+
 # DeleteRecords: errors after which the partition is looked up again and retried (a leader moved,
 # or the connection to it broke). REQUEST_TIMED_OUT is the broker's verdict for this timeout: final.
 DELETE_RECORDS_RETRY_ERRORS = LEADERSHIP_ERRORS | {ErrorCode.NETWORK_EXCEPTION}
@@ -395,6 +398,44 @@ class Admin:
                 topic.is_internal,
             ))
         return sorted(out, key=lambda t: t.name)
+
+    async def partition_leaders(
+        self, topics: Iterable[str], *, auto_create: bool = False,
+    ) -> dict[str, dict[int, Node | None]]:
+        """For each topic, every partition's leader (None while it has none), from one Metadata
+        request. With ``auto_create`` the broker may create missing topics (its
+        ``auto.create.topics.enable`` decides), and topics still being created are waited for until
+        ``retry_timeout``. Raises AdminError for a topic that does not exist or fails."""
+        names = list(dict.fromkeys(topics))
+        deadline = self._deadline()
+        while True:
+            response = await self._send(ApiKey.METADATA, MetadataRequest(
+                topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
+                allow_auto_topic_creation=auto_create,
+            ))
+            brokers = {b.node_id: Node(b.node_id, b.host, b.port) for b in response.brokers}
+            found = {t.name: t for t in response.topics}
+            waiting = [n for n in names if n not in found or found[n].error_code in _TOPIC_NOT_READY
+                       or not found[n].partitions]
+            if not waiting:
+                break
+            for name in waiting:
+                topic = found.get(name)
+                error = topic.error_code if topic else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                if error not in _TOPIC_NOT_READY or (error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not auto_create):
+                    raise AdminError(f"topic {name}", error)
+            await self._backoff_or_give_up(deadline, f"topic {waiting[0]}", ErrorCode.LEADER_NOT_AVAILABLE, None)
+        out: dict[str, dict[int, Node | None]] = {}
+        for name in names:
+            topic = found[name]
+            if topic.error_code != ErrorCode.NONE:
+                raise AdminError(f"topic {name}", topic.error_code)
+            out[name] = {p.partition_index: brokers.get(p.leader_id) for p in sorted(topic.partitions, key=lambda p: p.partition_index)}
+        return out
+
+    async def connection(self, node: Node) -> BrokerConnection:
+        """The connection to ``node``, opened on first use and shared by every call."""
+        return await self._connection_to(node.host, node.port)
 
     async def list_topics(self) -> list[str]:
         return [t.name for t in await self.describe_topics(None)]

@@ -70,6 +70,13 @@ class BrokerConnection:
         chosen = self.version_for(api_key) if version is None else version
         return await asyncio.wait_for(self._send(api_key, chosen, request), timeout)
 
+    async def send_without_response(self, api_key: int, request: Any, version: int) -> None:
+        """Send a request the broker does not answer (Produce with acks=0)."""
+        if self._writer is None:
+            raise KafkaClientError("not connected")
+        self._writer.write(codec.encode_request(api_key, version, next(self._correlation), self.client_id, request))
+        await self._writer.drain()
+
     async def _send(self, api_key: int, version: int, request: Any) -> Any:
         if self._writer is None:
             raise KafkaClientError("not connected")

@@ -129,7 +129,7 @@ fn zigzag(v: i64) -> u64 {
 }
 
 /// Encoded size of `v` as a zigzag varint.
-fn varint_len(v: i64) -> usize {
+pub(crate) fn varint_len(v: i64) -> usize {
     let bits = 64 - zigzag(v).leading_zeros() as usize;
     bits.max(1).div_ceil(7)
 }

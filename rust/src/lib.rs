@@ -4,11 +4,13 @@
 //! broker's own batches (`builder`), CRC-32C (`crc32c`), record decoding for timestamp lookups
 //! and the group coordinator's reads (`records`), the sparse indexes
 //! (`offset_index`, `time_index`, over `index_file`), segments (`segment`) and their recovery
-//! (`recovery`). These modules are plain Rust with no Python types; `python` holds the PyO3
-//! bindings, and this file only declares the modules and the `#[pymodule]` entry point.
+//! (`recovery`), and the clients' Arrow-columnar record encoding and decoding (`columnar`).
+//! These modules are plain Rust with no Python types; `python` holds the PyO3 bindings, and this
+//! file only declares the modules and the `#[pymodule]` entry point.
 
 pub mod batch;
 pub mod builder;
+pub mod columnar;
 pub mod crc32c;
 pub mod errors;
 mod index_file;

@@ -10,6 +10,9 @@
 //!   whole batches (control batches skipped); the group coordinator uses it to load
 //!   `__consumer_offsets`.
 //!
+//! [`decompress_body`] hands a whole decompressed records section to `columnar`, whose
+//! slice-based decoder fills Arrow columns.
+//!
 //! Each record is `length varint, attributes i8, timestampDelta varlong, offsetDelta varint,
 //! keyLength varint, key, valueLength varint, value, headerCount varint, headers...` (zigzag
 //! varints, a negative key/value length meaning null). Fields are read through a
@@ -30,8 +33,8 @@ use crate::batch::{validate_batches, BatchHeader, RECORD_BATCH_OVERHEAD};
 use crate::errors::{Result, StorageError};
 
 /// Header of the xerial snappy stream format (`SnappyCodec.MAGIC_HEADER` + version + compat).
-const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
-const XERIAL_HEADER_LEN: usize = 16;
+pub(crate) const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
+pub(crate) const XERIAL_HEADER_LEN: usize = 16;
 
 /// Most bytes reserved up front for a key or value; larger fields grow as their data arrives.
 const INITIAL_FIELD_CAPACITY: usize = 64 * 1024;
@@ -143,6 +146,41 @@ where
             "unknown compression codec id {codec}"
         ))),
     }
+}
+
+/// Decompresses the records section of `batch` (a complete batch, header included) into `out`
+/// (cleared first), with the same decoders as the record scans. An uncompressed batch is copied.
+pub(crate) fn decompress_body(header: &BatchHeader, batch: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    out.clear();
+    let body = &batch[RECORD_BATCH_OVERHEAD..];
+    match header.compression() {
+        0 => {
+            out.extend_from_slice(body);
+            Ok(())
+        }
+        1 => read_all(MultiGzDecoder::new(body), out),
+        2 => {
+            if body.starts_with(&XERIAL_MAGIC) {
+                read_all(XerialSnappyReader::new(body), out)
+            } else {
+                *out = decompress_raw_snappy(body)?;
+                Ok(())
+            }
+        }
+        3 => read_all(lz4_flex::frame::FrameDecoder::new(body), out),
+        4 => {
+            let decoder = ruzstd::decoding::StreamingDecoder::new(body)
+                .map_err(|e| StorageError::corrupt(format!("invalid zstd frame: {e}")))?;
+            read_all(decoder, out)
+        }
+        codec => Err(StorageError::corrupt(format!(
+            "unknown compression codec id {codec}"
+        ))),
+    }
+}
+
+fn read_all(mut input: impl Read, out: &mut Vec<u8>) -> Result<()> {
+    input.read_to_end(out).map(|_| ()).map_err(decode_error)
 }
 
 fn scan<R: BufRead>(
