@@ -33,7 +33,6 @@ import datetime as dt
 import importlib.util
 import json
 import os
-import platform
 import re
 import selectors
 import shutil
@@ -60,6 +59,7 @@ from brokers import (  # noqa: E402,F401  (re-exported for delete_records.py, gr
     group_cpu_seconds,
     group_pids,
     kb_to_mb,
+    machine_info,
     port_open,
     proc_status_kb,
     pybroker_import,
@@ -705,51 +705,6 @@ def other_cpu(run: dict[str, Any]) -> float:
 def fmt_load(load: list[float]) -> str:
     """Load average triple as text."""
     return " / ".join(f"{x:.2f}" for x in load)
-
-
-# --------------------------------------------------------------------------- machine info
-
-
-def machine_info(workdir: Path) -> dict[str, Any]:
-    """nproc, CPU, memory, kernel, load average, filesystem of the work dir."""
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    mem_kb = 0
-    try:
-        with open("/proc/meminfo") as f:
-            mem_kb = int(next(ln for ln in f if ln.startswith("MemTotal")).split()[1])
-    except (OSError, StopIteration):
-        pass
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "mem_total_gib": round(mem_kb / MIB, 1),
-        "kernel": platform.release(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "loadavg_start": list(os.getloadavg()),
-        "workdir": str(workdir),
-        "workdir_filesystem": filesystem_of(workdir),
-    }
-
-
-def filesystem_of(path: Path) -> str:
-    """Device and type of the mount that holds ``path`` (from /proc/mounts)."""
-    best = ("", "", "")
-    p = str(path.resolve())
-    try:
-        with open("/proc/mounts") as f:
-            for ln in f:
-                dev, mnt, typ = ln.split()[:3]
-                if (p == mnt or p.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best[1]):
-                    best = (dev, mnt, typ)
-    except OSError:
-        pass
-    return f"{best[0]} on {best[1]} ({best[2]})"
 
 
 def git_describe() -> str:

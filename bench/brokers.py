@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import platform
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -290,3 +292,46 @@ def sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def machine_info(workdir: Path | None = None) -> dict[str, Any]:
+    """nproc, CPU, memory, kernel, Python, load average and, given a work dir, its filesystem."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    mem_kb = 0
+    try:
+        with open("/proc/meminfo") as f:
+            mem_kb = int(next(ln for ln in f if ln.startswith("MemTotal")).split()[1])
+    except (OSError, StopIteration):
+        pass
+    info = {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "mem_total_gib": round(mem_kb / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "loadavg_start": list(os.getloadavg()),
+    }
+    if workdir is not None:
+        info.update(workdir=str(workdir), workdir_filesystem=filesystem_of(workdir))
+    return info
+
+
+def filesystem_of(path: Path) -> str:
+    """Device and type of the mount that holds ``path`` (from /proc/mounts)."""
+    best = ("", "", "")
+    p = str(path.resolve())
+    try:
+        with open("/proc/mounts") as f:
+            for ln in f:
+                dev, mnt, typ = ln.split()[:3]
+                if (p == mnt or p.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best[1]):
+                    best = (dev, mnt, typ)
+    except OSError:
+        pass
+    return f"{best[0]} on {best[1]} ({best[2]})"

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.brokers import machine_info
 from bench.spark.session import REPO
 
 DEFAULT_OUT = REPO / "bench" / "results"
@@ -347,7 +348,7 @@ def cmd_run(args: argparse.Namespace, command: str) -> int:
     own_workdir = args.workdir is None
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="spark-bench-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    machine = results.machine_info()
+    machine = machine_info()
     started = results.now_iso()
     spark = None
     try:

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import platform
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,27 +82,6 @@ def summarize(runs: list[dict[str, Any]], brokers: list[str]) -> dict[str, Any]:
             "median": med,
         }
     return out
-
-
-def machine_info() -> dict[str, Any]:
-    """nproc, CPU model, memory, kernel, Python, load average."""
-    cpu, mem_kb = "", 0
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-        with open("/proc/meminfo") as f:
-            mem_kb = int(next(ln for ln in f if ln.startswith("MemTotal")).split()[1])
-    except (OSError, StopIteration):
-        pass
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "mem_total_gib": round(mem_kb / 1024 / 1024, 1),
-        "kernel": platform.release(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "loadavg_start": list(os.getloadavg()),
-    }
 
 
 def git_head() -> str:
