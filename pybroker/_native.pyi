@@ -334,6 +334,23 @@ class BatchHeader:
     def is_control(self) -> bool: ...
 
 @final
+class LogRegion:
+    """Bytes of a segment's ``.log`` that a fetch response carries as they are (Kafka's
+    zero-copy ``sendfile``). It holds its own handle on the file, so it stays readable after the
+    segment is closed, renamed or deleted; if the file is truncated below its end, sending or
+    reading it raises ``OSError``."""
+
+    @property
+    def position(self) -> int:
+        """Position of the first byte in the ``.log`` file."""
+    def __len__(self) -> int: ...
+    def send_to(self, fd: int, start: int) -> int:
+        """Sends bytes ``[start, len)`` to the non-blocking socket ``fd`` with ``sendfile(2)``
+        until all are sent or the socket is full; returns the index of the first byte not sent."""
+    def read(self, start: int = 0) -> bytes:
+        """Bytes ``[start, len)``, read from the file."""
+    def __bytes__(self) -> bytes: ...
+
 class Segment:
     """One log segment: ``<dir>/<base_offset:020>.log``, ``.index`` and ``.timeindex``.
 
@@ -415,6 +432,11 @@ class Segment:
         the total stays <= ``max_bytes`` and the batch's base offset is < ``max_offset``. With
         ``min_one_batch``, a first batch larger than ``max_bytes`` is returned alone (KIP-74).
         Empty bytes when nothing qualifies."""
+    def read_region(
+        self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool
+    ) -> LogRegion | None:
+        """The bytes ``read`` would return with the same arguments, as a region of the ``.log``
+        to send as it is: only batch headers are read. ``None`` when nothing qualifies."""
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` and offset
         >= ``start_offset`` (time index → offset index → batch scan; compressed batches are

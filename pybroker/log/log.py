@@ -18,7 +18,7 @@ import bisect
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from pybroker import _native
@@ -304,6 +304,27 @@ class Log:
 
     def read(self, start_offset: int, max_bytes: int, max_offset: int, min_one_batch: bool) -> bytes:
         """Whole batches from ``start_offset`` (the batch holding it first), below ``max_offset``."""
+        for segment in self._segments_to_read(start_offset, max_offset):
+            data = segment.read(start_offset, max_bytes, max_offset, min_one_batch)
+            if data:
+                return data
+        return b""
+
+    def read_region(
+        self, start_offset: int, max_bytes: int, max_offset: int, min_one_batch: bool
+    ) -> _native.LogRegion | None:
+        """The batches ``read`` would return, as a region of one segment's file for the network
+        layer to send without copying them (Kafka's zero-copy fetch)."""
+        for segment in self._segments_to_read(start_offset, max_offset):
+            region = segment.read_region(start_offset, max_bytes, max_offset, min_one_batch)
+            if region is not None:
+                return region
+        return None
+
+    def _segments_to_read(self, start_offset: int, max_offset: int) -> Iterator[_native.Segment]:
+        """The segments a read from ``start_offset`` tries in turn: the one whose range holds the
+        offset, then later ones (for when it has no batch at or after the offset), none based at
+        or above ``max_offset``. Raises OffsetOutOfRangeError outside the log's range."""
         if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"Received request for offset {start_offset} for partition {self.topic_partition}, "
@@ -311,17 +332,14 @@ class Log:
                 f"{self.log_end_offset}."
             )
         if start_offset >= max_offset:
-            return b""
+            return
         index = bisect.bisect_right(self._base_offsets, start_offset) - 1
         while 0 <= index < len(self.segments):
             segment = self.segments[index]
             if segment.base_offset >= max_offset:
-                break
-            data = segment.read(start_offset, max_bytes, max_offset, min_one_batch)
-            if data:
-                return data
+                return
+            yield segment
             index += 1
-        return b""
 
     def fetch_offset_by_timestamp(self, timestamp: int, max_offset: int) -> tuple[int, int, int] | None:
         """(offset, timestamp, leader epoch) of the first record at or after ``timestamp`` that is

@@ -8,6 +8,11 @@ ready at the end of a read are written with one ``writelines`` call. Pipelining 
 the client side but bounded here: reading pauses while too many replies are pending or the
 transport's write buffer is full.
 
+A reply may be a `FrameWithRegions` (a Fetch response whose records are left in the log): its
+bytes go through the transport and its log regions straight from the file to the socket with
+``sendfile``, as Kafka's zero-copy fetch does, whenever the transport has nothing buffered
+(otherwise, or for the unsent rest after the socket fills up, the region is read and buffered).
+
 It knows nothing of Kafka's APIs: the dispatcher returns, per frame, the encoded reply, a future
 of it, or None (no reply, e.g. Produce with acks=0).
 """
@@ -19,6 +24,9 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from pybroker._native import LogRegion
+from pybroker.protocol.codec import FrameWithRegions
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +60,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._large: bytearray | None = None  # a frame bigger than the buffer, being filled
         self._large_filled = 0
         self._pending: deque[Any] = deque()  # replies owed, in request order (bytes or futures)
-        self._out: list[bytes | bytearray] = []
+        self._out: list[bytes | bytearray | FrameWithRegions] = []
+        self._socket_fd: int | None = None  # for sendfile; None when the transport wraps the socket
         self._reading_paused = False
         self._writing_paused = False
         self.transport: asyncio.Transport | None = None
@@ -68,6 +77,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else "/"  # how Kafka shows a client's address
+        sock = transport.get_extra_info("socket")
+        if sock is not None and transport.get_extra_info("sslcontext") is None:
+            self._socket_fd = sock.fileno()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -215,10 +227,54 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._collect_ready()
         if self._out and self.transport is not None and not self.closed:
             out, self._out = self._out, []
-            if len(out) == 1:
+            if any(item.__class__ is FrameWithRegions for item in out):
+                self._write_with_regions(out)
+            elif len(out) == 1:
                 self.transport.write(out[0])
             else:
                 self.transport.writelines(out)
+
+    def _write_with_regions(self, out: list[bytes | bytearray | FrameWithRegions]) -> None:
+        """Write replies in order: bytes in as few transport writes as possible, each log region
+        sent from its file in between."""
+        assert self.transport is not None
+        chunks: list[Any] = []
+        for item in out:
+            if item.__class__ is not FrameWithRegions:
+                chunks.append(item)
+                continue
+            for part in item.parts:  # type: ignore[union-attr]
+                if part.__class__ is not LogRegion:
+                    chunks.append(part)
+                    continue
+                if chunks:
+                    self.transport.writelines(chunks)
+                    chunks = []
+                self._send_region(part)
+                if self.closed:
+                    return
+        if chunks:
+            self.transport.writelines(chunks)
+
+    def _send_region(self, region: LogRegion) -> None:
+        """sendfile while the transport has nothing buffered (so bytes stay in order); the part the
+        socket did not take is read from the file and buffered by the transport."""
+        assert self.transport is not None
+        sent = 0
+        try:
+            if self._socket_fd is not None and not self.transport.get_write_buffer_size():
+                sent = region.send_to(self._socket_fd, 0)
+                if sent == len(region):
+                    return
+            rest = region.read(sent)
+        except OSError as e:
+            # The peer went away, or the log was truncated under the region: the frame cannot be
+            # completed, so the connection ends (as Kafka ends it).
+            level = logging.INFO if isinstance(e, ConnectionError) else logging.WARNING
+            log.log(level, "Closing connection from %s: cannot send %r: %s", self.peer, region, e)
+            self.close()
+            return
+        self.transport.write(rest)
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:

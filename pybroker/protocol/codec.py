@@ -16,8 +16,9 @@ ControlledShutdown v0); response headers are v1 for flexible versions except Api
 response header is always v0.
 
 ``records`` fields decode to a memoryview slice of the input (writable when the input is a
-bytearray) and encode from any bytes-like object. Every decoding failure surfaces as
-`MalformedRequestError`.
+bytearray) and encode from any bytes-like object, or in responses from a `LogRegion` of a log
+file, which is left unread: the frame is then a `FrameWithRegions`. Every decoding failure
+surfaces as `MalformedRequestError`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from pybroker._native import LogRegion
 from pybroker.protocol.messages import REQUEST_CLASSES, RESPONSE_CLASSES, RequestHeader
 from pybroker.protocol.schema import FIXED_WIDTH, NONE, ZERO_UUID, Field, Message, Struct
 from pybroker.protocol.specs import REQUESTS, RESPONSES
@@ -38,6 +40,7 @@ __all__ = [
     "decode_request_header",
     "decode_request",
     "encode_response",
+    "FrameWithRegions",
     "encode_request",
     "decode_response",
     "supported_versions",
@@ -171,6 +174,7 @@ _BASE_NAMESPACE: dict[str, Any] = {
     "_pack_BB": struct.Struct(">BB").pack,
     "_new": object.__new__,
     "_mv": memoryview,
+    "_region": LogRegion,
     "_trunc": _truncated,
     "_nullerr": _null_error,
     "_encnull": _encode_null_error,
@@ -584,6 +588,20 @@ def _gen_encode_finish(g: _Gen, f: Field, val: str, out: str) -> None:
         g.indent -= 1
     elif f.nullable_in(g.version):
         g.emit(f"if {val} is not None:")
+        g.indent += 1
+        _gen_append_payload(g, f, val, out)
+        g.indent -= 1
+    else:
+        _gen_append_payload(g, f, val, out)
+
+
+def _gen_append_payload(g: _Gen, f: Field, val: str, out: str) -> None:
+    """Append a string/bytes/records payload after its length. A ``records`` value may be a
+    `LogRegion`: its bytes stay in the log file, and only its place in the frame is noted."""
+    if f.type == "records":
+        g.emit(f"if {val}.__class__ is _region:")
+        g.emit(f"    {out}.regions.append((len({out}), {val}))")
+        g.emit("else:")
         g.emit(f"    {out} += {val}")
     else:
         g.emit(f"{out} += {val}")
@@ -664,7 +682,7 @@ def _gen_encode_field(g: _Gen, f: Field, expr: str, out: str) -> None:
         g.emit(f"if {val}.__class__ is _mv and {val}.format != 'B':")
         g.emit(f"    {val} = {val}.cast('B')")
         _gen_write_compact_length(g, f"len({val})", out)
-        g.emit(f"{out} += {val}")
+        _gen_append_payload(g, f, val, out)
     g.indent -= 1
 
 
@@ -930,13 +948,14 @@ def decode_request(api_key: int, api_version: int, buf: memoryview, offset: int)
 
 def encode_response(
     api_key: int, api_version: int, correlation_id: int, response: Any
-) -> bytearray:
-    """A complete response frame: 4-byte size, response header, body."""
+) -> bytearray | FrameWithRegions:
+    """A complete response frame: 4-byte size, response header, body (a `FrameWithRegions` when
+    records are log regions)."""
     key = api_key * 65536 + api_version
     fn = _ENCODE_RESPONSE.get(key)
     if fn is None:
         fn = _function("response", "encode", api_key, api_version)
-    out = bytearray(_pack_ii(0, correlation_id))
+    out = _FrameBuffer(_pack_ii(0, correlation_id))
     if _RESPONSE_HEADER_VERSION[key]:
         out.append(0)
     try:
@@ -947,8 +966,54 @@ def encode_response(
         raise EncodeError(
             f"api {api_key} v{api_version}: cannot encode response: {exc!r}"
         ) from exc
+    if out.regions:
+        return FrameWithRegions(out)
     _pack_into_i(out, 0, len(out) - 4)
     return out
+
+
+class _FrameBuffer(bytearray):
+    """A response being encoded, with the places of its `LogRegion` records (none usually)."""
+
+    __slots__ = ("regions",)
+
+    def __init__(self, initial: bytes) -> None:
+        super().__init__(initial)
+        self.regions: list[tuple[int, LogRegion]] = []
+
+
+class FrameWithRegions:
+    """A response frame whose ``records`` fields are still in log files.
+
+    ``parts`` is the frame in wire order: its own bytes (size prefix, header, the fields around
+    the records) as memoryviews, and each `LogRegion` in its place, for the network layer to
+    send with ``sendfile`` (Kafka's zero-copy fetch). ``len()`` is the whole frame's size, prefix
+    included; ``bytes()`` reads the regions and joins everything (for other transports and tests).
+    """
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, buffer: _FrameBuffer) -> None:
+        size = len(buffer) + sum(len(region) for _, region in buffer.regions)
+        _pack_into_i(buffer, 0, size - 4)
+        view = memoryview(buffer)
+        parts: list[memoryview | LogRegion] = []
+        start = 0
+        for at, region in buffer.regions:
+            if at > start:
+                parts.append(view[start:at])
+            parts.append(region)
+            start = at
+        if start < len(buffer):
+            parts.append(view[start:])
+        self.parts = parts
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(part.read() if part.__class__ is LogRegion else part for part in self.parts)
 
 
 def encode_request(

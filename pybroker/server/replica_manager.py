@@ -87,7 +87,8 @@ class FetchPartitionResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    # The batches read, left in the log file: the response sends them without copying.
+    records: _native.LogRegion | bytes = b""
 
 
 class DelayedProduce(DelayedOperation):
@@ -386,7 +387,11 @@ class ReplicaManager:
                 partition.check_leader_epoch(request.current_leader_epoch)
                 max_offset = partition_log.log_end_offset if replica_id >= 0 else partition_log.high_watermark
                 limit = min(request.max_bytes, remaining)
-                data = partition_log.read(request.fetch_offset, limit, max_offset, min_one) if limit > 0 or min_one else b""
+                region = (
+                    partition_log.read_region(request.fetch_offset, limit, max_offset, min_one)
+                    if limit > 0 or min_one
+                    else None
+                )
             except tuple(_READ_ERRORS) as e:
                 code = next(c for t, c in _READ_ERRORS.items() if isinstance(e, t))
                 results[tp] = FetchPartitionResult(code)
@@ -397,14 +402,15 @@ class ReplicaManager:
                 results[tp] = FetchPartitionResult(ErrorCode.KAFKA_STORAGE_ERROR)
                 errors = True
                 continue
-            if data:
+            if region is not None:
                 min_one = False
-                remaining -= len(data)
-                total += len(data)
+                remaining -= len(region)
+                total += len(region)
             hw = partition_log.high_watermark
             results[tp] = FetchPartitionResult(
                 high_watermark=hw, last_stable_offset=hw,
-                log_start_offset=partition_log.log_start_offset, records=data,
+                log_start_offset=partition_log.log_start_offset,
+                records=b"" if region is None else region,
             )
         return results, total, errors
 

@@ -4,7 +4,7 @@
 //! broker's own batches (`builder`), CRC-32C (`crc32c`), record decoding for timestamp lookups
 //! and the group coordinator's reads (`records`), the sparse indexes
 //! (`offset_index`, `time_index`, over `index_file`), segments (`segment`) and their recovery
-//! (`recovery`), and the clients' Arrow-columnar record encoding and decoding (`columnar`).
+//! (`recovery`), the log regions a fetch sends with `sendfile(2)` (`region`), and the clients' Arrow-columnar record encoding and decoding (`columnar`).
 //! These modules are plain Rust with no Python types; `python` holds the PyO3 bindings, and this
 //! file only declares the modules and the `#[pymodule]` entry point.
 
@@ -18,6 +18,7 @@ pub mod offset_index;
 mod python;
 pub mod records;
 pub mod recovery;
+pub mod region;
 pub mod segment;
 pub mod time_index;
 

@@ -113,6 +113,22 @@ impl OffsetIndex {
         }
     }
 
+    /// Greatest entry with position <= `position` and offset < `below_offset`, if any. Both
+    /// columns grow with the slot, so each bound is one binary search.
+    pub fn floor_by_position(&self, position: u64, below_offset: i64) -> Option<OffsetPosition> {
+        let (mut lo, mut hi) = (0usize, self.entries());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if (self.entry(mid).position as u64) <= position {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let slots = lo.min(self.count_le(below_offset.saturating_sub(1)));
+        slots.checked_sub(1).map(|slot| self.entry(slot))
+    }
+
     /// Removes every entry whose offset is >= `offset`.
     pub fn truncate_to(&mut self, offset: i64) {
         let keep = self.count_le(offset.saturating_sub(1));
@@ -221,6 +237,25 @@ mod tests {
         assert_eq!(idx.last_entry().offset, 120);
         idx.truncate_to(121);
         assert_eq!(idx.entries(), 2);
+    }
+
+    #[test]
+    fn floor_by_position_bounds_both_columns() {
+        let dir = TestDir::new("offset_index_floor");
+        let mut idx = OffsetIndex::open(&dir.path().join("0.index"), 100, 800).unwrap();
+        assert_eq!(idx.floor_by_position(10_000, i64::MAX), None, "empty index");
+        for i in 1..=5u32 {
+            idx.append(100 + i as i64 * 10, i * 1000).unwrap();
+        }
+        let at = |offset, position| Some(OffsetPosition { offset, position });
+        assert_eq!(idx.floor_by_position(999, i64::MAX), None);
+        assert_eq!(idx.floor_by_position(1000, i64::MAX), at(110, 1000));
+        assert_eq!(idx.floor_by_position(3500, i64::MAX), at(130, 3000));
+        assert_eq!(idx.floor_by_position(99_999, i64::MAX), at(150, 5000));
+        // The offset bound is exclusive and wins when it is the tighter one.
+        assert_eq!(idx.floor_by_position(99_999, 130), at(120, 2000));
+        assert_eq!(idx.floor_by_position(99_999, 131), at(130, 3000));
+        assert_eq!(idx.floor_by_position(99_999, 110), None);
     }
 
     #[test]

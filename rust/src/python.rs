@@ -11,7 +11,9 @@
 //! * `flush()` only takes the mutex to clone the file handles and fsyncs without it, so appends
 //!   are not blocked by a concurrent fsync;
 //! * `read()` plans under the mutex, reads into a freshly allocated `bytes` without it, and
-//!   re-plans if the segment was truncated or recovered in between.
+//!   re-plans if the segment was truncated or recovered in between;
+//! * `read_region()` plans under the mutex and returns a `LogRegion` holding its own handle on
+//!   the file, which the network layer sends with `sendfile(2)` (GIL released).
 //!
 //! Buffers passed in (`records`, the Arrow buffers of `encode_partitioned_batches`) are accessed
 //! through the buffer protocol; the export keeps them alive and unresizable while the GIL is
@@ -37,6 +39,7 @@ use crate::columnar::{
 use crate::crc32c as crc;
 use crate::errors::StorageError;
 use crate::records::{self, Record};
+use crate::region::LogRegion;
 use crate::segment::{read_planned_raw, BatchInfo, ReadPlan, Segment};
 
 create_exception!(
@@ -779,6 +782,52 @@ impl PyBatchHeader {
     }
 }
 
+/// Bytes of a `.log` file that a fetch response carries as they are (see `region.rs`).
+#[pyclass(frozen, module = "pybroker._native", name = "LogRegion")]
+struct PyLogRegion {
+    region: LogRegion,
+}
+
+#[pymethods]
+impl PyLogRegion {
+    /// Position of the first byte in the `.log` file.
+    #[getter]
+    fn position(&self) -> u64 {
+        self.region.position()
+    }
+
+    fn __len__(&self) -> usize {
+        self.region.len()
+    }
+
+    /// Sends bytes `[start, len)` to the non-blocking socket `fd` with `sendfile(2)` until they
+    /// are all sent or the socket is full; returns the index of the first byte not sent.
+    fn send_to(&self, py: Python<'_>, fd: i32, start: usize) -> PyResult<usize> {
+        py.detach(|| self.region.send_to(fd, start))
+            .map_err(to_py_err)
+    }
+
+    /// Bytes `[start, len)`, read from the file.
+    #[pyo3(signature = (start = 0))]
+    fn read<'py>(&self, py: Python<'py>, start: usize) -> PyResult<Bound<'py, PyBytes>> {
+        let data = py.detach(|| self.region.read(start)).map_err(to_py_err)?;
+        Ok(PyBytes::new(py, &data))
+    }
+
+    fn __bytes__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        self.read(py, 0)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "LogRegion({}, position={}, length={})",
+            self.region.path().display(),
+            self.region.position(),
+            self.region.len()
+        )
+    }
+}
+
 /// One log segment (`.log`, `.index`, `.timeindex`).
 #[pyclass(frozen, module = "pybroker._native", name = "Segment")]
 struct PySegment {
@@ -1008,6 +1057,28 @@ impl PySegment {
         ))
     }
 
+    /// The whole batches `read` would return, as a region of the `.log` to send as it is
+    /// (only batch headers are read); `None` when there are none.
+    fn read_region(
+        &self,
+        py: Python<'_>,
+        offset: i64,
+        max_bytes: i64,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> PyResult<Option<PyLogRegion>> {
+        let path = &self.path;
+        self.with_detached(py, |s| {
+            let Some((position, length)) =
+                s.read_region(offset, max_bytes, max_offset, min_one_batch)?
+            else {
+                return Ok(None);
+            };
+            let region = LogRegion::new(s.log_file(), path.clone(), position, length);
+            Ok(Some(PyLogRegion { region }))
+        })
+    }
+
     /// First record with timestamp >= `timestamp` and offset >= `start_offset`.
     fn find_offset_by_timestamp(
         &self,
@@ -1111,6 +1182,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRecordsInfo>()?;
     m.add_class::<PyBatchHeader>()?;
     m.add_class::<PySegment>()?;
+    m.add_class::<PyLogRegion>()?;
     m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
     m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
     Ok(())

@@ -557,6 +557,37 @@ impl Segment {
         }))
     }
 
+    /// The bytes a fetch would read, as `(position, length)` in the `.log`, found without
+    /// reading any records: the same whole batches as [`read`](Self::read) returns, so they can
+    /// be sent straight from the file (zero-copy). Only batch headers are read: from the last
+    /// index entry inside the planned range (an index entry is always a batch boundary), so the
+    /// walk covers about `index.interval.bytes` of small batches or one large one.
+    pub fn read_region(
+        &self,
+        offset: i64,
+        max_bytes: i64,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<Option<(u64, usize)>> {
+        let Some(plan) = self.read_plan(offset, max_bytes, max_offset, min_one_batch)? else {
+            return Ok(None);
+        };
+        let start = plan.position;
+        let end = start + plan.capacity as u64;
+        let mut pos = match self.offset_index.floor_by_position(end, max_offset) {
+            Some(entry) if entry.position as u64 > start => entry.position as u64,
+            _ => start,
+        };
+        let mut reader = LogReader::new(&self.log, &self.log_path, end, HEADER_CHUNK);
+        while let HeaderAt::Batch(h) = reader.header_at(pos)? {
+            if h.base_offset >= max_offset {
+                break;
+            }
+            pos += h.size() as u64;
+        }
+        Ok((pos > start).then(|| (start, (pos - start) as usize)))
+    }
+
     /// A handle on the `.log` for reading a [`ReadPlan`] without holding the segment.
     pub fn log_file(&self) -> Arc<File> {
         Arc::clone(&self.log)

@@ -296,6 +296,45 @@ fn lookups_and_reads_by_offset() {
     assert_eq!(seg.read(1007, 0, i64::MAX, true).unwrap().len(), b);
 }
 
+/// `read_region` (headers only) names exactly the bytes `read` returns, for every start offset,
+/// byte limit and offset bound, with a sparse and a dense index and batches of mixed sizes.
+#[test]
+fn read_region_matches_read() {
+    for interval in [1, 300, 4096] {
+        let dir = TestDir::new("read_region");
+        let mut seg = open(&dir, 500, interval);
+        for i in 0..40 {
+            append_batch(&mut seg, 1 + i % 4, i as i64, 10 + (i * 37) % 200);
+        }
+        let end = seg.next_offset();
+        let size = seg.size() as i64;
+        for offset in (490..end + 2).step_by(3) {
+            for max_bytes in [0, 50, 333, 1000, 4095, size, 10 * size] {
+                for max_offset in [500, 517, end - 1, end, i64::MAX] {
+                    for min_one in [false, true] {
+                        let data = seg.read(offset, max_bytes, max_offset, min_one).unwrap();
+                        let region = seg
+                            .read_region(offset, max_bytes, max_offset, min_one)
+                            .unwrap();
+                        let case = format!(
+                            "interval {interval} offset {offset} max_bytes {max_bytes} \
+                             max_offset {max_offset} min_one {min_one}"
+                        );
+                        match region {
+                            None => assert!(data.is_empty(), "{case}"),
+                            Some((position, length)) => {
+                                let mut buf = vec![0u8; length];
+                                seg.log_file().read_exact_at(&mut buf, position).unwrap();
+                                assert_eq!(buf, data, "{case}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn truncate_to_removes_whole_batches_and_index_entries() {
     let dir = TestDir::new("truncate");

@@ -11,14 +11,17 @@ from __future__ import annotations
 import itertools
 import random
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pybroker import _native
 from pybroker.protocol import codec, messages
 from pybroker.protocol.codec import MalformedRequestError
 from pybroker.protocol.schema import Field, Message, Struct
 from pybroker.protocol.specs import REQUESTS, RESPONSES
+from tests.unit import batches
 
 INT_RANGES = {
     "int8": (-128, 127),
@@ -311,6 +314,33 @@ def test_records_encode_from_any_bytes_like(kind: str) -> None:
         frame = codec.encode_response(1, version, 9, resp)
         _, back = codec.decode_response(1, version, memoryview(frame)[4:])
         assert back.responses[0].partitions[0].records == raw
+
+
+def test_records_from_log_regions_are_left_in_place(tmp_path: Path) -> None:
+    """A response whose records are log regions encodes to the same bytes, split around them."""
+    segment = _native.Segment(str(tmp_path), 0)
+    batch = batches.build_batch([(None, b"v" * 40)] * 3, timestamps=[1, 2, 3])
+    for _ in range(4):
+        segment.append(batch, segment.next_offset, 0, -1)
+    region = segment.read_region(0, 1 << 20, 1 << 62, False)
+    other = segment.read_region(6, 1 << 20, 1 << 62, False)
+    assert region is not None and other is not None
+
+    def response(first: Any, second: Any) -> messages.FetchResponse:
+        partitions = [
+            messages.FetchResponse.PartitionData(partition_index=0, records=first),
+            messages.FetchResponse.PartitionData(partition_index=1, records=second),
+        ]
+        topic = messages.FetchResponse.FetchableTopicResponse(topic="t", partitions=partitions)
+        return messages.FetchResponse(responses=[topic])
+
+    for version in (4, 11, 12):
+        frame = codec.encode_response(1, version, 9, response(region, other))
+        assert isinstance(frame, codec.FrameWithRegions)
+        assert [p for p in frame.parts if isinstance(p, _native.LogRegion)] == [region, other]
+        expected = codec.encode_response(1, version, 9, response(region.read(), other.read()))
+        assert bytes(frame) == expected and len(frame) == len(expected)
+    segment.close()
 
 
 def test_unknown_api_or_version_header() -> None:

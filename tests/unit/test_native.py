@@ -182,6 +182,30 @@ def test_read_limits(seg: Segment):
     assert seg.read(0, MB, 0, True) == b""
 
 
+def test_read_region_names_the_bytes_read_returns(seg: Segment):
+    batch = build_batch([1, 2, 3, 4, 5], value=b"x" * 50)
+    for _ in range(6):
+        seg.append(batch, seg.next_offset, 0, -1)
+    size = len(batch)
+    for args in [(0, 2 * size + size // 2, 1 << 62, False), (7, MB, 16, False), (0, 10, 1 << 62, True)]:
+        region = seg.read_region(*args)
+        assert region is not None
+        assert (region.position, len(region)) == (0 if args[0] == 0 else size, len(seg.read(*args)))
+        assert bytes(region) == region.read() == seg.read(*args)
+        assert region.read(7) == seg.read(*args)[7:]
+    assert seg.read_region(0, 10, 1 << 62, False) is None
+    assert seg.read_region(30, MB, 1 << 62, True) is None
+
+
+def test_log_region_outlives_its_segment(tmp_path: Path):
+    s = Segment(str(tmp_path), 0)
+    s.append(build_batch([1, 2]), 0, 0, -1)
+    region = s.read_region(0, MB, 1 << 62, False)
+    expected = s.read(0, MB, 1 << 62, False)
+    s.delete()
+    assert region is not None and region.read() == expected
+
+
 def test_find_offset_by_timestamp_and_max_timestamp_record(seg: Segment):
     # offsets 0-2: 100, 300, 200 | 3-5 gzip: 250, 400, 350 | 6-7: 500, 450
     seg.append(build_batch([100, 300, 200]), 0, 0, -1)
