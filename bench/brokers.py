@@ -294,6 +294,22 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+def repo_head() -> str:
+    """The repo's HEAD commit for result files, marked when tracked files have uncommitted
+    changes; a note when git cannot tell."""
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+
+    try:
+        head = git("rev-parse", "--short", "HEAD") or "no commit yet"
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return head + (" (+ uncommitted changes)" if dirty else "")
+
+
 def machine_info(workdir: Path | None = None) -> dict[str, Any]:
     """nproc, CPU, memory, kernel, Python, load average and, given a work dir, its filesystem."""
     cpu = ""

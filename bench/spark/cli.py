@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.brokers import machine_info
+from bench.brokers import machine_info, repo_head
 from bench.spark.session import REPO
 
 DEFAULT_OUT = REPO / "bench" / "results"
@@ -395,7 +395,7 @@ def cmd_run(args: argparse.Namespace, command: str) -> int:
             flush=True,
         )
         runs, interrupted = runner.run_all(spark, lspec, specs, tools, opts)
-        versions = {**session.versions(spark), **tools.info, "repo_head": results.git_head()}
+        versions = {**session.versions(spark), **tools.info, "repo_head": repo_head()}
     finally:
         if spark is not None:
             spark.stop()

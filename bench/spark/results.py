@@ -10,11 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import statistics
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from bench.spark.session import REPO
 from bench.spark.stats import fmt_int, fmt_ms
 
 MB = 1e6
@@ -82,27 +80,6 @@ def summarize(runs: list[dict[str, Any]], brokers: list[str]) -> dict[str, Any]:
             "median": med,
         }
     return out
-
-
-def git_head() -> str:
-    try:
-        r = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return (r.stdout.strip() or "no commit") + (
-            " (+ uncommitted changes)" if dirty.stdout.strip() else ""
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
 
 
 def now_iso() -> str:
