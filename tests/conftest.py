@@ -2,11 +2,17 @@
 
 Every broker a test starts is a separate ``python -m pybroker serve`` process with its own data
 directory; fixtures stop each one by its PID when the test (or module) ends.
+
+Every test is also checked against its brokers' logs: an ERROR or CRITICAL entry, or a traceback,
+written while the test ran fails it, unless the test declares the entry with
+``@pytest.mark.broker_log_allows(regex, ...)``. A broker that crashes inside a request, or closes a
+connection because of a bug rather than on purpose, cannot pass for one that behaves.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -18,6 +24,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# A log entry is a line in the broker's format ("[time] LEVEL message (logger)") plus the lines
+# that follow it (a traceback); these entries fail the test that caused them.
+_ENTRY_START = re.compile(r"^\[[^\]]+\] [A-Z]+ ", re.M)
+_UNEXPECTED = re.compile(r"^\[[^\]]+\] (ERROR|CRITICAL) |Traceback \(most recent call last\)", re.M)
 
 
 def free_port() -> int:
@@ -54,6 +65,7 @@ class BrokerProcess:
         }
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
+        self.log_checked = 0  # bytes of the log already checked for unexpected entries
 
     @property
     def bootstrap(self) -> str:
@@ -64,6 +76,8 @@ class BrokerProcess:
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         log_file = open(self.log_path, "ab")
+        if self not in _STARTED:
+            _STARTED.append(self)
         self.proc = subprocess.Popen(args, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log_file.close()
 
@@ -87,6 +101,40 @@ class BrokerProcess:
             return self.log_path.read_text(errors="replace")
         except FileNotFoundError:
             return ""
+
+    def log_mark(self) -> int:
+        """The log's current size: pass it to ``wait_for_log`` to look only at what follows."""
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def wait_for_log(self, pattern: str, since: int = 0, timeout: float = 10.0) -> str:
+        """The first log line after byte ``since`` matching ``pattern``; fails at the deadline."""
+        regex = re.compile(pattern)
+
+        def found() -> str | None:
+            with open(self.log_path, "rb") as f:
+                f.seek(since)
+                lines = f.read().decode("utf-8", "replace").splitlines()
+            return next((line for line in lines if regex.search(line)), None)
+
+        return wait_until(found, timeout, message=f"a broker log line matching {pattern!r}")  # type: ignore[return-value]
+
+    def unexpected_log_entries(self, allowed: list[re.Pattern[str]]) -> list[str]:
+        """ERROR/CRITICAL entries and tracebacks logged since the last call, minus ``allowed``."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self.log_checked)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.log_checked += len(data)
+        text = data.decode("utf-8", "replace")
+        starts = [m.start() for m in _ENTRY_START.finditer(text)]
+        bounds = zip([0, *starts], [*starts, len(text)], strict=True)
+        entries = [text[a:b] for a, b in bounds if b > a]
+        return [
+            e.strip() for e in entries
+            if _UNEXPECTED.search(e) and not any(p.search(e) for p in allowed)
+        ]
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait: a clean shutdown."""
@@ -112,6 +160,22 @@ class BrokerProcess:
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+_STARTED: list[BrokerProcess] = []  # brokers whose logs are still to be checked
+
+
+@pytest.fixture(autouse=True)
+def broker_log_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test if a broker logged an unexpected ERROR, CRITICAL or traceback meanwhile (a
+    shared broker's entries since the previous test's check count for this test)."""
+    yield
+    allowed = [re.compile(p) for mark in request.node.iter_markers("broker_log_allows") for p in mark.args]
+    problems = [entry for broker in _STARTED for entry in broker.unexpected_log_entries(allowed)]
+    _STARTED[:] = [broker for broker in _STARTED if broker.alive]
+    if problems:
+        pytest.fail("the broker logged unexpected errors (declare expected ones with "
+                    "@pytest.mark.broker_log_allows):\n\n" + "\n\n".join(problems[:5]), pytrace=False)
 
 
 @pytest.fixture
@@ -141,6 +205,8 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         code = process.stop()
         assert code == 0, f"broker exited with {code}:\n{process.log()}"
     process.kill()
+    problems = process.unexpected_log_entries([])
+    assert not problems, "the shared broker logged unexpected errors:\n\n" + "\n\n".join(problems[:5])
 
 
 @pytest.fixture

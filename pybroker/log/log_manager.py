@@ -6,7 +6,8 @@ Owns the log directories (``meta.properties``, the ``.kafka_cleanshutdown`` mark
 deleting partition logs, the periodic checkpoint/flush tasks, the retention task (Kafka's
 ``kafka-log-retention``: every log's ``delete_old_segments``, then the removal of the renamed
 ``.deleted`` files after ``file.delete.delay.ms``), and clean shutdown. fsyncs and file removals
-run in worker threads, never on the event loop.
+run in worker threads, never on the event loop. Time and the timed tasks come from the injected
+`Time` and `Scheduler` (``pybroker.scheduler``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import asyncio
 import logging
 import os
 import shutil
-import time
 from collections.abc import Callable
 
 from pybroker.log.checkpoint import (
@@ -34,6 +34,7 @@ from pybroker.log.log import (
     read_partition_metadata,
     write_partition_metadata,
 )
+from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler, ScheduledTask, Scheduler, Time
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,8 @@ class LogManager:
         flush_check_interval_ms: int = LONG_MAX,
         retention_check_interval_ms: int = 300000,
         initial_task_delay_ms: int = 30000,
+        time: Time = SYSTEM_TIME,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self.log_dirs = log_dirs
         self.config_for_topic = config_for_topic
@@ -99,16 +102,17 @@ class LogManager:
             "retention": retention_check_interval_ms,
         }
         self.initial_task_delay_ms = initial_task_delay_ms
+        self.time = time
+        self.scheduler: Scheduler = scheduler or AsyncioScheduler()
         # Told the partition whose log start offset retention moved (the broker points it at
         # ReplicaManager.on_log_start_offset_changed, so waiting DeleteRecords re-check).
         self.on_log_start_offset_changed: Callable[[TopicPartition], None] | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: list[ScheduledTask] = []
         self._pending_flushes: set[asyncio.Future[None]] = set()
         self._epoch_writers: dict[Log, asyncio.Task[None]] = {}
         self._epoch_dirty: set[Log] = set()
-        # .deleted files waiting for file.delete.delay.ms, and removals under way.
-        self._scheduled_deletions: dict[asyncio.TimerHandle, list[str]] = {}
-        self._running_deletions: set[asyncio.Future[None]] = set()
+        # .deleted files waiting for file.delete.delay.ms (removed by their task when it runs).
+        self._scheduled_deletions: dict[ScheduledTask, list[str]] = {}
 
     # --- start-up ------------------------------------------------------------------------------
 
@@ -120,7 +124,7 @@ class LogManager:
             recovery = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
             high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
-            started = time.monotonic()
+            started = self.time.monotonic_ms()
             for name in sorted(os.listdir(log_dir)):
                 path = os.path.join(log_dir, name)
                 if not os.path.isdir(path):
@@ -144,7 +148,7 @@ class LogManager:
             loaded = sum(1 for d in self._dir_of.values() if d == log_dir)
             if loaded and not clean:
                 log.warning("%s was not shut down cleanly: recovered its logs from their recovery points", log_dir)
-            log.info("Loaded %d logs from %s in %.0f ms", loaded, log_dir, (time.monotonic() - started) * 1000)
+            log.info("Loaded %d logs from %s in %.0f ms", loaded, log_dir, self.time.monotonic_ms() - started)
             if clean:
                 os.remove(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
 
@@ -176,6 +180,7 @@ class LogManager:
         partition_log.on_roll = self._schedule_flush_on_roll
         partition_log.on_segments_deleted = self._schedule_file_deletion
         partition_log.on_leader_epochs_truncated = self._schedule_leader_epoch_flush
+        partition_log.last_flush_ms = self.time.monotonic_ms()
 
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)
@@ -205,7 +210,7 @@ class LogManager:
         if removed is None:
             return
         removed.close()
-        doomed = f"{removed.dir}.{int(time.time() * 1000)}{DELETE_DIR_SUFFIX}"
+        doomed = f"{removed.dir}.{self.time.milliseconds()}{DELETE_DIR_SUFFIX}"
         os.rename(removed.dir, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
         # The caller rewrites the checkpoints next (``write_all_checkpoints``), as Kafka does, so
@@ -223,14 +228,14 @@ class LogManager:
         """One retention pass over every log (Kafka's ``LogManager.cleanupLogs``); returns the
         number of segments deleted. Each log's pass is synchronous, so appends and reads never
         see a half-updated log; the loop yields between logs."""
-        started = time.monotonic()
+        started = self.time.monotonic_ms()
         total = 0
         for count, (tp, partition_log) in enumerate(list(self.logs.items()), 1):
             if self.logs.get(tp) is not partition_log:
                 continue  # deleted (or replaced) while this pass yielded
             before = partition_log.log_start_offset
             try:
-                total += partition_log.delete_old_segments(int(time.time() * 1000))
+                total += partition_log.delete_old_segments(self.time.milliseconds())
             except Exception:
                 log.exception("Retention of %s failed", tp)
             if partition_log.log_start_offset > before and self.on_log_start_offset_changed is not None:
@@ -240,35 +245,27 @@ class LogManager:
                     log.exception("Log start offset listener failed for %s", tp)
             if count % 100 == 0:
                 await asyncio.sleep(0)
-        log.debug("Log cleanup completed. %d segments deleted in %.3f seconds", total, time.monotonic() - started)
+        log.debug("Log cleanup completed. %d segments deleted in %.0f ms", total, self.time.monotonic_ms() - started)
         return total
 
     def _schedule_file_deletion(self, partition_log: Log, paths: list[str]) -> None:
         """Remove a deleted segment's ``.deleted`` files after the topic's file.delete.delay.ms
         (so reads that already hold the segment can finish), in a worker thread."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            delete_files(paths)
-            return
 
-        def due() -> None:
-            self._scheduled_deletions.pop(handle, None)
-            future = loop.run_in_executor(None, delete_files, paths)
-            self._running_deletions.add(future)
-            future.add_done_callback(self._running_deletions.discard)
+        async def delete() -> None:
+            del self._scheduled_deletions[task]
+            await asyncio.get_running_loop().run_in_executor(None, delete_files, paths)
 
-        handle = loop.call_later(partition_log.config.file_delete_delay_ms / 1000, due)
-        self._scheduled_deletions[handle] = paths
+        task = self.scheduler.schedule("delete-file", delete, partition_log.config.file_delete_delay_ms)
+        self._scheduled_deletions[task] = paths
 
     async def _delete_scheduled_files_now(self) -> None:
         """At shutdown: nothing reads any more, so the waiting ``.deleted`` files go now (a
         leftover one would be removed when the log is next loaded anyway)."""
         paths = [path for waiting in self._scheduled_deletions.values() for path in waiting]
-        for handle in self._scheduled_deletions:
-            handle.cancel()
+        for task in self._scheduled_deletions:
+            task.cancel()
         self._scheduled_deletions.clear()
-        await asyncio.gather(*self._running_deletions, return_exceptions=True)
         if paths:
             await asyncio.get_running_loop().run_in_executor(None, delete_files, paths)
 
@@ -283,7 +280,7 @@ class LogManager:
         await asyncio.get_running_loop().run_in_executor(None, flush_files, paths)
         partition_log.recovery_point = max(partition_log.recovery_point, target)
         partition_log.unflushed_messages = 0
-        partition_log.last_flush_ms = time.monotonic() * 1000
+        partition_log.last_flush_ms = self.time.monotonic_ms()
 
     def _schedule_flush_on_roll(self, partition_log: Log) -> None:
         """Kafka flushes a rolled segment in the background; so do we."""
@@ -353,38 +350,24 @@ class LogManager:
         await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoints, name, per_dir)
 
     def start_background_tasks(self) -> None:
+        """Kafka's LogManager tasks: the checkpoint writers and the flusher every interval, and
+        kafka-log-retention first after log.initial.task.delay.ms, then every
+        log.retention.check.interval.ms."""
         schedule = [
-            ("recovery", lambda: self.checkpoint(RECOVERY_POINT_CHECKPOINT)),
-            ("log-start", lambda: self.checkpoint(LOG_START_OFFSET_CHECKPOINT)),
-            ("high-watermark", lambda: self.checkpoint(REPLICATION_OFFSET_CHECKPOINT)),
-            ("flush", self._flush_dirty_logs),
+            ("kafka-recovery-point-checkpoint", "recovery", lambda: self.checkpoint(RECOVERY_POINT_CHECKPOINT)),
+            ("kafka-log-start-offset-checkpoint", "log-start", lambda: self.checkpoint(LOG_START_OFFSET_CHECKPOINT)),
+            ("highwatermark-checkpoint", "high-watermark", lambda: self.checkpoint(REPLICATION_OFFSET_CHECKPOINT)),
+            ("kafka-log-flusher", "flush", self._flush_dirty_logs),
+            ("kafka-log-retention", "retention", self.cleanup_logs),
         ]
-        for key, action in schedule:
+        for name, key, action in schedule:
             interval = self._intervals[key]
             if 0 < interval < LONG_MAX:
-                self._tasks.append(asyncio.create_task(self._every(interval, action, key)))
-        # Kafka's kafka-log-retention: first after log.initial.task.delay.ms, then every
-        # log.retention.check.interval.ms.
-        interval = self._intervals["retention"]
-        if 0 < interval < LONG_MAX:
-            self._tasks.append(asyncio.create_task(
-                self._every(interval, self.cleanup_logs, "retention", initial_delay_ms=self.initial_task_delay_ms)
-            ))
-
-    async def _every(
-        self, interval_ms: int, action: Callable[[], object], name: str, initial_delay_ms: int | None = None
-    ) -> None:
-        delay_ms = interval_ms if initial_delay_ms is None else initial_delay_ms
-        while True:
-            await asyncio.sleep(delay_ms / 1000)
-            delay_ms = interval_ms
-            try:
-                await action()  # type: ignore[misc]
-            except Exception:
-                log.exception("Background task %s failed", name)
+                delay = self.initial_task_delay_ms if key == "retention" else interval
+                self._tasks.append(self.scheduler.schedule(name, action, delay, interval))
 
     async def _flush_dirty_logs(self) -> None:
-        now = time.monotonic() * 1000
+        now = self.time.monotonic_ms()
         for partition_log in list(self.logs.values()):
             if now - partition_log.last_flush_ms >= partition_log.config.flush_ms:
                 await self.flush(partition_log)
@@ -394,7 +377,9 @@ class LogManager:
         included), close the files, remove waiting ``.deleted`` files, mark a clean shutdown."""
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, *self._pending_flushes, return_exceptions=True)
+        await asyncio.gather(*(task.wait() for task in self._tasks))
+        self._tasks.clear()
+        await asyncio.gather(*self._pending_flushes, return_exceptions=True)
         for partition_log in list(self.logs.values()):
             await self.flush(partition_log)
         await self.write_all_checkpoints()

@@ -16,6 +16,7 @@ from pybroker.controller.metadata import ClusterMetadata, TopicMetadata
 from pybroker.log.config import LogConfig, validate_topic_configs
 from pybroker.log.log_manager import LogManager, read_meta_properties
 from pybroker.network.listener import SocketServer
+from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
 from pybroker.server.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.server.config import BrokerConfig, Endpoint
 from pybroker.server.dispatcher import RequestDispatcher
@@ -36,6 +37,8 @@ class Broker:
         os.makedirs(log_dirs[0], exist_ok=True)
         self.cluster_id = read_meta_properties(log_dirs[0]).get("cluster.id") or config.new_cluster_id()
         self.metadata = ClusterMetadata(log_dirs[0], self.cluster_id, [self.node_id])
+        self.time = SYSTEM_TIME
+        self.scheduler = AsyncioScheduler()
         self.log_manager = LogManager(
             log_dirs,
             self.log_config,
@@ -47,6 +50,8 @@ class Broker:
             flush_check_interval_ms=config.get("log.flush.scheduler.interval.ms"),
             retention_check_interval_ms=config.get("log.retention.check.interval.ms"),
             initial_task_delay_ms=config.get("log.initial.task.delay.ms"),
+            time=self.time,
+            scheduler=self.scheduler,
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata)
         self.log_manager.on_log_start_offset_changed = self.replica_manager.on_log_start_offset_changed
@@ -69,6 +74,7 @@ class Broker:
                 offset_metadata_max_bytes=config.get("offset.metadata.max.bytes"),
             ),
             retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"),
+            scheduler=self.scheduler,
         )
         self.socket_server = SocketServer(
             config.listeners, RequestDispatcher(self), config.get("socket.request.max.bytes")
@@ -112,6 +118,7 @@ class Broker:
         await self.socket_server.stop()
         await self.group_coordinator.shutdown()
         self.replica_manager.shutdown()
+        await self.scheduler.shutdown()  # as Kafka: background tasks end before the logs close
         await self.log_manager.shutdown()
         log.info("Shut down cleanly")
 

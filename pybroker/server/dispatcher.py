@@ -5,17 +5,24 @@ registry (an unknown ApiVersions version gets error 35 in the v0 layout so clien
 anything else unsupported closes the connection, as Kafka does), decode the body (malformed →
 close with one log line), call the handler, and encode its response — now, or when its future
 completes. Returns to the connection the encoded frame, a future of it, or None.
+
+A handler that fails (raises, or its future does) is an internal error, never a deliberate close:
+as Kafka's ``KafkaApis.handle`` does, the stack trace is logged at ERROR and the client gets the
+handler's ``error_response`` with UNKNOWN_SERVER_ERROR (Kafka's ``getErrorResponse``); only an
+API with no error answer (Produce with acks=0) closes the connection instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from pybroker.network.connection import CloseConnection, KafkaConnection
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
 from pybroker.server.apis import HANDLERS
 from pybroker.server.request_context import RequestContext
 
@@ -53,29 +60,78 @@ class RequestDispatcher:
             request = codec.decode_request(api_key, version, view, body_offset)
         except codec.MalformedRequestError as e:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} v{version} request ({e})") from None
-        ctx = RequestContext(self.broker, header, connection)
-        response = handler.handle(ctx, request)
-        if response is None:
-            return None
-        if asyncio.isfuture(response) or asyncio.iscoroutine(response):
-            reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            task = asyncio.ensure_future(response)
-            task.add_done_callback(lambda t: self._encode_when_done(t, reply, api_key, version, header.correlation_id))
-            return reply
-        return codec.encode_response(api_key, version, header.correlation_id, response)
+        call = _Call(handler, header, request, connection)
+        try:
+            response = handler.handle(RequestContext(self.broker, header, connection), request)
+            if response is None:
+                return None
+            if asyncio.isfuture(response) or asyncio.iscoroutine(response):
+                reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+                task = asyncio.ensure_future(response)
+                task.add_done_callback(lambda done: call.complete(done, reply))
+                return reply
+            return call.encode(response)
+        except CloseConnection:
+            raise
+        except Exception as e:
+            return call.error_reply(e)
 
-    @staticmethod
-    def _encode_when_done(
-        task: asyncio.Future[Any], reply: asyncio.Future[Any], api_key: int, version: int, correlation_id: int
-    ) -> None:
+
+class _Call:
+    """One decoded request on its way to a reply: encoding, and Kafka's answer to an internal error."""
+
+    __slots__ = ("handler", "header", "request", "connection")
+
+    def __init__(self, handler: ModuleType, header: Any, request: Any, connection: KafkaConnection) -> None:
+        self.handler = handler
+        self.header = header
+        self.request = request
+        self.connection = connection
+
+    def encode(self, response: Any) -> bytearray | codec.FrameWithRegions:
+        header = self.header
+        return codec.encode_response(header.api_key, header.api_version, header.correlation_id, response)
+
+    def complete(self, task: asyncio.Future[Any], reply: asyncio.Future[Any]) -> None:
+        """The handler's future is done: resolve ``reply`` with its encoded response."""
         if reply.done():
             return
         if task.cancelled():
             reply.cancel()
             return
         error = task.exception()
-        if error is not None:
+        if isinstance(error, CloseConnection):
             reply.set_exception(error)
             return
-        response = task.result()
-        reply.set_result(None if response is None else codec.encode_response(api_key, version, correlation_id, response))
+        if error is None:
+            try:
+                response = task.result()
+                reply.set_result(None if response is None else self.encode(response))
+                return
+            except Exception as e:
+                error = e
+        try:
+            reply.set_result(self.error_reply(error))
+        except CloseConnection as e:
+            reply.set_exception(e)
+
+    def error_reply(self, error: BaseException) -> bytearray | codec.FrameWithRegions:
+        """Log the internal error with its stack trace, then answer UNKNOWN_SERVER_ERROR; raise
+        CloseConnection when this request has no error answer (or it cannot be built)."""
+        header = self.header
+        name = ApiKey(header.api_key).name
+        frame: bytearray | codec.FrameWithRegions | None = None
+        try:
+            response = self.handler.error_response(self.request, header.api_version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            frame = None if response is None else self.encode(response)
+        except Exception:
+            log.exception("Building the error response to %s v%d failed", name, header.api_version)
+        log.error(
+            "Unexpected error handling %s v%d request (correlation id %d, client %r) from %s; %s",
+            name, header.api_version, header.correlation_id, header.client_id, self.connection.peer,
+            "closing the connection" if frame is None else "answering UNKNOWN_SERVER_ERROR",
+            exc_info=error,
+        )
+        if frame is None:
+            raise CloseConnection(f"{name} v{header.api_version} failed and has no error response")
+        return frame

@@ -7,11 +7,15 @@ import struct
 
 import pytest
 
-from pybroker import _native
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
-from pybroker.protocol.messages import ApiVersionsRequest, MetadataRequest, ProduceRequest
+from pybroker.protocol.messages import (
+    ApiVersionsRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+    ProduceRequest,
+)
 from tests.integration import clients
 from tests.unit.batches import build_batch
 
@@ -77,12 +81,20 @@ def assert_broker_healthy(broker) -> None:
         other.close()
 
 
+# The broker's WARNING for a deliberate close; an internal error would log an ERROR with a
+# traceback instead, which fails the test (tests/conftest.py).
+def deliberate_close(reason: str) -> str:
+    return rf"WARNING Closing connection from 127\.0\.0\.1:\d+: {reason}"
+
+
 @pytest.mark.parametrize("size", [-1, -2**31, 104857601, 2**31 - 1])
 def test_frame_size_outside_limits_closes_connection(broker, raw, size):
     bystander = RawClient(broker.bootstrap)
+    mark = broker.log_mark()
     try:
         raw.send_frame(struct.pack(">i", size))
         assert raw.is_closed_by_peer()
+        broker.wait_for_log(deliberate_close(f"frame size {size} is outside 0..104857600"), since=mark)
         assert bystander.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest()).error_code == 0
     finally:
         bystander.close()
@@ -99,18 +111,23 @@ def test_unsupported_api_versions_version_gets_error_35_in_v0_layout(broker, raw
     assert versions[ApiKey.API_VERSIONS] == (0, 3)
 
 
-@pytest.mark.parametrize("api_key,version", [(ApiKey.METADATA, 99), (9999, 0), (ApiKey.PRODUCE, 0)])
-def test_unknown_api_or_version_closes_connection(broker, raw, api_key, version):
+@pytest.mark.parametrize("api_key,version,name", [
+    (ApiKey.METADATA, 99, "METADATA"), (9999, 0, "key 9999"), (ApiKey.PRODUCE, 0, "PRODUCE")])
+def test_unknown_api_or_version_closes_connection(broker, raw, api_key, version, name):
+    mark = broker.log_mark()
     header = struct.pack(">hhi", api_key, version, 7) + struct.pack(">h", -1)
     raw.send_frame(struct.pack(">i", len(header)) + header)
     assert raw.is_closed_by_peer()
+    broker.wait_for_log(deliberate_close(f"unsupported API {name} version {version} "), since=mark)
     assert_broker_healthy(broker)
 
 
 def test_malformed_body_closes_connection(broker, raw):
+    mark = broker.log_mark()
     body = struct.pack(">hhi", ApiKey.METADATA, 1, 5) + struct.pack(">h", -1) + struct.pack(">i", 1000)  # 1000 topics, none sent
     raw.send_frame(struct.pack(">i", len(body)) + body)
     assert raw.is_closed_by_peer()
+    broker.wait_for_log(deliberate_close(r"malformed METADATA v1 request \(array of 1000 elements"), since=mark)
     assert_broker_healthy(broker)
 
 
@@ -120,8 +137,12 @@ def _produce(raw: RawClient, topic: str, records: bytes) -> object:
     return raw.request(ApiKey.PRODUCE, 7, request).responses[0].partition_responses[0]
 
 
-def _log_end_offset(raw: RawClient, bootstrap: str, topic: str) -> int:
-    return len(clients.consume_confluent(bootstrap, topic, 1000, timeout=3))
+def _log_end_offset(raw: RawClient, topic: str) -> int:
+    request = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
+        name=topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
+    answer = raw.request(ApiKey.LIST_OFFSETS, 5, request).topics[0].partitions[0]
+    assert answer.error_code == ErrorCode.NONE
+    return answer.offset
 
 
 def test_corrupt_batches_get_corrupt_message_and_append_nothing(broker, raw, topic_name):
@@ -137,13 +158,23 @@ def test_corrupt_batches_get_corrupt_message_and_append_nothing(broker, raw, top
     bad_length[8:12] = struct.pack(">i", len(good))  # longer than the data
     for bad in (bad_crc, wrong_magic, bad_length, good[:30]):
         assert _produce(raw, topic_name, bytes(bad)).error_code == ErrorCode.CORRUPT_MESSAGE
-    assert _log_end_offset(raw, broker.bootstrap, topic_name) == 1
+    assert _log_end_offset(raw, topic_name) == 1
+    assert [v for _, _, v, _ in clients.consume_confluent(broker.bootstrap, topic_name, 1)] == [b"v"]
     assert_broker_healthy(broker)
 
 
 def test_batch_over_max_message_bytes_is_rejected(broker, raw, topic_name):
     raw.request(ApiKey.METADATA, 4, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)], allow_auto_topic_creation=True))
-    big = build_batch([(None, b"x" * 1_100_000)])
-    assert _produce(raw, topic_name, big).error_code == ErrorCode.MESSAGE_TOO_LARGE
-    assert isinstance(_native.crc32c(b"123456789"), int)
+    assert _produce(raw, topic_name, build_batch([(b"k", b"small")])).error_code == ErrorCode.NONE
+    # message.max.bytes defaults to 1048588: a batch one byte over it is refused whole.
+    limit = 1048588
+    overhead = len(build_batch([(None, b"")]))
+    big = build_batch([(None, b"x" * (limit - overhead + 10))])
+    assert len(big) > limit
+    rejected = _produce(raw, topic_name, big)
+    assert rejected.error_code == ErrorCode.MESSAGE_TOO_LARGE and rejected.base_offset == -1
+    # Nothing of it was appended: the log still ends after the first record, which reads back alone.
+    assert _log_end_offset(raw, topic_name) == 1
+    assert [v for _, _, v, _ in clients.consume_confluent(broker.bootstrap, topic_name, 1)] == [b"small"]
+    assert _produce(raw, topic_name, build_batch([(b"k", b"next")])).base_offset == 1
     assert_broker_healthy(broker)

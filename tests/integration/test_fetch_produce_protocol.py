@@ -55,22 +55,51 @@ def partition_of(response):
     return response.responses[0].partitions[0]
 
 
+async def parked_fetch(bootstrap: str, topic: str, max_wait_ms: int) -> tuple[asyncio.StreamWriter, asyncio.Future]:
+    """Send a long-poll fetch that the broker has certainly received and parked when this returns.
+
+    One write carries Metadata (correlation id 1) and then the Fetch (id 2): the broker handles the
+    frames of one read in order and flushes at the end of that read, so the Metadata reply (which
+    no pipelined reply precedes) arrives only after the Fetch was dispatched. Returns the writer
+    and a future of (Fetch response, seconds from sending to its arrival).
+    """
+    host, port = bootstrap.split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    metadata = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+    sent = time.monotonic()
+    writer.write(codec.encode_request(ApiKey.METADATA, 4, 1, "t", metadata)
+                 + codec.encode_request(ApiKey.FETCH, 11, 2, "t", fetch_request(topic, 0, max_wait_ms=max_wait_ms)))
+    assert (await read_frame(reader))[0] == 1
+
+    async def fetched() -> tuple[object, float]:
+        correlation_id, frame = await read_frame(reader)
+        assert correlation_id == 2
+        return codec.decode_response(ApiKey.FETCH, 11, memoryview(frame))[1], time.monotonic() - sent
+
+    return writer, asyncio.ensure_future(fetched())
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    size = int.from_bytes(await reader.readexactly(4), "big")
+    frame = await reader.readexactly(size)
+    return int.from_bytes(frame[:4], "big"), frame
+
+
 def test_long_poll_wakes_when_a_record_arrives(broker, topic_name):
     async def scenario():
-        consumer, producer = await connect(broker.bootstrap), await connect(broker.bootstrap)
+        producer = await connect(broker.bootstrap)
         await create(producer, topic_name)
-        started = time.monotonic()
-        waiting = asyncio.ensure_future(consumer.send(ApiKey.FETCH, fetch_request(topic_name, 0, max_wait_ms=30000)))
-        await asyncio.sleep(0)  # let the fetch reach the broker first
+        writer, waiting = await parked_fetch(broker.bootstrap, topic_name, max_wait_ms=30000)
         response = await producer.send(ApiKey.PRODUCE, produce_request(topic_name, build_batch([(b"k", b"v")])))
         assert response.responses[0].partition_responses[0].error_code == 0
-        fetched = partition_of(await waiting)
-        elapsed = time.monotonic() - started
-        await consumer.close()
+        fetched, elapsed = await waiting
+        writer.close()
         await producer.close()
-        return fetched, elapsed
+        return partition_of(fetched), elapsed
 
     fetched, elapsed = run(scenario())
+    # The fetch was parked before the produce, so it holds the record only because the append woke
+    # it; without long polling it would have answered at once, empty.
     assert fetched.error_code == 0 and fetched.high_watermark == 1
     assert bytes(fetched.records).endswith(b"k\x02v\x00")
     assert elapsed < 15, "the fetch waited for its max_wait instead of waking on the append"
@@ -80,12 +109,16 @@ def test_long_poll_returns_empty_at_max_wait(broker, topic_name):
     async def scenario():
         connection = await connect(broker.bootstrap)
         await create(connection, topic_name)
-        response = await connection.send(ApiKey.FETCH, fetch_request(topic_name, 0, max_wait_ms=200))
+        writer, waiting = await parked_fetch(broker.bootstrap, topic_name, max_wait_ms=400)
+        fetched, elapsed = await waiting
+        writer.close()
         await connection.close()
-        return partition_of(response)
+        return partition_of(fetched), elapsed
 
-    fetched = run(scenario())
+    fetched, elapsed = run(scenario())
     assert fetched.error_code == 0 and not fetched.records and fetched.high_watermark == 0
+    # It waited its max_wait_ms (a lower bound holds however loaded the machine is).
+    assert elapsed >= 0.4, f"answered after {elapsed:.3f}s, before max_wait_ms"
 
 
 def test_partition_max_bytes_returns_whole_batches_and_at_least_one(broker, topic_name):
@@ -144,24 +177,34 @@ def test_acks_zero_and_all(broker, topic_name):
 
 
 def test_pipelined_requests_are_answered_in_order(broker, topic_name):
-    """A long-polling fetch followed by quick requests on one connection: replies keep request order."""
+    """A long-polling fetch followed by quick requests on one connection: the quick replies, ready
+    at once, are held back until the fetch is answered, and replies keep request order."""
     async def scenario():
+        setup = await connect(broker.bootstrap)
+        await create(setup, topic_name)
         host, port = broker.bootstrap.split(":")
         reader, writer = await asyncio.open_connection(host, int(port))
-        metadata = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)], allow_auto_topic_creation=True)
+        metadata = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)], allow_auto_topic_creation=False)
         frames = [codec.encode_request(ApiKey.METADATA, 4, 1, "t", metadata),
-                  codec.encode_request(ApiKey.FETCH, 11, 2, "t", fetch_request(topic_name, 0, max_wait_ms=300)),
+                  codec.encode_request(ApiKey.FETCH, 11, 2, "t", fetch_request(topic_name, 0, max_wait_ms=30000)),
                   codec.encode_request(ApiKey.METADATA, 4, 3, "t", metadata),
                   codec.encode_request(ApiKey.METADATA, 4, 4, "t", metadata)]
         writer.write(b"".join(frames))  # all at once, before any reply
-        order = []
-        for _ in frames:
-            size = int.from_bytes(await reader.readexactly(4), "big")
-            order.append(int.from_bytes((await reader.readexactly(size))[:4], "big"))
+        order = [(await read_frame(reader))[0]]
+        # Replies 3 and 4 were ready when 1 was written (the frames came in one read), but they
+        # must wait behind the fetch, which waits for a record: a produce from elsewhere wakes it.
+        await setup.send(ApiKey.PRODUCE, produce_request(topic_name, build_batch([(b"k", b"v")])))
+        correlation_id, frame = await read_frame(reader)
+        order.append(correlation_id)
+        fetched = partition_of(codec.decode_response(ApiKey.FETCH, 11, memoryview(frame))[1])
+        order += [(await read_frame(reader))[0] for _ in range(2)]
         writer.close()
-        return order
+        await setup.close()
+        return order, fetched
 
-    assert run(scenario()) == [1, 2, 3, 4]
+    order, fetched = run(scenario())
+    assert order == [1, 2, 3, 4]
+    assert fetched.high_watermark == 1 and bytes(fetched.records).endswith(b"k\x02v\x00")
 
 
 def test_idempotent_duplicates_gaps_and_fenced_epochs(broker, topic_name):

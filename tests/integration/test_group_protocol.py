@@ -618,13 +618,13 @@ def test_session_expiry_removes_a_silent_member(broker, group_id):
         admin = await s.conn()
         a = await s.member(group_id, session_ms=10_000)
         b = await s.member(group_id, session_ms=600)
+        started = time.monotonic()  # before b's last contact with the coordinator
         await form_group(admin, [a, b])
         assert a.generation == 2
-        started = time.monotonic()
         # b falls silent; a keeps heartbeating and is told to rebalance once b's session ends
         await eventually(lambda: _is(a.heartbeat(), E.REBALANCE_IN_PROGRESS), timeout=15, interval=0.05,
                          message="b's session to expire")
-        assert time.monotonic() - started >= 0.5
+        assert time.monotonic() - started >= 0.6
         rejoined = await a.join_once()
         assert (rejoined.error_code, rejoined.generation_id) == (E.NONE, 3)
         assert [m.member_id for m in rejoined.members] == [a.member_id]
@@ -639,18 +639,19 @@ def test_session_expiry_removes_a_silent_member(broker, group_id):
 def test_pending_member_that_never_rejoins_expires(broker, group_id):
     async def body(s: Session) -> None:
         admin = await s.conn()
-        a = await s.member(group_id)
+        a = await s.member(group_id, rebalance_ms=25_000)
         await form_group(admin, [a])
         pending = await s.member(group_id, session_ms=600)
+        started = time.monotonic()  # before the pending member's session can start
         first = await pending.join_once(7)
         assert first.error_code == E.MEMBER_ID_REQUIRED
         # The leader's rejoin starts a rebalance that cannot complete while a member id is pending...
-        started = time.monotonic()
         rejoined = await a.join_once()
-        # ...until the pending member's session ends (well before the 10 s rebalance timeout).
+        # ...until the pending member's session (0.6 s) ends, long before a's 25 s rebalance timeout
+        # would end the join phase: bounds that hold however slow the machine is.
         assert (rejoined.error_code, rejoined.generation_id) == (E.NONE, 2)
         assert [m.member_id for m in rejoined.members] == [a.member_id]
-        assert 0.5 <= time.monotonic() - started < 9
+        assert 0.6 <= time.monotonic() - started < 20
         pending.member_id = first.member_id
         assert (await pending.join_once(7)).error_code == E.UNKNOWN_MEMBER_ID
 
@@ -664,11 +665,11 @@ def test_members_that_do_not_rejoin_in_time_are_dropped_unless_static(broker, gr
         static = await s.member(group_id, instance="stays", rebalance_ms=800)
         await form_group(admin, [a, b, static])
         newcomer = await s.member(group_id, rebalance_ms=800)
+        started = time.monotonic()  # before the rebalance (and its 0.8 s timeout) can start
         newcomer_join = asyncio.ensure_future(newcomer.join())
         await wait_state(admin, group_id, "PreparingRebalance")
-        started = time.monotonic()
         rejoined = await a.join_once()  # b and the static member stay silent
-        assert time.monotonic() - started >= 0.6  # the join phase waited for the rebalance timeout
+        assert time.monotonic() - started >= 0.8  # the join phase waited for the rebalance timeout
         assert (await newcomer_join).generation_id == rejoined.generation_id == 4
         # the silent dynamic member is gone; the silent static member keeps its place (KIP-345)
         assert sorted(m.member_id for m in rejoined.members) == sorted([a.member_id, newcomer.member_id, static.member_id])
@@ -727,7 +728,7 @@ def test_initial_rebalance_delay_gathers_early_members(start_broker, group_id):
     async def body(s: Session) -> None:
         admin = await s.conn()
         a, b = await s.member(group_id), await s.member(group_id)
-        started = time.monotonic()
+        started = time.monotonic()  # before a's join, which starts the 0.4 s delay
         a_join = asyncio.ensure_future(a.join())
         await wait_state(admin, group_id, "PreparingRebalance")
         assert not a_join.done()
@@ -1467,7 +1468,7 @@ def _raw_frame(api_key: int, version: int, message: Any) -> bytes:
     return bytes(codec.encode_request(api_key, version, 1, "raw", message))
 
 
-def _closed_or_error(sock: socket.socket) -> bytes:
+def _closed_or_answer(sock: socket.socket) -> bytes:
     """The broker's answer to a bad request: b'' if it closed the connection, else a frame."""
     sock.settimeout(10)
     try:
@@ -1479,6 +1480,8 @@ def _closed_or_error(sock: socket.socket) -> bytes:
 
 @pytest.mark.parametrize("cut", ["inside_protocols", "inside_metadata", "huge_array", "empty_body"])
 def test_truncated_join_group_gets_closed_and_broker_keeps_serving(broker, group_id, cut):
+    """Kafka closes the connection of a request it cannot parse, on purpose: the broker logs that
+    close as a WARNING, not an internal error (which would fail the test), and serves on."""
     request = Member(None, group_id, protocols=[("range", b"0123456789")]).join_request()  # type: ignore[arg-type]
     frame = _raw_frame(ApiKey.JOIN_GROUP, 5, request)[4:]
     header_len = 2 + 2 + 4 + 2 + len("raw")
@@ -1493,12 +1496,11 @@ def test_truncated_join_group_gets_closed_and_broker_keeps_serving(broker, group
     else:
         body = b""
     bad = frame[:header_len] + body
+    mark = broker.log_mark()
     with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
         sock.sendall(struct.pack(">i", len(bad)) + bad)
-        answer = _closed_or_error(sock)
-        if answer:  # an error response is acceptable too, but never a successful join
-            correlation, response = codec.decode_response(ApiKey.JOIN_GROUP, 5, memoryview(answer[4:]))
-            assert correlation == 1 and response.error_code != E.NONE
+        assert _closed_or_answer(sock) == b""
+    broker.wait_for_log(r"WARNING Closing connection from 127\.0\.0\.1:\d+: malformed JOIN_GROUP v5 request", since=mark)
     assert broker.alive
 
     async def body_ok(s: Session) -> None:

@@ -508,14 +508,16 @@ def test_list_describe_delete_groups_with_admin_client(broker, topic_name, group
 # --- the initial rebalance delay ---------------------------------------------------------------
 
 def test_initial_rebalance_delay_holds_back_the_first_assignment(start_broker, topic_name, group_name):
+    """The first record comes no sooner than the delay after subscribing (a bound that holds on any
+    machine); how much later it comes is measured in bench/group_rebalance.py (scenario first)."""
     broker = start_broker()  # group.initial.rebalance.delay.ms=3000, Kafka's default
     create_topic(broker.bootstrap, topic_name, 1)
     produce(broker.bootstrap, topic_name, 1, 3, "d")
-    started = time.monotonic()
+    started = time.monotonic()  # before the member's JoinGroup starts the delay
     member = GroupConsumer(broker.bootstrap, group_name, topic_name, "delayed")
     try:
         poll_until([member], lambda: member.records, timeout=15, message="the first record")
         elapsed = time.monotonic() - started
     finally:
         member.close()
-    assert 3.0 <= elapsed <= 6.5, f"first record after {elapsed:.2f}s"
+    assert elapsed >= 3.0, f"first record after {elapsed:.2f}s, before the 3 s delay"

@@ -220,21 +220,39 @@ def test_log_start_offset_checkpoint_follows_retention(start_broker, topic_name)
 
     # The periodic checkpoint (every 200 ms here) picks up the moved start offsets...
     checkpoint = broker.data_dir / "log-start-offset-checkpoint"
-    wanted = {by_time: time_bases[2], by_records: target}
 
-    def written() -> bool:
+    def holds(expected: dict[str, int]) -> bool:
         entries = checkpoint_entries(checkpoint)
-        return {t: entries.get(t) for t in wanted} == wanted
+        return {t: entries.get(t) for t in expected} == expected
 
-    wait_until(written, message="checkpoint written at the next interval")
-    # ... and a clean shutdown writes it too, with no .deleted file left behind.
+    first = {by_time: time_bases[2], by_records: target}
+    wait_until(lambda: holds(first), message="checkpoint written at the next interval")
+
+    # ... and a clean shutdown writes it. Restarted with the periodic write an hour away (and the
+    # .deleted files kept that long too), both start offsets move again: the file keeps the old
+    # offsets while the broker runs, and holds the new ones once SIGTERM has stopped it.
     assert broker.stop() == 0
-    assert written()
-    for topic in wanted:
+    broker.overrides["log.flush.start.offset.checkpoint.interval.ms"] = "3600000"
+    broker.overrides["log.segment.delete.delay.ms"] = "3600000"
+    broker.start()
+    admin = admin_for(broker)
+    assert earliest(admin, by_time) == time_bases[2] and earliest(admin, by_records) == target
+    second_target = record_bases[3] + 2
+    set_config(admin, by_time, "log.retention.min.timestamp", str(timestamps[time_bases[3]]))
+    admin.delete_records([TopicPartition(by_records, 0, second_target)])[TopicPartition(by_records, 0, second_target)].result(timeout=30)
+    wait_until(lambda: live_bases(broker.data_dir / f"{by_time}-0") == time_bases[3:]
+               and live_bases(broker.data_dir / f"{by_records}-0") == record_bases[3:],
+               message="retention deleted the next segments")
+    assert earliest(admin, by_time) == time_bases[3] and earliest(admin, by_records) == second_target
+    assert holds(first), "the checkpoint changed while the broker ran: not the shutdown's write"
+    assert all(deleted_files(broker.data_dir / f"{topic}-0") for topic in first)
+    assert broker.stop() == 0
+    assert holds({by_time: time_bases[3], by_records: second_target})
+    for topic in first:
         assert not deleted_files(broker.data_dir / f"{topic}-0")
 
     broker.start()
-    assert earliest(admin_for(broker), by_time) == time_bases[2]
-    assert earliest(admin_for(broker), by_records) == target
-    assert_intact_from(broker.bootstrap, by_records, target, COUNT)
-    assert_intact_from(broker.bootstrap, by_time, time_bases[2], COUNT, timestamps)
+    assert earliest(admin_for(broker), by_time) == time_bases[3]
+    assert earliest(admin_for(broker), by_records) == second_target
+    assert_intact_from(broker.bootstrap, by_records, second_target, COUNT)
+    assert_intact_from(broker.bootstrap, by_time, time_bases[3], COUNT, timestamps)

@@ -1,11 +1,14 @@
-"""DeleteRecords' delayed path without a broker: real logs in a tmp dir, partitions whose remote
-replicas hold the low watermark back, ``DelayedDeleteRecords`` in a ``Purgatory``.
+"""DeleteRecords' delayed path without a broker: ``ReplicaManager.delete_records`` over real logs in a
+tmp dir, partitions whose remote replicas hold the low watermark back, and its delete-records
+purgatory.
 
-Kafka's rules (kafka-behaviour §1.3-§1.5): a partition whose low watermark (the smallest log start
-offset over the leader and its alive replicas) is below the requested offset waits; it answers
-once the LW reaches the offset (with the LW at that moment), 6 if this broker stopped leading it,
-3 if it is no longer hosted, or 7 at the deadline with the LW computed when the delete ran.
-Partitions that already failed keep their error; one operation can mix all of these.
+Kafka's rules (``ReplicaManager.deleteRecords`` and ``DelayedDeleteRecords``): a partition whose low
+watermark (the smallest log start offset over the leader and its alive replicas) is below the
+requested offset waits; it answers once the LW reaches the offset (with the LW at that moment), 6
+if this broker stopped leading it, 3 if it is no longer hosted, or 7 at the deadline with the LW
+computed when the delete ran. Partitions that already failed keep their error; one operation can
+mix all of these. Followers' fetches will report their log start offsets; here ``report`` sets
+them and ``ReplicaManager.on_log_start_offset_changed`` is told, as the fetch path will tell it.
 """
 
 from __future__ import annotations
@@ -13,16 +16,11 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from pybroker.log.log import Log, OffsetOutOfRangeError
+from pybroker.log.log import Log
 from pybroker.protocol.errors import ErrorCode as E
 from pybroker.server.config import BrokerConfig
-from pybroker.server.partition import NotLeaderError, Partition, PolicyViolationError
-from pybroker.server.purgatory import Purgatory
-from pybroker.server.replica_manager import (
-    DelayedDeleteRecords,
-    DeleteRecordsResult,
-    ReplicaManager,
-)
+from pybroker.server.partition import Partition
+from pybroker.server.replica_manager import DeleteRecordsResult, ReplicaManager
 from pybroker.types import TopicPartition
 from tests.unit.batches import build_batch
 
@@ -46,35 +44,37 @@ def make_partition(tmp_path, name: str, replicas=(LOCAL, 2, 3), count: int = COU
     return partition
 
 
-def report(partition: Partition, **log_start_offsets: int) -> None:
+def replica_manager(*partitions: Partition, internal: tuple[str, ...] = ()) -> ReplicaManager:
+    """A replica manager hosting ``partitions``; the metadata is a stub that knows every
+    partition and calls the ``internal`` topics internal."""
+    metadata = SimpleNamespace(
+        topic=lambda name: SimpleNamespace(is_internal=name in internal),
+        partition=lambda topic, index: object(),
+    )
+    manager = ReplicaManager(LOCAL, log_manager=None, metadata=metadata)  # type: ignore[arg-type]
+    manager.partitions = {p.topic_partition: p for p in partitions}
+    return manager
+
+
+def report(manager: ReplicaManager, partition: Partition, **log_start_offsets: int) -> None:
     """Followers' fetches reporting their log start offsets (``r2=5``: replica 2 is at 5)."""
     for name, offset in log_start_offsets.items():
         partition.remote_replicas[int(name[1:])].log_start_offset = offset
+    manager.on_log_start_offset_changed(partition.topic_partition)
 
 
-_ERRORS = {NotLeaderError: E.NOT_LEADER_OR_FOLLOWER, PolicyViolationError: E.POLICY_VIOLATION,
-           OffsetOutOfRangeError: E.OFFSET_OUT_OF_RANGE}
+def start(manager: ReplicaManager, offsets: dict[Partition, int], timeout_ms: int = 30_000) -> asyncio.Future:
+    """DeleteRecords with LeaderOnly=false: a future of the results (already done if nothing waits)."""
+    outcome = manager.delete_records(timeout_ms, {p.topic_partition: o for p, o in offsets.items()}, leader_only=False)
+    if asyncio.isfuture(outcome):
+        return outcome
+    done: asyncio.Future[dict[TopicPartition, DeleteRecordsResult]] = asyncio.get_running_loop().create_future()
+    done.set_result(outcome)
+    return done
 
 
-def delete_now(partition: Partition, offset: int) -> DeleteRecordsResult:
-    """The local half of a delete, as the replica manager builds its result."""
-    try:
-        requested, low_watermark = partition.delete_records_on_leader(offset)
-    except tuple(_ERRORS) as e:
-        return DeleteRecordsResult(_ERRORS[type(e)])
-    return DeleteRecordsResult(E.NONE, low_watermark, partition.log.log_start_offset, requested_offset=requested)
-
-
-def start(purgatory: Purgatory, hosted: dict[TopicPartition, Partition], offsets: dict[Partition, int],
-          timeout_ms: int = 30_000) -> tuple[DelayedDeleteRecords, asyncio.Future, bool]:
-    """Delete locally, then park the answer in the purgatory under each lagging partition."""
-    results = {p.topic_partition: delete_now(p, offset) for p, offset in offsets.items()}
-    # Before the operation exists: its constructor pre-marks pending partitions as timed out.
-    waiting = [tp for tp, r in results.items() if r.error == E.NONE and r.low_watermark < r.requested_offset]
-    future = asyncio.get_running_loop().create_future()
-    operation = DelayedDeleteRecords(timeout_ms, results, hosted.get, future)
-    done = purgatory.try_complete_else_watch(operation, waiting)
-    return operation, future, done
+def waiting(manager: ReplicaManager, partition: Partition) -> int:
+    return manager.delete_records_purgatory.watched(partition.topic_partition)
 
 
 def answer(future: asyncio.Future) -> dict[str, tuple[int, int, int]]:
@@ -90,22 +90,19 @@ async def settled(future: asyncio.Future, timeout: float = 5.0) -> dict[str, tup
 def test_waits_for_every_alive_replica_then_completes(tmp_path):
     async def scenario():
         p = make_partition(tmp_path, "a")
-        hosted = {p.topic_partition: p}
-        purgatory = Purgatory("DeleteRecords")
-        operation, future, done = start(purgatory, hosted, {p: 5})
-        assert not done and not future.done()
-        assert p.log.log_start_offset == 5 and p.low_watermark() == -1  # followers unknown
-        assert purgatory.watched(p.topic_partition) == 1
-
-        report(p, r2=5)
-        assert purgatory.check_and_complete(p.topic_partition) == 0  # replica 3 still at -1
-        report(p, r3=4)
-        assert purgatory.check_and_complete(p.topic_partition) == 0  # 4 < 5
+        manager = replica_manager(p)
+        future = start(manager, {p: 5})
         assert not future.done()
-        report(p, r3=5)
-        assert purgatory.check_and_complete(p.topic_partition) == 1
+        assert p.log.log_start_offset == 5 and p.low_watermark() == -1  # followers unknown
+        assert waiting(manager, p) == 1
+
+        report(manager, p, r2=5)
+        assert not future.done()  # replica 3 still at -1
+        report(manager, p, r3=4)
+        assert not future.done()  # 4 < 5
+        report(manager, p, r3=5)
         assert answer(future) == {"a": (E.NONE, 5, 5)}
-        assert operation.is_completed and purgatory.watched(p.topic_partition) == 0 and len(purgatory) == 0
+        assert waiting(manager, p) == 0 and len(manager.delete_records_purgatory) == 0
 
     asyncio.run(scenario())
 
@@ -113,12 +110,10 @@ def test_waits_for_every_alive_replica_then_completes(tmp_path):
 def test_dead_replica_does_not_hold_the_low_watermark(tmp_path):
     async def scenario():
         p = make_partition(tmp_path, "a")
-        hosted = {p.topic_partition: p}
-        purgatory = Purgatory("DeleteRecords")
-        _, future, _ = start(purgatory, hosted, {p: 3})
+        manager = replica_manager(p)
+        future = start(manager, {p: 3})
         p.alive_brokers = frozenset({LOCAL, 2})  # broker 3 fenced / gone
-        report(p, r2=3)
-        assert purgatory.check_and_complete(p.topic_partition) == 1
+        report(manager, p, r2=3)
         assert answer(future) == {"a": (E.NONE, 3, 3)}
 
     asyncio.run(scenario())
@@ -129,13 +124,11 @@ def test_completion_reports_the_low_watermark_at_that_moment(tmp_path):
     with the LW then (>= each requested offset), as Kafka's tryComplete does."""
     async def scenario():
         p = make_partition(tmp_path, "a")
-        hosted = {p.topic_partition: p}
-        purgatory = Purgatory("DeleteRecords")
-        _, first, _ = start(purgatory, hosted, {p: 4})
-        _, second, _ = start(purgatory, hosted, {p: 7})
-        assert purgatory.watched(p.topic_partition) == 2
-        report(p, r2=7, r3=8)
-        assert purgatory.check_and_complete(p.topic_partition) == 2
+        manager = replica_manager(p)
+        first = start(manager, {p: 4})
+        second = start(manager, {p: 7})
+        assert waiting(manager, p) == 2
+        report(manager, p, r2=7, r3=8)
         assert answer(first) == {"a": (E.NONE, 7, 7)}
         assert answer(second) == {"a": (E.NONE, 7, 7)}
 
@@ -145,15 +138,14 @@ def test_completion_reports_the_low_watermark_at_that_moment(tmp_path):
 def test_expiry_answers_7_with_the_low_watermark_from_the_delete(tmp_path):
     async def scenario():
         p = make_partition(tmp_path, "a")
-        report(p, r2=1, r3=1)  # the followers last reported 1
-        hosted = {p.topic_partition: p}
-        purgatory = Purgatory("DeleteRecords")
-        _, future, _ = start(purgatory, hosted, {p: 5}, timeout_ms=30)
-        report(p, r2=5, r3=3)  # progress, but not enough: LW 3 < 5
-        assert purgatory.check_and_complete(p.topic_partition) == 0
+        manager = replica_manager(p)
+        report(manager, p, r2=1, r3=1)  # the followers last reported 1
+        future = start(manager, {p: 5}, timeout_ms=30)
+        report(manager, p, r2=5, r3=3)  # progress, but not enough: LW 3 < 5
+        assert not future.done()
         # Timed out: error 7 and the LW computed when the delete ran (1), not the later 3.
         assert await settled(future) == {"a": (E.REQUEST_TIMED_OUT, 1, 5)}
-        assert len(purgatory) == 0
+        assert len(manager.delete_records_purgatory) == 0
         assert p.log.log_start_offset == 5  # the leader's delete stands
 
     asyncio.run(scenario())
@@ -162,9 +154,8 @@ def test_expiry_answers_7_with_the_low_watermark_from_the_delete(tmp_path):
 def test_timeout_zero_expires_at_once_when_replicas_lag(tmp_path):
     async def scenario():
         p = make_partition(tmp_path, "a")
-        purgatory = Purgatory("DeleteRecords")
-        _, future, done = start(purgatory, {p.topic_partition: p}, {p: 2}, timeout_ms=0)
-        assert not done
+        future = start(replica_manager(p), {p: 2}, timeout_ms=0)
+        assert not future.done()
         assert await settled(future, timeout=2) == {"a": (E.REQUEST_TIMED_OUT, -1, 2)}
 
     asyncio.run(scenario())
@@ -173,11 +164,11 @@ def test_timeout_zero_expires_at_once_when_replicas_lag(tmp_path):
 def test_losing_leadership_answers_6(tmp_path):
     async def scenario():
         p = make_partition(tmp_path, "a")
-        purgatory = Purgatory("DeleteRecords")
-        _, future, _ = start(purgatory, {p.topic_partition: p}, {p: 5})
+        manager = replica_manager(p)
+        future = start(manager, {p: 5})
         p.leader_id = 2  # became a follower
         # Kafka does not re-check DeleteRecords on a leader change; the next check answers 6.
-        assert purgatory.check_and_complete(p.topic_partition) == 1
+        manager.on_log_start_offset_changed(p.topic_partition)
         assert answer(future) == {"a": (E.NOT_LEADER_OR_FOLLOWER, -1, -1)}
 
     asyncio.run(scenario())
@@ -186,11 +177,10 @@ def test_losing_leadership_answers_6(tmp_path):
 def test_partition_no_longer_hosted_answers_3(tmp_path):
     async def scenario():
         p = make_partition(tmp_path, "a")
-        hosted = {p.topic_partition: p}
-        purgatory = Purgatory("DeleteRecords")
-        _, future, _ = start(purgatory, hosted, {p: 5})
-        del hosted[p.topic_partition]  # topic deleted
-        assert purgatory.check_and_complete(p.topic_partition) == 1
+        manager = replica_manager(p)
+        future = start(manager, {p: 5})
+        del manager.partitions[p.topic_partition]  # topic deleted
+        manager.on_log_start_offset_changed(p.topic_partition)
         assert answer(future) == {"a": (E.UNKNOWN_TOPIC_OR_PARTITION, -1, -1)}
 
     asyncio.run(scenario())
@@ -200,10 +190,10 @@ def test_not_leader_at_delete_time_answers_6_without_waiting(tmp_path):
     async def scenario():
         p = make_partition(tmp_path, "a")
         p.leader_id = 2
-        purgatory = Purgatory("DeleteRecords")
-        _, future, done = start(purgatory, {p.topic_partition: p}, {p: 5})
-        assert done and answer(future) == {"a": (E.NOT_LEADER_OR_FOLLOWER, -1, -1)}
-        assert p.log.log_start_offset == 0 and len(purgatory) == 0
+        manager = replica_manager(p)
+        future = start(manager, {p: 5})
+        assert future.done() and answer(future) == {"a": (E.NOT_LEADER_OR_FOLLOWER, -1, -1)}
+        assert p.log.log_start_offset == 0 and len(manager.delete_records_purgatory) == 0
 
     asyncio.run(scenario())
 
@@ -218,16 +208,13 @@ def test_mixed_partitions_in_one_operation(tmp_path):
         compact = make_partition(tmp_path, "compact", cleanup_policy="compact")
         beyond = make_partition(tmp_path, "beyond")
         parts = [lagging, stuck, single, compact, beyond]
-        hosted = {p.topic_partition: p for p in parts}
-        purgatory = Purgatory("DeleteRecords")
-        operation, future, done = start(
-            purgatory, hosted, {lagging: 6, stuck: 3, single: -1, compact: 2, beyond: COUNT + 1}, timeout_ms=200)
-        assert not done
-        assert purgatory.watched(lagging.topic_partition) == 1 and purgatory.watched(stuck.topic_partition) == 1
-        assert purgatory.watched(single.topic_partition) == 0  # never waited on
-        report(lagging, r2=6, r3=6)
-        assert purgatory.check_and_complete(lagging.topic_partition) == 0  # "stuck" still pending
+        manager = replica_manager(*parts)
+        future = start(manager, {lagging: 6, stuck: 3, single: -1, compact: 2, beyond: COUNT + 1}, timeout_ms=200)
         assert not future.done()
+        assert waiting(manager, lagging) == 1 and waiting(manager, stuck) == 1
+        assert waiting(manager, single) == 0  # never waited on
+        report(manager, lagging, r2=6, r3=6)
+        assert not future.done()  # "stuck" still pending
         assert await settled(future) == {
             "lagging": (E.NONE, 6, 6),
             "stuck": (E.REQUEST_TIMED_OUT, -1, 3),
@@ -235,7 +222,7 @@ def test_mixed_partitions_in_one_operation(tmp_path):
             "compact": (E.POLICY_VIOLATION, -1, -1),
             "beyond": (E.OFFSET_OUT_OF_RANGE, -1, -1),
         }
-        assert operation.is_completed and len(purgatory) == 0
+        assert len(manager.delete_records_purgatory) == 0
         assert [p.log.log_start_offset for p in parts] == [6, 3, COUNT, 0, 0]
 
     asyncio.run(scenario())
@@ -244,13 +231,11 @@ def test_mixed_partitions_in_one_operation(tmp_path):
 def test_mixed_partitions_all_complete(tmp_path):
     async def scenario():
         a, b = make_partition(tmp_path, "a"), make_partition(tmp_path, "b", replicas=(LOCAL, 2))
-        hosted = {a.topic_partition: a, b.topic_partition: b}
-        purgatory = Purgatory("DeleteRecords")
-        _, future, _ = start(purgatory, hosted, {a: 2, b: 9})
-        report(b, r2=9)
-        assert purgatory.check_and_complete(b.topic_partition) == 0  # "a" still waits
-        report(a, r2=2, r3=5)
-        assert purgatory.check_and_complete(a.topic_partition) == 1
+        manager = replica_manager(a, b)
+        future = start(manager, {a: 2, b: 9})
+        report(manager, b, r2=9)
+        assert not future.done()  # "a" still waits
+        report(manager, a, r2=2, r3=5)
         assert answer(future) == {"a": (E.NONE, 2, 2), "b": (E.NONE, 9, 9)}
 
     asyncio.run(scenario())
@@ -259,24 +244,12 @@ def test_mixed_partitions_all_complete(tmp_path):
 def test_shutdown_answers_waiting_deletes_with_7(tmp_path):
     async def scenario():
         p = make_partition(tmp_path, "a")
-        purgatory = Purgatory("DeleteRecords")
-        _, future, _ = start(purgatory, {p.topic_partition: p}, {p: 4})
-        purgatory.shutdown()
+        manager = replica_manager(p)
+        future = start(manager, {p: 4})
+        manager.shutdown()
         assert answer(future) == {"a": (E.REQUEST_TIMED_OUT, -1, 4)}
 
     asyncio.run(scenario())
-
-
-# --- the same through ReplicaManager.delete_records (no broker: a stub for the metadata) ----------
-
-def replica_manager(*partitions: Partition, internal: tuple[str, ...] = ()) -> ReplicaManager:
-    metadata = SimpleNamespace(
-        topic=lambda name: SimpleNamespace(is_internal=name in internal),
-        partition=lambda topic, index: object(),
-    )
-    manager = ReplicaManager(LOCAL, log_manager=None, metadata=metadata)  # type: ignore[arg-type]
-    manager.partitions = {p.topic_partition: p for p in partitions}
-    return manager
 
 
 def test_replica_manager_waits_unless_leader_only(tmp_path):
@@ -298,8 +271,7 @@ def test_replica_manager_waits_unless_leader_only(tmp_path):
 
         waiting = manager.delete_records(30_000, {b.topic_partition: 6, single.topic_partition: 5}, leader_only=False)
         assert asyncio.isfuture(waiting) and not waiting.done()
-        report(b, r2=6, r3=6)
-        manager.on_log_start_offset_changed(b.topic_partition)
+        report(manager, b, r2=6, r3=6)
         assert answer(waiting) == {"b": (E.NONE, 6, 6), "single": (E.NONE, 5, 5)}
 
         expiring = manager.delete_records(20, {a.topic_partition: 5}, leader_only=False)

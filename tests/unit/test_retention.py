@@ -13,6 +13,7 @@ from pybroker.log.log import Log
 from pybroker.log.log_manager import LogManager
 from pybroker.server.config import BrokerConfig
 from pybroker.types import TopicPartition
+from tests.mock_time import MockScheduler, MockTime
 from tests.unit.batches import build_batch
 
 TP = TopicPartition("t", 0)
@@ -226,7 +227,7 @@ def test_leftover_deleted_files_are_removed_at_load(tmp_path):
     reopened.close()
 
 
-def manager_for(tmp_path, props: dict[str, str], **kwargs: int) -> tuple[LogManager, BrokerConfig]:
+def manager_for(tmp_path, props: dict[str, str], **kwargs: object) -> tuple[LogManager, BrokerConfig]:
     config = BrokerConfig(props)
     manager = LogManager([str(tmp_path)], lambda topic: config.log_config(), node_id=1, cluster_id="c", **kwargs)
     manager.load()
@@ -282,28 +283,27 @@ def test_manager_shutdown_removes_waiting_deleted_files(tmp_path):
     assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 7\n"
 
 
-async def until(condition, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition() and loop.time() < deadline:
-        await asyncio.sleep(0.01)
-    assert condition()
-
-
 def test_retention_task_first_runs_after_the_initial_delay(tmp_path):
     async def run():
+        time = MockTime()
+        scheduler = MockScheduler(time)
         manager, _ = manager_for(
             tmp_path, {"log.segment.bytes": FIVE_PER_SEGMENT, "log.retention.ms": "-1",
                        "log.segment.delete.delay.ms": "0"},
-            retention_check_interval_ms=3_600_000, initial_task_delay_ms=0,
+            retention_check_interval_ms=3_600_000, initial_task_delay_ms=30_000, time=time, scheduler=scheduler,
         )
         log = manager.get_or_create_log(TP, "AAAAAAAAAAAAAAAAAAAAAA")
         for i in range(12):
             append(log, T0 + i)
         log.maybe_increment_log_start_offset(6, "ClientRecordDeletion")
         manager.start_background_tasks()
-        # The first run comes after log.initial.task.delay.ms (0), not after the hour's interval.
-        await until(lambda: bases(log) == [5, 10] and not files(log) & seg_files(0, ".deleted"))
+        [retention] = scheduler.tasks("kafka-log-retention")
+        # The first run comes after log.initial.task.delay.ms, not after the hour's interval.
+        await scheduler.advance(29_999)
+        assert retention.runs == 0 and bases(log) == [0, 5, 10]
+        await scheduler.advance(1)
+        assert retention.runs == 1 and bases(log) == [5, 10]  # file.delete.delay.ms 0: files gone too
+        assert not files(log) & seg_files(0, ".deleted")
         await manager.shutdown()
 
     asyncio.run(run())
@@ -311,20 +311,36 @@ def test_retention_task_first_runs_after_the_initial_delay(tmp_path):
 
 def test_retention_task_repeats_every_interval_with_current_configs(tmp_path):
     async def run():
+        time = MockTime()
+        scheduler = MockScheduler(time)
         manager, config = manager_for(
-            tmp_path, {"log.segment.bytes": FIVE_PER_SEGMENT, "log.retention.ms": "-1",
-                       "log.segment.delete.delay.ms": "0"},
-            retention_check_interval_ms=30, initial_task_delay_ms=0,
+            tmp_path, {"log.segment.bytes": FIVE_PER_SEGMENT, "log.retention.ms": "-1"},
+            retention_check_interval_ms=300_000, initial_task_delay_ms=30_000, time=time, scheduler=scheduler,
         )
         log = manager.get_or_create_log(TP, "AAAAAAAAAAAAAAAAAAAAAA")
         for i in range(12):
             append(log, T0 + i)
         manager.start_background_tasks()
-        # A retention.bytes change (as AlterConfigs makes it) is applied by a later run.
+        [retention] = scheduler.tasks("kafka-log-retention")
+        await scheduler.advance(30_000)
+        assert retention.runs == 1 and bases(log) == [0, 5, 10]  # nothing to delete yet
+        # A retention.bytes change (as AlterConfigs makes it) is applied by the next run, one
+        # log.retention.check.interval.ms later, and not before.
         log.config = config.log_config({"retention.bytes": str(7 * BATCH_SIZE)})
-        await until(lambda: bases(log) == [5, 10])
-        await until(lambda: not (seg_files(0, ".deleted") & files(log)))
-        assert log.log_start_offset == 5
+        await scheduler.advance(299_999)
+        assert retention.runs == 1 and bases(log) == [0, 5, 10]
+        await scheduler.advance(1)
+        assert retention.runs == 2 and bases(log) == [5, 10] and log.log_start_offset == 5
+        # The deleted segment's files stay for file.delete.delay.ms (60 s), then go.
+        assert seg_files(0, ".deleted") <= files(log)
+        await scheduler.advance(59_999)
+        assert seg_files(0, ".deleted") <= files(log)
+        await scheduler.advance(1)
+        assert not seg_files(0, ".deleted") & files(log)
+        # ... and the runs go on: a third one comes an interval after the second.
+        await scheduler.advance(300_000 - 60_000)
+        assert retention.runs == 3
         await manager.shutdown()
+        assert not scheduler.tasks("kafka-log-retention")
 
     asyncio.run(run())

@@ -2,8 +2,10 @@
 
 Each module defines ``API_KEY``, ``VERSIONS`` (the inclusive range this broker answers) and
 ``handle(ctx, request)``, which returns the response message, a future of it, or None (no
-response, e.g. Produce with acks=0). ``HANDLERS`` is the registry the dispatcher routes by and
-ApiVersions advertises: an API is advertised exactly when its module is listed here.
+response, e.g. Produce with acks=0), and ``error_response(request, version, error)``: Kafka's
+``getErrorResponse``, the answer carrying ``error`` when ``handle`` fails (None: close instead).
+``HANDLERS`` is the registry the dispatcher routes by and ApiVersions advertises: an API is
+advertised exactly when its module is listed here.
 """
 
 from __future__ import annotations

@@ -40,3 +40,12 @@ def _alter(ctx: RequestContext, resource: object, configs: dict[str, str | None]
     if not validate_only:
         broker.set_topic_configs(name, checked)
     return ErrorCode.NONE, None
+
+
+def error_response(request: AlterConfigsRequest, version: int, error: ErrorCode) -> AlterConfigsResponse:
+    """Kafka's getErrorResponse: ``error`` for every resource."""
+    return AlterConfigsResponse(throttle_time_ms=0, responses=[
+        _Result(error_code=error, error_message=None, resource_type=resource.resource_type,
+                resource_name=resource.resource_name)
+        for resource in request.resources
+    ])

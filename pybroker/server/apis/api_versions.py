@@ -31,3 +31,8 @@ def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsRespo
         else:
             ctx.connection.attributes["client_software"] = (name, version)
     return ApiVersionsResponse(error_code=error, api_keys=keys, throttle_time_ms=0)
+
+
+def error_response(request: ApiVersionsRequest, version: int, error: ErrorCode) -> ApiVersionsResponse:
+    """Kafka's getErrorResponse: ``error`` and no API list."""
+    return ApiVersionsResponse(error_code=error, api_keys=[], throttle_time_ms=0)

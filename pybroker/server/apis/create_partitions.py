@@ -54,3 +54,11 @@ def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic: obje
     except InvalidPartitionsError as e:
         return _Result(name=name, error_code=ErrorCode.INVALID_PARTITIONS, error_message=str(e))
     return _Result(name=name, error_code=ErrorCode.NONE, error_message=None)
+
+
+def error_response(request: CreatePartitionsRequest, version: int, error: ErrorCode) -> CreatePartitionsResponse:
+    """Kafka's getErrorResponse: ``error`` for every topic."""
+    return CreatePartitionsResponse(throttle_time_ms=0, results=[
+        _Result(name=name, error_code=error, error_message=None)
+        for name in dict.fromkeys(topic.name for topic in request.topics)
+    ])

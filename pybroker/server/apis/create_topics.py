@@ -107,3 +107,10 @@ def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: object) ->
     if created_id is not None:
         result.topic_id = created_id
     return result
+
+
+def error_response(request: CreateTopicsRequest, version: int, error: ErrorCode) -> CreateTopicsResponse:
+    """Kafka's getErrorResponse: ``error`` for every topic (no message: it could leak internals)."""
+    return CreateTopicsResponse(throttle_time_ms=0, topics=[
+        _error(name, error, None) for name in dict.fromkeys(topic.name for topic in request.topics)
+    ])

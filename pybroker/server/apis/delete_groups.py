@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 from pybroker.server.request_context import RequestContext
 
@@ -16,4 +17,12 @@ def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsRes
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=results[group_id])
         for group_id in group_ids
+    ])
+
+
+def error_response(request: DeleteGroupsRequest, version: int, error: ErrorCode) -> DeleteGroupsResponse:
+    """Kafka's getErrorResponse: ``error`` for every group."""
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[
+        DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error)
+        for group_id in dict.fromkeys(request.groups_names)
     ])

@@ -65,3 +65,16 @@ def handle(
     response: asyncio.Future[DeleteRecordsResponse] = asyncio.get_running_loop().create_future()
     results.add_done_callback(lambda done: response.done() or response.set_result(build(done.result())))
     return response
+
+
+def error_response(request: DeleteRecordsRequest, version: int, error: ErrorCode) -> DeleteRecordsResponse:
+    """Kafka's getErrorResponse: ``error`` and unknown watermarks on every partition."""
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=[
+        DeleteRecordsResponse.DeleteRecordsTopicResult(name=topic.name, partitions=[
+            DeleteRecordsResponse.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1, leader_log_start_offset=-1, error_code=error,
+            )
+            for p in topic.partitions
+        ])
+        for topic in request.topics
+    ])

@@ -46,3 +46,14 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> _Resu
                        error_message=f"Topic {name} does not exist.")
     broker.delete_topic(name)
     return _Result(name=name, topic_id=topic.topic_id, error_code=ErrorCode.NONE, error_message=None)
+
+
+def error_response(request: DeleteTopicsRequest, version: int, error: ErrorCode) -> DeleteTopicsResponse:
+    """Kafka's getErrorResponse: ``error`` for every topic, by name or (v6) id."""
+    if version >= 6:
+        wanted = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
+    else:
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=[
+        _Result(name=name, topic_id=topic_id, error_code=error, error_message=None) for name, topic_id in wanted
+    ])

@@ -29,3 +29,11 @@ def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClus
         brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=endpoint.host, port=endpoint.port, rack=None)],
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
+
+
+def error_response(request: DescribeClusterRequest, version: int, error: ErrorCode) -> DescribeClusterResponse:
+    """Kafka's getErrorResponse: ``error`` and nothing described."""
+    return DescribeClusterResponse(
+        throttle_time_ms=0, error_code=error, error_message=None, endpoint_type=ENDPOINT_TYPE_BROKERS,
+        cluster_id="", controller_id=-1, brokers=[], cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )

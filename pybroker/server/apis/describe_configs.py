@@ -59,3 +59,12 @@ def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: ob
         for e in entries
     ]
     return _Result(error_code=ErrorCode.NONE, error_message=None, resource_type=kind, resource_name=name, configs=configs)
+
+
+def error_response(request: DescribeConfigsRequest, version: int, error: ErrorCode) -> DescribeConfigsResponse:
+    """Kafka's getErrorResponse: ``error`` for every resource, no configs."""
+    return DescribeConfigsResponse(throttle_time_ms=0, results=[
+        _Result(error_code=error, error_message=None, resource_type=resource.resource_type,
+                resource_name=resource.resource_name, configs=[])
+        for resource in request.resources
+    ])

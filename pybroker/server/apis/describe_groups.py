@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 from pybroker.server.apis.group_response import ALL_GROUP_OPERATIONS, AUTHORIZED_OPERATIONS_OMITTED
 from pybroker.server.request_context import RequestContext
@@ -30,3 +31,14 @@ def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroup
             authorized_operations=ALL_GROUP_OPERATIONS if with_operations else AUTHORIZED_OPERATIONS_OMITTED,
         ))
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
+
+
+def error_response(request: DescribeGroupsRequest, version: int, error: ErrorCode) -> DescribeGroupsResponse:
+    """Kafka's getErrorResponse: ``error`` for every group, nothing described."""
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[
+        DescribeGroupsResponse.DescribedGroup(
+            error_code=error, group_id=group_id, group_state="", protocol_type="", protocol_data="", members=[],
+            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+        for group_id in request.groups
+    ])

@@ -67,3 +67,14 @@ def _response(request: FetchRequest, results: dict[TopicPartition, FetchPartitio
             )
         topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=partitions))
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)
+
+
+def error_response(request: FetchRequest, version: int, error: ErrorCode) -> FetchResponse:
+    """Kafka's getErrorResponse below v13: ``error`` at the top and on every partition."""
+    response = _response(request, {
+        TopicPartition(topic.topic, p.partition): FetchPartitionResult(error)
+        for topic in request.topics
+        for p in topic.partitions
+    })
+    response.error_code = error
+    return response

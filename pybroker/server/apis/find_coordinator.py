@@ -53,3 +53,13 @@ def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, object]:
 
 def _error(code: ErrorCode, message: str) -> dict[str, object]:
     return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
+
+
+def error_response(request: FindCoordinatorRequest, version: int, error: ErrorCode) -> FindCoordinatorResponse:
+    """Kafka's getErrorResponse: ``error`` with no node, for the key (v0-3) or every key (v4)."""
+    if version >= 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+            FindCoordinatorResponse.Coordinator(key=key, **_error(error, error.message or ""))
+            for key in request.coordinator_keys
+        ])
+    return FindCoordinatorResponse(throttle_time_ms=0, **_error(error, error.message or ""))

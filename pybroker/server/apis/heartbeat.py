@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import HeartbeatRequest, HeartbeatResponse
 from pybroker.server.request_context import RequestContext
 
@@ -15,4 +16,9 @@ def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
         request.group_id, request.member_id, request.group_instance_id if ctx.api_version >= 3 else None,
         request.generation_id,
     )
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+
+def error_response(request: HeartbeatRequest, version: int, error: ErrorCode) -> HeartbeatResponse:
+    """Kafka's getErrorResponse."""
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)

@@ -92,3 +92,14 @@ def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> tuple[
     if not validate_only:
         broker.set_topic_configs(name, updated)
     return ErrorCode.NONE, None
+
+
+def error_response(
+    request: IncrementalAlterConfigsRequest, version: int, error: ErrorCode
+) -> IncrementalAlterConfigsResponse:
+    """Kafka's getErrorResponse: ``error`` for every resource."""
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=[
+        _Result(error_code=error, error_message=None, resource_type=resource.resource_type,
+                resource_name=resource.resource_name)
+        for resource in request.resources
+    ])

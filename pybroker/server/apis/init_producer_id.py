@@ -25,3 +25,8 @@ def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerI
                                       producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                   producer_id=metadata.allocate_producer_id(), producer_epoch=0)
+
+
+def error_response(request: InitProducerIdRequest, version: int, error: ErrorCode) -> InitProducerIdResponse:
+    """Kafka's getErrorResponse: ``error``, no producer id or epoch."""
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=error, producer_id=-1, producer_epoch=-1)

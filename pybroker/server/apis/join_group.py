@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import JoinGroupRequest, JoinGroupResponse
 from pybroker.server.apis.group_response import answer
 from pybroker.server.group.coordinator import JoinRequest, JoinResult
@@ -44,3 +45,11 @@ def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse 
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
     )
     return answer(lambda respond: ctx.broker.group_coordinator.handle_join_group(join, respond), build)
+
+
+def error_response(request: JoinGroupRequest, version: int, error: ErrorCode) -> JoinGroupResponse:
+    """Kafka's getErrorResponse: ``error``, no generation, member or protocol."""
+    return JoinGroupResponse(
+        throttle_time_ms=0, error_code=error, generation_id=-1, protocol_name=None if version >= 7 else "",
+        leader="", member_id="", members=[],
+    )

@@ -25,3 +25,8 @@ def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupRespons
         LeaveGroupResponse.MemberResponse(member_id=member_id, group_instance_id=instance_id, error_code=code)
         for (member_id, instance_id), code in zip(leaving, member_errors, strict=True)
     ])
+
+
+def error_response(request: LeaveGroupRequest, version: int, error: ErrorCode) -> LeaveGroupResponse:
+    """Kafka's getErrorResponse: the top-level ``error``, no member results."""
+    return LeaveGroupResponse(throttle_time_ms=0, error_code=error, members=[])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ListGroupsRequest, ListGroupsResponse
 from pybroker.server.group.group_metadata import GroupState
 from pybroker.server.request_context import RequestContext
@@ -21,3 +22,8 @@ def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsRespons
         ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state)
         for group_id, protocol_type, state in groups
     ])
+
+
+def error_response(request: ListGroupsRequest, version: int, error: ErrorCode) -> ListGroupsResponse:
+    """Kafka's getErrorResponse: ``error`` and no groups."""
+    return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[])

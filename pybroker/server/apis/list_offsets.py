@@ -84,3 +84,13 @@ def _list_offset(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPart
         return _error(index, ErrorCode.NONE)
     offset, found_timestamp, epoch = found
     return _Partition(partition_index=index, timestamp=found_timestamp, offset=offset, leader_epoch=epoch)
+
+
+def error_response(request: ListOffsetsRequest, version: int, error: ErrorCode) -> ListOffsetsResponse:
+    """Kafka's getErrorResponse: ``error`` and unknown offsets on every partition."""
+    return ListOffsetsResponse(throttle_time_ms=0, topics=[
+        ListOffsetsResponse.ListOffsetsTopicResponse(
+            name=topic.name, partitions=[_error(p.partition_index, error) for p in topic.partitions]
+        )
+        for topic in request.topics
+    ])

@@ -101,3 +101,16 @@ def _topic(topic: TopicMetadata) -> MetadataResponse.MetadataResponseTopic:
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
         partitions=partitions, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
+
+
+def error_response(request: MetadataRequest, version: int, error: ErrorCode) -> MetadataResponse:
+    """Kafka's getErrorResponse: ``error`` on every requested topic, no brokers."""
+    topics = [
+        MetadataResponse.MetadataResponseTopic(
+            error_code=error, name=wanted.name or "", topic_id=getattr(wanted, "topic_id", ZERO_UUID) or ZERO_UUID,
+            is_internal=False, partitions=[], topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        )
+        for wanted in request.topics or []
+    ]
+    return MetadataResponse(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, topics=topics,
+                            cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

@@ -72,3 +72,14 @@ def handle(
         ),
         build,
     )
+
+
+def error_response(request: OffsetCommitRequest, version: int, error: ErrorCode) -> OffsetCommitResponse:
+    """Kafka's getErrorResponse: ``error`` on every partition."""
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        OffsetCommitResponse.OffsetCommitResponseTopic(name=topic.name, partitions=[
+            OffsetCommitResponse.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=error)
+            for p in topic.partitions
+        ])
+        for topic in request.topics
+    ])

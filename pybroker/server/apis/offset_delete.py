@@ -33,3 +33,8 @@ def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteRes
     return OffsetDeleteResponse(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=[
         OffsetDeleteResponse.OffsetDeleteResponseTopic(name=name, partitions=parts) for name, parts in by_topic.items()
     ])
+
+
+def error_response(request: OffsetDeleteRequest, version: int, error: ErrorCode) -> OffsetDeleteResponse:
+    """Kafka's getErrorResponse: the top-level ``error``, no partitions."""
+    return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])

@@ -64,3 +64,19 @@ def _topics(
             committed_leader_epoch=committed.leader_epoch, metadata=committed.metadata, error_code=error,
         ))
     return [topic_cls(name=name, partitions=partitions) for name, partitions in by_topic.items()]
+
+
+def error_response(request: OffsetFetchRequest, version: int, error: ErrorCode) -> OffsetFetchResponse:
+    """Kafka's getErrorResponse: ``error`` per group (v8), at the top (v2-7), or on every requested
+    partition (v1, which has no top-level error)."""
+    if version >= 8:
+        return OffsetFetchResponse(throttle_time_ms=0, groups=[
+            OffsetFetchResponse.OffsetFetchResponseGroup(group_id=group.group_id, error_code=error, topics=[])
+            for group in request.groups
+        ])
+    if version >= 2:
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[])
+    failed = {tp: OffsetAndMetadata(offset=-1) for tp in _partitions(request.topics) or []}
+    return OffsetFetchResponse(topics=_topics(
+        failed, OffsetFetchResponse.OffsetFetchResponseTopic, OffsetFetchResponse.OffsetFetchResponsePartition, error,
+    ))

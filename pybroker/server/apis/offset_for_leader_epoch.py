@@ -45,3 +45,15 @@ def _end_offset(ctx: RequestContext, tp: TopicPartition, p: object) -> _Result:
         return error(ErrorCode.UNKNOWN_LEADER_EPOCH)
     epoch, end_offset = log.leader_epoch_cache.end_offset_for(p.leader_epoch, log.log_end_offset)  # type: ignore[attr-defined]
     return _Result(error_code=ErrorCode.NONE, partition=tp.partition, leader_epoch=epoch, end_offset=end_offset)
+
+
+def error_response(
+    request: OffsetForLeaderEpochRequest, version: int, error: ErrorCode
+) -> OffsetForLeaderEpochResponse:
+    """Kafka's getErrorResponse: ``error`` and unknown epoch and offset on every partition."""
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[
+        OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=topic.topic, partitions=[
+            _Result(error_code=error, partition=p.partition, leader_epoch=-1, end_offset=-1) for p in topic.partitions
+        ])
+        for topic in request.topics
+    ])

@@ -68,3 +68,14 @@ def _response(request: ProduceRequest, results: dict[TopicPartition, PartitionAp
             )
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
     return ProduceResponse(responses=topics, throttle_time_ms=0)
+
+
+def error_response(request: ProduceRequest, version: int, error: ErrorCode) -> ProduceResponse | None:
+    """Kafka's getErrorResponse: ``error`` on every partition; acks=0 has no response to carry it."""
+    if request.acks == 0:
+        return None
+    return _response(request, {
+        TopicPartition(topic.name, partition.index): PartitionAppendResult(error)
+        for topic in request.topic_data
+        for partition in topic.partition_data
+    })

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import SyncGroupRequest, SyncGroupResponse
 from pybroker.server.apis.group_response import answer
 from pybroker.server.group.coordinator import SyncResult
@@ -36,3 +37,8 @@ def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse 
         ),
         build,
     )
+
+
+def error_response(request: SyncGroupRequest, version: int, error: ErrorCode) -> SyncGroupResponse:
+    """Kafka's getErrorResponse: ``error`` and an empty assignment."""
+    return SyncGroupResponse(throttle_time_ms=0, error_code=error, assignment=b"")

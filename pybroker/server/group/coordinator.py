@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pybroker.protocol.errors import ErrorCode
+from pybroker.scheduler import ScheduledTask, Scheduler
 from pybroker.server.group.delayed_operations import (
     DelayedHeartbeat,
     DelayedJoin,
@@ -118,14 +119,18 @@ NO_OFFSET = OffsetAndMetadata(offset=-1, leader_epoch=-1, metadata="")
 class GroupCoordinator:
     """Coordinates the groups whose ``__consumer_offsets`` partition this broker leads."""
 
-    def __init__(self, manager: GroupMetadataManager, config: GroupConfig, retention_check_interval_ms: int) -> None:
+    def __init__(
+        self, manager: GroupMetadataManager, config: GroupConfig, retention_check_interval_ms: int,
+        scheduler: Scheduler,
+    ) -> None:
         self.manager = manager
         self.config = config
         self.retention_check_interval_ms = retention_check_interval_ms
+        self.scheduler = scheduler
         self.rebalance_purgatory = Purgatory("Rebalance")
         self.heartbeat_purgatory = Purgatory("Heartbeat")
         self.active = False
-        self._expiry_task: asyncio.Task[None] | None = None
+        self._expiry_task: ScheduledTask | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -133,8 +138,9 @@ class GroupCoordinator:
         """Load the groups of the owned ``__consumer_offsets`` partitions; start offset expiry."""
         self._start_sessions(self.manager.load_partitions())
         self.active = True
-        self._expiry_task = asyncio.get_running_loop().create_task(
-            self.manager.run_expiry(self.retention_check_interval_ms), name="offsets-expiry"
+        interval = self.retention_check_interval_ms
+        self._expiry_task = self.scheduler.schedule(
+            "delete-expired-group-metadata", self.manager.expire_offsets, interval, interval
         )
 
     def _start_sessions(self, loaded: list[GroupMetadata]) -> None:
@@ -147,7 +153,7 @@ class GroupCoordinator:
         self.active = False
         if self._expiry_task is not None:
             self._expiry_task.cancel()
-            await asyncio.gather(self._expiry_task, return_exceptions=True)
+            await self._expiry_task.wait()
         self.rebalance_purgatory.shutdown()
         self.heartbeat_purgatory.shutdown()
 

@@ -19,7 +19,6 @@ Record bytes are built and parsed by the native module, once per batch.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -369,11 +368,3 @@ class GroupMetadataManager:
         if removed:
             log.info("Removed %d expired offset(s)", removed)
         return removed
-
-    async def run_expiry(self, interval_ms: int) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                self.expire_offsets()
-            except Exception:  # a bug here must not stop future passes
-                log.exception("Offset expiry failed")
