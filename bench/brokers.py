@@ -294,20 +294,42 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def repo_head() -> str:
-    """The repo's HEAD commit for result files, marked when tracked files have uncommitted
-    changes; a note when git cannot tell."""
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-
+def git(*args: str) -> str:
+    """Output of a git command in the repo ("" if git fails)."""
     try:
-        head = git("rev-parse", "--short", "HEAD") or "no commit yet"
-        dirty = git("status", "--porcelain", "--untracked-files=no")
+        done = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return head + (" (+ uncommitted changes)" if dirty else "")
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def provenance(script: str | Path, argv: list[str], command: str | None = None) -> dict[str, Any]:
+    """Where a result file comes from, for its ``provenance`` field: the command that made it
+    (default: ``python <script> <argv>``), the commit the code was at, whether tracked files
+    differed from that commit (``dirty``), and the newest commit that changed the generating script
+    (a file, or a directory such as ``bench/spark``). ``bench/check_results.py`` checks it."""
+    path = Path(script).resolve()
+    relative = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    return {
+        "command": command or " ".join([f"python {relative.as_posix()}", *argv]),
+        "script": relative.as_posix(),
+        "commit": git("rev-parse", "HEAD") or "unknown",
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "script_commit": git("log", "-1", "--format=%H", "--", str(relative)) or "unknown",
+    }
+
+
+def confirm_provenance(stamp: dict[str, Any]) -> dict[str, Any]:
+    """At the end of a run: if the checkout moved or changed while it ran, the stamp says dirty."""
+    if git("rev-parse", "HEAD") != stamp["commit"] or git("status", "--porcelain", "--untracked-files=no"):
+        stamp["dirty"] = True
+    return stamp
+
+
+def provenance_line(stamp: dict[str, Any]) -> str:
+    """The provenance as one markdown sentence for a result's .md."""
+    dirty = " **with uncommitted changes**" if stamp["dirty"] else ""
+    return f"Produced by `{stamp['command']}` at commit `{stamp['commit'][:12]}`{dirty}."
 
 
 def machine_info(workdir: Path | None = None) -> dict[str, Any]:

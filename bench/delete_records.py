@@ -33,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_compare import REPO, Broker, broker_command, broker_env, free_port  # noqa: E402
+from brokers import confirm_provenance, machine_info, provenance, provenance_line  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from pybroker.client.connection import BrokerConnection  # noqa: E402
@@ -127,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweeps", type=int, default=5, help="bulk sweeps")
     ap.add_argument("--out", default=str(REPO / "bench" / "results"), help="results directory")
     args = ap.parse_args(argv)
+    stamp = provenance(__file__, list(argv if argv is not None else sys.argv[1:]))
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="bench-delete-records-") as work:
         broker = Broker(broker_command("pybroker", port, Path(work) / "data", None, sys.executable),  # type: ignore[arg-type]
@@ -145,10 +147,9 @@ def main(argv: list[str] | None = None) -> int:
                      "partitions": args.partitions, "n": len(sweep_ms)},
     }
     result = {
+        "provenance": confirm_provenance(stamp),
         "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": "python bench/delete_records.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "loadavg": list(os.getloadavg())},
+        "machine": machine_info(),
         "parameters": vars(args), "summary": summary, "broker_exit_code": exit_code,
         "raw_ms": {"latency": lat_ms, "sweep": sweep_ms},
     }
@@ -158,9 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     lat, sw = summary["latency_ms"], summary["sweep_ms"]
     md = f"""# DeleteRecords benchmark
 
-Generated {result['generated']} by `{result['command'].strip()}`. One pybroker broker (default
-settings, fresh data dir), the project's own client over one connection, DeleteRecords v3 with
-LeaderOnly=false. Machine: {os.cpu_count()} vCPU, {platform.platform()}, Python {platform.python_version()}.
+{provenance_line(result['provenance'])} Finished {result['generated']}. One pybroker broker
+(default settings, fresh data dir), the project's own client over one connection, DeleteRecords
+v3 with LeaderOnly=false. Machine: {os.cpu_count()} vCPU, {platform.platform()}, Python {platform.python_version()}.
 
 | metric | value |
 |---|---:|

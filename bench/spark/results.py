@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench.brokers import provenance_line
 from bench.spark.stats import fmt_int, fmt_ms
 
 MB = 1e6
@@ -105,14 +106,14 @@ def render_markdown(result: dict[str, Any]) -> str:
     lines = [
         f"# Spark bench: {result['scenario']}",
         "",
-        f"Generated {result['finished_at']} by `{result['command']}`.",
+        provenance_line(result["provenance"]) + f" Finished {result['finished_at']}.",
         "",
         f"Workload: {result['workload_summary']}. Client in tasks: **{result['client']}** "
         f"(format `{result['format']}`). Spark {v.get('spark')} `{v.get('master')}`, "
         f"Java {v.get('java', '?')}, pyarrow {v.get('pyarrow')}, librdkafka {v.get('librdkafka', '?')}.",
         f"Machine: {m['nproc']} vCPU ({m['cpu']}), kernel {m['kernel']}, load average at start "
         f"{' / '.join(f'{x:.2f}' for x in m['loadavg_start'])}, at end "
-        f"{' / '.join(f'{x:.2f}' for x in m.get('loadavg_end', []))}. Repo {v.get('repo_head')}.",
+        f"{' / '.join(f'{x:.2f}' for x in m.get('loadavg_end', []))}.",
         "",
         "Medians over successful runs (MB = 10^6 bytes of record values).",
         "",
@@ -132,10 +133,10 @@ def render_markdown(result: dict[str, Any]) -> str:
         + " |"
     )
     if result.get("targets"):
-        lines += ["", "## Targets", "", "| target | value | result |", "|---|---|---|"]
+        lines += ["", "## Targets", "", "| target | value | result | note |", "|---|---|---|---|"]
         for t in result["targets"]:
             verdict = {True: "PASS", False: "FAIL", None: "not evaluated"}[t["pass"]]
-            lines.append(f"| {t['target']} | {t['value']} | {verdict} |")
+            lines.append(f"| {t['target']} | {t['value']} | {verdict} | {t.get('note', '')} |")
     notes = result.get("notes") or []
     if notes:
         lines += ["", "## Notes", ""] + [f"* {n}" for n in notes]

@@ -322,13 +322,17 @@ class LogManager:
         finally:
             del self._epoch_writers[partition_log]
 
-    def maybe_flush_after_append(self, partition_log: Log) -> None:
-        """Honour flush.messages: fsync once that many messages are unflushed."""
-        if partition_log.unflushed_messages >= partition_log.config.flush_messages:
-            partition_log.unflushed_messages = 0
-            future = asyncio.ensure_future(self.flush(partition_log))
-            self._pending_flushes.add(future)
-            future.add_done_callback(self._pending_flushes.discard)
+    def maybe_flush_after_append(self, partition_log: Log) -> asyncio.Future[None] | None:
+        """Honour flush.messages: once that many messages are unflushed, fsync (in a worker thread)
+        up to the log end offset. Returns the flush, which the append's acknowledgement waits for
+        (Kafka flushes inside the append), or None when no flush was due."""
+        if partition_log.unflushed_messages < partition_log.config.flush_messages:
+            return None
+        partition_log.unflushed_messages = 0
+        future = asyncio.ensure_future(self.flush(partition_log))
+        self._pending_flushes.add(future)
+        future.add_done_callback(self._pending_flushes.discard)
+        return future
 
     def _snapshot(self, attribute: str) -> dict[str, dict[TopicPartition, int]]:
         per_dir: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}

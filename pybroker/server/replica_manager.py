@@ -72,6 +72,10 @@ class PartitionAppendResult:
     required_offset: int = -1  # acks=all: the high watermark this append waits for
 
 
+# Append results now, or a future of them when the answer must wait.
+AppendOutcome = dict[TopicPartition, PartitionAppendResult] | asyncio.Future[dict[TopicPartition, PartitionAppendResult]]
+
+
 @dataclass
 class FetchPartitionRequest:
     topic_partition: TopicPartition
@@ -266,21 +270,44 @@ class ReplicaManager:
     def append_records(
         self, required_acks: int, timeout_ms: int, entries: Iterable[tuple[TopicPartition, memoryview | None]],
         internal_topics_allowed: bool = False,
-    ) -> dict[TopicPartition, PartitionAppendResult] | asyncio.Future[dict[TopicPartition, PartitionAppendResult]]:
-        """Append to leaders; returns results now, or a future when acks=all must wait."""
+    ) -> AppendOutcome:
+        """Append to leaders; returns results now, or a future when the answer must wait: for
+        acks=all until the high watermarks cover the appends, and for an append after which
+        flush.messages forced an fsync until that fsync is done (as Kafka flushes inside the
+        append)."""
         results: dict[TopicPartition, PartitionAppendResult] = {}
+        flushes: dict[TopicPartition, asyncio.Future[None]] = {}
         timestamp = now_ms()
         for tp, records in entries:
             results[tp] = result = self._append_one(tp, records, required_acks, timestamp, internal_topics_allowed)
             if result.error == ErrorCode.NONE:
                 self.fetch_purgatory.check_and_complete(tp)
-        if required_acks != -1 or not any(r.required_offset >= 0 for r in results.values()):
-            return results
-        future: asyncio.Future[dict[TopicPartition, PartitionAppendResult]] = asyncio.get_running_loop().create_future()
-        operation = DelayedProduce(timeout_ms, results, self.partitions.get, future)
-        # _append_one already found these high watermarks short of the appended records.
-        self.produce_purgatory.watch(operation, [tp for tp, r in results.items() if r.required_offset >= 0])
-        return future
+                flush = self.log_manager.maybe_flush_after_append(self.partitions[tp].log)
+                if flush is not None:
+                    flushes[tp] = flush
+        outcome: AppendOutcome = results
+        if required_acks == -1 and any(r.required_offset >= 0 for r in results.values()):
+            outcome = asyncio.get_running_loop().create_future()
+            operation = DelayedProduce(timeout_ms, results, self.partitions.get, outcome)
+            # _append_one already found these high watermarks short of the appended records.
+            self.produce_purgatory.watch(operation, [tp for tp, r in results.items() if r.required_offset >= 0])
+        if flushes:
+            return asyncio.ensure_future(self._after_flushes(flushes, outcome))
+        return outcome
+
+    @staticmethod
+    async def _after_flushes(
+        flushes: dict[TopicPartition, asyncio.Future[None]], outcome: AppendOutcome
+    ) -> dict[TopicPartition, PartitionAppendResult]:
+        """The append results once the forced flushes are done; a partition whose flush failed
+        answers KAFKA_STORAGE_ERROR (its records may not be on disk)."""
+        done = await asyncio.gather(*flushes.values(), return_exceptions=True)
+        results = await outcome if asyncio.isfuture(outcome) else outcome
+        for tp, error in zip(flushes, done, strict=True):
+            if isinstance(error, BaseException):
+                log.error("Flushing %s after an append failed: %s", tp, error)
+                results[tp] = PartitionAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, str(error))
+        return results
 
     def _append_one(
         self, tp: TopicPartition, records: memoryview | None, required_acks: int, timestamp: int,
@@ -305,8 +332,6 @@ class ReplicaManager:
         except OSError as e:
             log.error("Append to %s failed with a storage error: %s", tp, e)
             return PartitionAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
-        if not info.duplicate:
-            self.log_manager.maybe_flush_after_append(partition.log)
         required = info.last_offset + 1 if required_acks == -1 else -1
         if required >= 0 and partition.high_watermark >= required:
             required = -1

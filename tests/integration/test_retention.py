@@ -212,11 +212,16 @@ def test_log_start_offset_checkpoint_follows_retention(start_broker, topic_name)
     record_bases = live_bases(broker.data_dir / f"{by_records}-0")
     target = record_bases[2] + 3
 
-    set_config(admin, by_time, "log.retention.min.timestamp", str(timestamps[time_bases[2]]))
-    admin.delete_records([TopicPartition(by_records, 0, target)])[TopicPartition(by_records, 0, target)].result(timeout=30)
-    wait_until(lambda: live_bases(broker.data_dir / f"{by_time}-0") == time_bases[2:]
-               and live_bases(broker.data_dir / f"{by_records}-0") == record_bases[2:],
-               message="retention deleted the old segments")
+    def move_start_offsets(admin: AdminClient, segment: int, offset: int) -> None:
+        """Retention by time up to segment ``segment`` of one topic, DeleteRecords to ``offset`` in
+        the other; wait until retention has deleted the segments below both."""
+        set_config(admin, by_time, "log.retention.min.timestamp", str(timestamps[time_bases[segment]]))
+        admin.delete_records([TopicPartition(by_records, 0, offset)])[TopicPartition(by_records, 0, offset)].result(timeout=30)
+        wait_until(lambda: live_bases(broker.data_dir / f"{by_time}-0") == time_bases[segment:]
+                   and live_bases(broker.data_dir / f"{by_records}-0") == record_bases[segment:],
+                   message=f"retention to delete the segments below segment {segment}")
+
+    move_start_offsets(admin, 2, target)
 
     # The periodic checkpoint (every 200 ms here) picks up the moved start offsets...
     checkpoint = broker.data_dir / "log-start-offset-checkpoint"
@@ -238,11 +243,7 @@ def test_log_start_offset_checkpoint_follows_retention(start_broker, topic_name)
     admin = admin_for(broker)
     assert earliest(admin, by_time) == time_bases[2] and earliest(admin, by_records) == target
     second_target = record_bases[3] + 2
-    set_config(admin, by_time, "log.retention.min.timestamp", str(timestamps[time_bases[3]]))
-    admin.delete_records([TopicPartition(by_records, 0, second_target)])[TopicPartition(by_records, 0, second_target)].result(timeout=30)
-    wait_until(lambda: live_bases(broker.data_dir / f"{by_time}-0") == time_bases[3:]
-               and live_bases(broker.data_dir / f"{by_records}-0") == record_bases[3:],
-               message="retention deleted the next segments")
+    move_start_offsets(admin, 3, second_target)
     assert earliest(admin, by_time) == time_bases[3] and earliest(admin, by_records) == second_target
     assert holds(first), "the checkpoint changed while the broker ran: not the shutdown's write"
     assert all(deleted_files(broker.data_dir / f"{topic}-0") for topic in first)

@@ -1,14 +1,16 @@
 """Cross-check our specs against Kafka's own JSON message definitions.
 
-    python tests/tools/check_specs.py /path/to/kafka/clients/src/main/resources/common/message
+    python tests/tools/check_specs.py [DIR]
 
-For every request/response in `pybroker.protocol.specs` it reads ``<Name>.json`` from that
-directory and compares, field by field and recursively: order, snake_case names, types, versions,
-nullable versions, tagged versions and tags, defaults, ignorable flags and struct names, plus the
-API key and flexible versions, and that our supported range lies inside Kafka's valid range.
-Differences are printed; the exit status is 1 if there are any. Specs that deliberately differ
-from released Kafka (DeleteRecords v3, KIP-1343) can be skipped with ``--skip``.
-Kafka's files are read at run time only; nothing of them is kept in this repository.
+For every request/response in `pybroker.protocol.specs` it reads ``<Name>.json`` from DIR
+(default: ``tests/data/kafka-messages``, Kafka's files kept as test data, with KIP-1343's v3
+applied to DeleteRecords; see the README there) and compares, field by field and recursively:
+order, snake_case names, types, versions, nullable versions, tagged versions and tags, defaults,
+ignorable flags and struct names, plus the API key and flexible versions, and that our supported
+range lies inside Kafka's valid range. Differences are printed; the exit status is 1 if there are
+any. ``tests/unit/test_specs_match_kafka.py`` runs it in the test suite; point DIR at a Kafka
+checkout's ``clients/src/main/resources/common/message`` to compare with another Kafka version
+(``--skip`` leaves out specs that differ on purpose there, such as DeleteRecords v3).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pybroker.protocol.schema import ZERO_UUID, Field, VersionRange, snake_case 
 from pybroker.protocol.specs import REQUESTS, RESPONSES  # noqa: E402
 
 INTS = ("int8", "int16", "int32", "int64", "uint16")
+KEPT = Path(__file__).resolve().parents[1] / "data" / "kafka-messages"
 
 
 def load(directory: Path, name: str) -> dict[str, Any]:
@@ -91,11 +94,11 @@ def compare(path: str, theirs: list[dict[str, Any]], ours: tuple[Field, ...],
             compare(p, sub, f.struct.fields, common, errors)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("json_dir", type=Path)
-    parser.add_argument("--skip", nargs="*", default=["DeleteRecordsRequest", "DeleteRecordsResponse"])
-    args = parser.parse_args()
+    parser.add_argument("json_dir", type=Path, nargs="?", default=KEPT)
+    parser.add_argument("--skip", nargs="*", default=[], help="message names to leave out")
+    args = parser.parse_args(argv)
     errors: list[str] = []
     checked = 0
     for registry in (REQUESTS, RESPONSES):

@@ -56,7 +56,7 @@ def _populated(struct: Struct, version: int) -> Any:
 
 
 def _class_of(messages: ModuleType, struct: Struct) -> type:
-    for top in (*messages.REQUEST_CLASSES.values(),):
+    for top in messages.REQUEST_CLASSES.values():
         if top._spec is struct:
             return top
         nested = top._structs.get(struct.name)
@@ -70,9 +70,9 @@ def _request(api_key: int, version: int) -> Any:
     request = _populated(REQUESTS[api_key].struct, version)
     if api_key == ApiKey.PRODUCE:
         request.acks = 1
-    frame = codec.encode_request(api_key, version, 7, "test", request)
-    header, offset = codec.decode_request_header(memoryview(frame)[4:])
-    return codec.decode_request(api_key, version, memoryview(frame)[4:], offset)
+    frame = memoryview(codec.encode_request(api_key, version, 7, "test", request))[4:]
+    _, offset = codec.decode_request_header(frame)
+    return codec.decode_request(api_key, version, frame, offset)
 
 
 def _error_codes(message: Any, struct: Struct, version: int) -> list[int]:

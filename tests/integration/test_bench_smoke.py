@@ -1,0 +1,85 @@
+"""Every benchmark script still runs: each one once, with tiny parameters, into a temp dir.
+
+The figures of such runs mean nothing; what is checked is that the script completes, starts and
+stops its brokers, and writes its JSON (with a provenance stamp) and markdown. The committed
+results themselves are checked by tests/unit/test_bench_results.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def run(tmp_path: Path, *args: str) -> str:
+    done = subprocess.run([sys.executable, *args, "--out", str(tmp_path)], cwd=REPO, capture_output=True,
+                          text=True, timeout=280, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def result(tmp_path: Path, stem: str) -> dict:
+    assert (tmp_path / f"{stem}.md").read_text().strip()
+    data = json.loads((tmp_path / f"{stem}.json").read_text())
+    assert set(data["provenance"]) >= {"command", "script", "commit", "dirty", "script_commit"}
+    return data
+
+
+def test_broker_compare_100_bytes_against_tansu(tmp_path):
+    run(tmp_path, "bench/broker_compare.py", "--records", "3000", "--runs", "2", "--settle", "0",
+        "--quiet-wait", "0")
+    data = result(tmp_path, "broker_compare-100")
+    assert [r["ok"] for r in data["runs"]] == [True] * 4
+    assert data["versus"]["consume_msgs_per_s"]["verdict"] in ("win", "tie", "loss")
+    assert all(r["kcat_consume"]["queue_backoffs"] >= 0 for r in data["runs"])
+
+
+def test_broker_compare_64_kib_with_the_synced_variant_and_ceilings(tmp_path):
+    run(tmp_path, "bench/broker_compare.py", "--size", "65536", "--records", "64", "--runs", "1",
+        "--brokers", "pybroker", "--synced", "--settle", "0", "--quiet-wait", "0",
+        "--seqwrite-runs", "1", "--seqwrite-mib", "8", "--tag", "smoke")
+    data = result(tmp_path, "broker_compare-65536-smoke")
+    assert [r["broker"] for r in data["runs"]] == ["pybroker", "pybroker-synced"]
+    assert {t["result"] for t in data["targets"] if "ceiling" in t["target"]} <= {"PASS", "FAIL"}
+    assert data["ceilings"]["page_cache"]["runs"] and data["ceilings"]["synced"]["runs"]
+
+
+def test_seqwrite(tmp_path):
+    done = subprocess.run([sys.executable, "bench/seqwrite.py", "--dir", str(tmp_path), "--mib", "4", "--runs", "2",
+                           "--sync", "each"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    measured = json.loads(done.stdout)
+    assert measured["sync"] == "each" and len(measured["runs"]) == 2
+    assert measured["min_mb_per_s"] <= measured["median_mb_per_s"] <= measured["max_mb_per_s"]
+
+
+def test_delete_records(tmp_path):
+    run(tmp_path, "bench/delete_records.py", "--requests", "20", "--partitions", "10", "--sweeps", "1")
+    assert result(tmp_path, "delete_records")["summary"]["latency_ms"]["n"] == 20
+
+
+def test_group_rebalance(tmp_path):
+    run(tmp_path, "bench/group_rebalance.py", "--brokers", "pybroker", "--scenarios", "first,graceful-hb300",
+        "--runs", "1", "--graceful-hb300-runs", "1", "--settle", "0.5", "--quiet-wait", "0")
+    assert all(r["ok"] for r in result(tmp_path, "group_rebalance")["runs"])
+
+
+def test_micro(tmp_path):
+    run(tmp_path, "bench/micro.py", "--repeat", "1", "--mib", "8", "--ops", "200")
+    result(tmp_path, "micro")
+
+
+def test_spark_workload(tmp_path):
+    run(tmp_path, "-m", "bench", "workload", "batch-100b", "--records", "2000", "--runs", "1",
+        "--brokers", "pybroker", "--master", "local[2]", "--no-progress")
+    data = result(tmp_path, "spark_batch-100b")
+    assert [r["ok"] for r in data["runs"]] == [True]
+    assert (tmp_path / "spark_batch-100b_throughput.png").exists()

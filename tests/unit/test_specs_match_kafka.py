@@ -1,0 +1,35 @@
+"""Every protocol spec matches Kafka's JSON message definition, kept in tests/data/kafka-messages
+(DeleteRecords with KIP-1343's v3): field order, names, types, versions, defaults, tags."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from pybroker.protocol.specs import REQUESTS, RESPONSES
+from tests.tools import check_specs
+
+
+def test_every_spec_matches_kafkas_definition(capsys):
+    assert check_specs.main([]) == 0, capsys.readouterr().out
+    assert capsys.readouterr().out.strip() == f"{len(REQUESTS) + len(RESPONSES)} specs match Kafka's definitions"
+
+
+def test_the_comparison_notices_a_difference(tmp_path, capsys):
+    """A changed field in Kafka's definition is reported: the check can fail."""
+    for path in check_specs.KEPT.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    produce = tmp_path / "ProduceRequest.json"
+    produce.write_text(re.sub(r'"name": "Acks", "type": "int16"', '"name": "Acks", "type": "int32"', produce.read_text()))
+    assert check_specs.main([str(tmp_path)]) == 1
+    assert "ProduceRequest.acks: type int32 vs int16" in capsys.readouterr().out
+
+
+def test_delete_records_v3_is_kip_1343():
+    text = (check_specs.KEPT / "DeleteRecordsRequest.json").read_text()
+    spec = json.loads(re.sub(r"^\s*//.*$", "", text, flags=re.M))
+    assert spec["validVersions"] == "0-3"
+    assert spec["fields"][-1] == {
+        "name": "LeaderOnly", "type": "bool", "versions": "3+", "default": "false",
+        "about": spec["fields"][-1]["about"],
+    }
