@@ -305,8 +305,8 @@ def git(*args: str) -> str:
 
 def provenance(script: str | Path, argv: list[str], command: str | None = None) -> dict[str, Any]:
     """Where a result file comes from, for its ``provenance`` field: the command that made it
-    (default: ``python <script> <argv>``), the commit the code was at, whether tracked files
-    differed from that commit (``dirty``), and the newest commit that changed the generating script
+    (default: ``python <script> <argv>``), the commit the code was at, whether tracked files other
+    than results differed from that commit (``dirty``), and the newest commit that changed the generating script
     (a file, or a directory such as ``bench/spark``). ``bench/check_results.py`` checks it."""
     path = Path(script).resolve()
     relative = path.relative_to(REPO) if path.is_relative_to(REPO) else path
@@ -314,16 +314,22 @@ def provenance(script: str | Path, argv: list[str], command: str | None = None) 
         "command": command or " ".join([f"python {relative.as_posix()}", *argv]),
         "script": relative.as_posix(),
         "commit": git("rev-parse", "HEAD") or "unknown",
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "dirty": code_changed(),
         "script_commit": git("log", "-1", "--format=%H", "--", str(relative)) or "unknown",
     }
 
 
 def confirm_provenance(stamp: dict[str, Any]) -> dict[str, Any]:
     """At the end of a run: if the checkout moved or changed while it ran, the stamp says dirty."""
-    if git("rev-parse", "HEAD") != stamp["commit"] or git("status", "--porcelain", "--untracked-files=no"):
+    if git("rev-parse", "HEAD") != stamp["commit"] or code_changed():
         stamp["dirty"] = True
     return stamp
+
+
+def code_changed() -> bool:
+    """Whether tracked files differ from HEAD, outside bench/results/ (results are the output of
+    the runs, not code: one benchmark rewriting its result files does not taint the next)."""
+    return bool(git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/results"))
 
 
 def provenance_line(stamp: dict[str, Any]) -> str:
