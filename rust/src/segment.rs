@@ -74,17 +74,26 @@ pub struct ReadPlan {
     pub max_offset: i64,
 }
 
-/// File handles to fsync, detached from the segment so a flush can run without holding it.
+/// What to fsync for a segment, detached from it so a flush can run without holding it: the open
+/// `.log` and the paths of the two indexes (which keep no descriptor; see `index_file.rs`).
 pub struct FlushHandles {
-    files: Vec<(Arc<File>, PathBuf)>,
+    log: (Arc<File>, PathBuf),
+    indexes: [PathBuf; 2],
 }
 
 impl FlushHandles {
     /// fsyncs (data) the `.log`, `.index` and `.timeindex`. On Linux this also writes back pages
-    /// dirtied through the index mappings (msync(MS_SYNC) is the same operation there).
+    /// dirtied through the index mappings (msync(MS_SYNC) is the same operation there). An index
+    /// removed meanwhile (the segment was deleted) is skipped.
     pub fn sync(&self) -> Result<()> {
-        for (file, path) in &self.files {
-            file.sync_data().at(path, "fsync")?;
+        let (log, log_path) = &self.log;
+        log.sync_data().at(log_path, "fsync")?;
+        for path in &self.indexes {
+            match File::open(path) {
+                Ok(file) => file.sync_data().at(path, "fsync")?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).at(path, "open"),
+            }
         }
         Ok(())
     }
@@ -743,16 +752,10 @@ impl Segment {
             self.time_index.file().msync()?;
         }
         Ok(FlushHandles {
-            files: vec![
-                (Arc::clone(&self.log), self.log_path.clone()),
-                (
-                    self.offset_index.file().file(),
-                    self.offset_index.path().to_path_buf(),
-                ),
-                (
-                    self.time_index.file().file(),
-                    self.time_index.path().to_path_buf(),
-                ),
+            log: (Arc::clone(&self.log), self.log_path.clone()),
+            indexes: [
+                self.offset_index.path().to_path_buf(),
+                self.time_index.path().to_path_buf(),
             ],
         })
     }
