@@ -8,8 +8,9 @@ validation, offset assignment, indexing, reading and truncation are single calls
 Retention (``delete_old_segments``) decides from segment metadata only: base offsets, sizes,
 largest timestamps, file mtimes.
 
-Not thread-safe: every method runs on the event loop, except ``flush_files`` and
-``delete_files``, which only fsync or remove files and may run in a worker thread.
+Not thread-safe: every method runs on the event loop, except ``delete_files``, which only removes
+files and may run in a worker thread, and the constructor of a new log, which touches nothing
+shared (the log manager creates new logs in a worker thread).
 """
 
 from __future__ import annotations
@@ -61,24 +62,22 @@ class LogAppendInfo:
 
 
 def write_partition_metadata(partition_dir: str, topic_id: str) -> None:
-    """Kafka's ``partition.metadata``: the topic id this directory belongs to."""
-    from pybroker.log.checkpoint import write_atomically
-
-    write_atomically(
-        os.path.join(partition_dir, PARTITION_METADATA), f"version: 0\ntopic_id: {topic_id}\n"
-    )
+    """Kafka's ``partition.metadata``: the topic id this directory belongs to. Not fsynced here:
+    the log manager fsyncs new ones in the background, in batches."""
+    with open(os.path.join(partition_dir, PARTITION_METADATA), "w", encoding="utf-8") as f:
+        f.write(f"version: 0\ntopic_id: {topic_id}\n")
 
 
-def read_partition_metadata(partition_dir: str) -> str | None:
-    try:
-        with open(os.path.join(partition_dir, PARTITION_METADATA), encoding="utf-8") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "topic_id":
-                    return value.strip()
-    except FileNotFoundError:
-        return None
-    return None
+def segment_base_offsets(directory: str) -> list[int]:
+    """The base offsets of the segments in a partition directory, ascending; removes the
+    leftovers of an interrupted segment deletion (``.deleted``) or checkpoint write (``.tmp``)."""
+    bases: list[int] = []
+    for name in os.listdir(directory):
+        if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+            os.remove(os.path.join(directory, name))
+        elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
+            bases.append(int(name[: -len(LOG_SUFFIX)]))
+    return sorted(bases)
 
 
 class Log:
@@ -94,6 +93,7 @@ class Log:
         log_start_offset: int = 0,
         high_watermark: int = 0,
         had_clean_shutdown: bool = True,
+        segment_bases: list[int] | None = None,
     ) -> None:
         self.dir = directory
         self.topic_partition = topic_partition
@@ -113,7 +113,7 @@ class Log:
         self.producer_state = ProducerStateManager()
         self.unflushed_messages = 0
         self.last_flush_ms = time.monotonic() * 1000
-        self._load(had_clean_shutdown, log_start_offset)
+        self._load(had_clean_shutdown, log_start_offset, segment_bases)
         if log_start_offset > self.log_end_offset:
             # Kafka's LogLoader: a checkpointed start beyond the end means every record is gone.
             log.warning("%s: log start offset %d is past the log end offset %d; starting empty at %d",
@@ -135,16 +135,10 @@ class Log:
             max_index_size=self.config.segment_index_bytes,
         )
 
-    def _load(self, had_clean_shutdown: bool, log_start_offset: int) -> None:
-        bases: list[int] = []
-        for name in os.listdir(self.dir):
-            path = os.path.join(self.dir, name)
-            if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
-                os.remove(path)  # an interrupted deletion or checkpoint write
-                continue
-            if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
-                bases.append(int(name[: -len(LOG_SUFFIX)]))
-        for base in sorted(bases):
+    def _load(self, had_clean_shutdown: bool, log_start_offset: int, bases: list[int] | None) -> None:
+        if bases is None:
+            bases = segment_base_offsets(self.dir)
+        for base in bases:
             self._add_segment(self._open_segment(base))
         if not self.segments:
             self._add_segment(self._open_segment(max(log_start_offset, 0)))
@@ -606,16 +600,3 @@ def delete_files(paths: list[str]) -> None:
         stem = path[: -len(DELETED_SUFFIX)] if path.endswith(DELETED_SUFFIX) else path
         kind = next((label for suffix, label in names.items() if stem.endswith(suffix)), "file")
         log.info("Deleted %s %s.", kind, path)
-
-
-def flush_files(paths: list[str]) -> None:
-    """fsync each file (from a worker thread: fsync covers pages written through mmap too)."""
-    for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue  # deleted meanwhile
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

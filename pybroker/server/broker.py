@@ -14,6 +14,7 @@ import os
 
 from pybroker.controller.metadata import ClusterMetadata, TopicMetadata
 from pybroker.log.config import LogConfig, validate_topic_configs
+from pybroker.log.file_descriptors import raise_open_file_limit
 from pybroker.log.log_manager import LogManager, read_meta_properties
 from pybroker.network.listener import SocketServer
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
@@ -50,6 +51,7 @@ class Broker:
             flush_check_interval_ms=config.get("log.flush.scheduler.interval.ms"),
             retention_check_interval_ms=config.get("log.retention.check.interval.ms"),
             initial_task_delay_ms=config.get("log.initial.task.delay.ms"),
+            recovery_threads=config.get("num.recovery.threads.per.data.dir"),
             time=self.time,
             scheduler=self.scheduler,
         )
@@ -99,9 +101,10 @@ class Broker:
     async def start(self) -> None:
         for key in self.config.unknown:
             log.warning("Ignoring unknown broker property %s", key)
+        raise_open_file_limit()
         self.log_manager.load()
         for name in list(self.metadata.topics):
-            self.replica_manager.apply_topic(name)
+            await self.replica_manager.host_topic(name)
         self.group_coordinator.startup()
         await self.socket_server.start()
         self.log_manager.start_background_tasks()
@@ -117,8 +120,9 @@ class Broker:
         log.info("Shutting down node %d", self.node_id)
         await self.socket_server.stop()
         await self.group_coordinator.shutdown()
-        self.replica_manager.shutdown()
+        await self.replica_manager.shutdown()
         await self.scheduler.shutdown()  # as Kafka: background tasks end before the logs close
+        await self.metadata.close()
         await self.log_manager.shutdown()
         log.info("Shut down cleanly")
 
@@ -127,14 +131,15 @@ class Broker:
     def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None]
     ) -> TopicMetadata:
-        """Create a topic and host its partitions. Raises the metadata/config errors."""
+        """Create a topic: in the metadata at once (raising the metadata/config errors), its
+        partitions hosted in the background (``replica_manager.topic_hosted`` waits for them)."""
         if num_partitions == -1:
             num_partitions = self.config.get("num.partitions")
         if replication_factor == -1:
             replication_factor = self.config.get("default.replication.factor")
         checked = validate_topic_configs(configs)
         topic = self.metadata.create_topic(name, num_partitions, replication_factor, checked)
-        self.replica_manager.apply_topic(name)
+        self.replica_manager.host_topic(name)
         log.info("Created topic %s with %d partition(s)", name, num_partitions)
         return topic
 
@@ -147,7 +152,7 @@ class Broker:
 
     def create_partitions(self, name: str, new_count: int) -> None:
         self.metadata.add_partitions(name, new_count)
-        self.replica_manager.apply_topic(name)
+        self.replica_manager.host_topic(name)
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.metadata.set_topic_configs(name, validate_topic_configs(configs))

@@ -55,6 +55,8 @@ _BROKER_DEFS = [
     ConfigDef("log.flush.interval.messages", "LONG", LONG_MAX, "Messages between fsyncs.", minimum=1),
     ConfigDef("log.flush.interval.ms", "LONG", None, "Time between fsyncs (default: flush.scheduler interval)."),
     ConfigDef("log.flush.scheduler.interval.ms", "LONG", LONG_MAX, "Flush check interval."),
+    ConfigDef("num.recovery.threads.per.data.dir", "INT", 1,
+              "Threads per log dir that load (and after an unclean stop recover) logs at start-up.", minimum=1),
     ConfigDef("log.flush.offset.checkpoint.interval.ms", "INT", 60000, "Recovery point checkpoint interval.", minimum=0),
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "INT", 60000, "Log start offset checkpoint interval.", minimum=0),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", "LONG", 5000, "High watermark checkpoint interval."),

@@ -228,26 +228,72 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
         self.delete_records_purgatory = Purgatory("DeleteRecords")
+        self._hosting: dict[str, asyncio.Future[None]] = {}
 
     # --- metadata ------------------------------------------------------------------------------
 
-    def apply_topic(self, name: str) -> None:
-        """Host (and lead) every partition of ``name`` assigned to this broker."""
+    def host_topic(self, name: str) -> asyncio.Future[None]:
+        """Start hosting (and leading) every partition of ``name`` assigned to this broker, once
+        the metadata naming them is on disk; missing logs are created off the event loop. Returns
+        the hosting, which `topic_hosted` also waits for; a failure is logged, and raised to
+        whoever waits."""
+        previous = self._hosting.get(name)
+        hosting = asyncio.ensure_future(self._host_topic(name, previous))
+        self._hosting[name] = hosting
+
+        def done(task: asyncio.Future[None]) -> None:
+            if self._hosting.get(name) is task:
+                del self._hosting[name]
+            if not task.cancelled() and task.exception() is not None:
+                log.error("Could not host the partitions of topic %s: %s", name, task.exception())
+
+        hosting.add_done_callback(done)
+        return hosting
+
+    def is_hosting(self, name: str) -> bool:
+        """Whether ``name``'s partitions are being set up here (not usable yet)."""
+        return name in self._hosting
+
+    async def topic_hosted(self, name: str) -> None:
+        """Wait until the hosting of ``name`` under way (if any) is done."""
+        hosting = self._hosting.get(name)
+        if hosting is not None:
+            await asyncio.shield(hosting)
+
+    async def _host_topic(self, name: str, previous: asyncio.Future[None] | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        saved = self.metadata.saved()
+        if saved is not None:
+            await saved
         topic = self.metadata.topic(name)
         if topic is None:
             return
         topic_id = topic_id_to_string(topic.topic_id)
+        wanted = [
+            (TopicPartition(name, index), topic_id)
+            for index, assignment in enumerate(topic.partitions)
+            if self.broker_id in assignment.replicas
+        ]
+        logs = await self.log_manager.create_logs(wanted)
+        if self.metadata.topic(name) is not topic:
+            # Deleted (and maybe created again) meanwhile: these logs belong to no topic now.
+            for tp in logs:
+                if tp not in self.partitions:
+                    self.log_manager.delete_log(tp)
+            return
+        now = now_ms()
         for index, assignment in enumerate(topic.partitions):
-            if self.broker_id not in assignment.replicas:
-                continue
             tp = TopicPartition(name, index)
             partition = self.partitions.get(tp)
             if partition is None:
-                partition_log = self.log_manager.get_or_create_log(tp, topic_id)
+                partition_log = logs.get(tp)
+                if partition_log is None:
+                    continue  # not a replica here
                 partition = Partition(tp, topic_id, self.broker_id, partition_log)
                 self.partitions[tp] = partition
             if assignment.leader == self.broker_id:
-                partition.make_leader(assignment.leader_epoch, assignment.replicas, assignment.isr, now_ms())
+                partition.make_leader(assignment.leader_epoch, assignment.replicas, assignment.isr, now)
 
     def remove_topic(self, name: str, num_partitions: int) -> None:
         for index in range(num_partitions):
@@ -455,6 +501,9 @@ class ReplicaManager:
         self.fetch_purgatory.watch(operation, [r.topic_partition for r in requests])
         return future
 
-    def shutdown(self) -> None:
+    async def shutdown(self) -> None:
+        """Let the hostings under way finish (so no log is created after the logs close), then
+        answer everything waiting in the purgatories."""
+        await asyncio.gather(*self._hosting.values(), return_exceptions=True)
         for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
             purgatory.shutdown()

@@ -246,7 +246,7 @@ def test_shutdown_answers_waiting_deletes_with_7(tmp_path):
         p = make_partition(tmp_path, "a")
         manager = replica_manager(p)
         future = start(manager, {p: 4})
-        manager.shutdown()
+        await manager.shutdown()
         assert answer(future) == {"a": (E.REQUEST_TIMED_OUT, -1, 4)}
 
     asyncio.run(scenario())

@@ -47,7 +47,7 @@ def test_an_append_that_forces_a_flush_is_answered_after_the_fsync(tmp_path, mon
         assert release.wait(10)
         synced.append(paths)
 
-    monkeypatch.setattr(log_manager_module, "flush_files", blocked_flush)
+    monkeypatch.setattr(log_manager_module, "fsync_paths", blocked_flush)
 
     async def run():
         config = BrokerConfig({"log.flush.interval.messages": "2"})

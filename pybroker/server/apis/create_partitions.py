@@ -16,7 +16,7 @@ VERSIONS = (0, 3)
 _Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
+async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreatePartitionsResponse:
     counts = Counter(t.name for t in request.topics)
     results = []
     answered: set[str] = set()
@@ -28,6 +28,9 @@ def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> CreateParti
                                        error_message="Duplicate topic name."))
             continue
         results.append(_increase(ctx, request, topic))
+    for result in results:  # answer once the new partitions are hosted
+        if result.error_code == ErrorCode.NONE and not request.validate_only:
+            await ctx.broker.replica_manager.topic_hosted(result.name)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 

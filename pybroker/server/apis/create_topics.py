@@ -35,7 +35,7 @@ class _AssignmentError(Exception):
     pass
 
 
-def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
     results = []
     answered: set[str] = set()
@@ -48,6 +48,10 @@ def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsRes
                                       f"Create topics request from client contains multiple entries for the topic {topic.name}"))
             continue
         results.append(_create(ctx, request, topic))
+    # Answer once the new partitions are hosted (their logs exist, the metadata is on disk).
+    for result in results:
+        if result.error_code == ErrorCode.NONE and not request.validate_only:
+            await ctx.broker.replica_manager.topic_hosted(result.name)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 

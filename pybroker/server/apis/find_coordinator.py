@@ -22,21 +22,22 @@ KEY_TYPE_TRANSACTION = 1
 log = logging.getLogger(__name__)
 
 
-def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
+async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     key_type = request.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
     if ctx.api_version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-            FindCoordinatorResponse.Coordinator(key=key, **_find(ctx, key_type, key)) for key in request.coordinator_keys
+            FindCoordinatorResponse.Coordinator(key=key, **await _find(ctx, key_type, key))
+            for key in request.coordinator_keys
         ])
-    found = _find(ctx, key_type, request.key)
+    found = await _find(ctx, key_type, request.key)
     return FindCoordinatorResponse(throttle_time_ms=0, **found)
 
 
-def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, object]:
+async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, object]:
     broker = ctx.broker
     if key_type == KEY_TYPE_GROUP:
         try:
-            partition = broker.group_coordinator.coordinator_partition(key)
+            partition = await broker.group_coordinator.coordinator_partition(key)
         except OffsetsTopicUnavailable as e:
             log.warning("%s", e)
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e))

@@ -15,7 +15,7 @@ VERSIONS = (0, 4)
 MAX_EPOCH = 32767
 
 
-def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, producer_id=-1, producer_epoch=-1)
     metadata = ctx.broker.metadata
@@ -24,7 +24,7 @@ def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerI
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                       producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                  producer_id=metadata.allocate_producer_id(), producer_epoch=0)
+                                  producer_id=await metadata.allocate_producer_id(), producer_epoch=0)
 
 
 def error_response(request: InitProducerIdRequest, version: int, error: ErrorCode) -> InitProducerIdResponse:

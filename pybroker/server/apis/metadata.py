@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Awaitable
 
 from pybroker.controller.metadata import (
     INTERNAL_TOPICS,
@@ -27,31 +28,49 @@ ZERO_UUID = uuid.UUID(int=0)
 log = logging.getLogger(__name__)
 
 
-def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | Awaitable[MetadataResponse]:
+    """The response now; or, when the request auto-created topics, once their partitions are
+    hosted (a few new logs, made off the event loop), so the client can use them at once."""
     broker = ctx.broker
     version = ctx.api_version
-    metadata = broker.metadata
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [_topic(t) for t in sorted(metadata.topics.values(), key=lambda t: t.name)]
-    else:
-        topics = []
-        auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and broker.config.get(
-            "auto.create.topics.enable"
-        )
-        for wanted in request.topics:
-            topics.append(_requested_topic(ctx, wanted, auto_create))
+        names = sorted(broker.metadata.topics)
+        return _response(ctx, [_topic(ctx, broker.metadata.topics[name]) for name in names])
+    auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and broker.config.get(
+        "auto.create.topics.enable"
+    )
+    created: list[str] = []
+    topics = [_requested_topic(ctx, wanted, auto_create, created) for wanted in request.topics]
+    if created:
+        return _after_hosting(ctx, request, created)
+    return _response(ctx, topics)
+
+
+async def _after_hosting(ctx: RequestContext, request: MetadataRequest, created: list[str]) -> MetadataResponse:
+    for name in created:
+        try:
+            await ctx.broker.replica_manager.topic_hosted(name)
+        except Exception as e:  # logged by the replica manager; the topic answers LEADER_NOT_AVAILABLE
+            log.warning("Auto-created topic %s is not available: %s", name, e)
+    return _response(ctx, [_requested_topic(ctx, wanted, False, []) for wanted in request.topics])
+
+
+def _response(ctx: RequestContext, topics: list[MetadataResponse.MetadataResponseTopic]) -> MetadataResponse:
+    broker = ctx.broker
     endpoint = broker.advertised_endpoint
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=endpoint.host, port=endpoint.port, rack=None)],
         cluster_id=broker.cluster_id,
-        controller_id=metadata.controller_id,
+        controller_id=broker.metadata.controller_id,
         topics=topics,
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
 
 
-def _requested_topic(ctx: RequestContext, wanted: object, auto_create: bool) -> MetadataResponse.MetadataResponseTopic:
+def _requested_topic(
+    ctx: RequestContext, wanted: object, auto_create: bool, created: list[str]
+) -> MetadataResponse.MetadataResponseTopic:
     metadata = ctx.broker.metadata
     name = wanted.name  # type: ignore[attr-defined]
     topic_id = getattr(wanted, "topic_id", ZERO_UUID) or ZERO_UUID
@@ -59,10 +78,10 @@ def _requested_topic(ctx: RequestContext, wanted: object, auto_create: bool) -> 
         found = metadata.topic_by_id(topic_id)
         if found is None:
             return _missing(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
-        return _topic(found)
+        return _topic(ctx, found)
     found = metadata.topic(name)
     if found is not None:
-        return _topic(found)
+        return _topic(ctx, found)
     try:
         validate_topic_name(name)
     except InvalidTopicError:
@@ -70,11 +89,12 @@ def _requested_topic(ctx: RequestContext, wanted: object, auto_create: bool) -> 
     if not auto_create or name in INTERNAL_TOPICS:
         return _missing(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        created = ctx.broker.create_topic(name, -1, -1, {})
+        topic = ctx.broker.create_topic(name, -1, -1, {})
     except Exception as e:  # a race with another creator, or a disk problem: report, don't fail
         log.warning("Auto-creation of topic %s failed: %s", name, e)
         return _missing(name, ZERO_UUID, ErrorCode.LEADER_NOT_AVAILABLE)
-    return _topic(created)
+    created.append(name)
+    return _topic(ctx, topic)
 
 
 def _missing(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> MetadataResponse.MetadataResponseTopic:
@@ -84,7 +104,11 @@ def _missing(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> Metadata
     )
 
 
-def _topic(topic: TopicMetadata) -> MetadataResponse.MetadataResponseTopic:
+def _topic(ctx: RequestContext, topic: TopicMetadata) -> MetadataResponse.MetadataResponseTopic:
+    if ctx.broker.replica_manager.is_hosting(topic.name):
+        # Created (or grown) and its partitions not hosted yet: Kafka's answer while a new
+        # topic's leaders are unknown; clients retry.
+        return _missing(topic.name, topic.topic_id, ErrorCode.LEADER_NOT_AVAILABLE)
     partitions = [
         MetadataResponse.MetadataResponsePartition(
             error_code=ErrorCode.NONE,

@@ -159,10 +159,10 @@ class GroupCoordinator:
 
     # --- FindCoordinator ------------------------------------------------------------------------
 
-    def coordinator_partition(self, group_id: str) -> int:
+    async def coordinator_partition(self, group_id: str) -> int:
         """Create ``__consumer_offsets`` on first use; the partition that owns ``group_id``.
         Raises OffsetsTopicUnavailable."""
-        self._start_sessions(self.manager.ensure_offsets_topic())
+        self._start_sessions(await self.manager.ensure_offsets_topic())
         return self.manager.partition_for(group_id)
 
     def _validate_group_status(self, group_id: str | None, allow_empty_id: bool) -> ErrorCode | None:

@@ -112,10 +112,12 @@ class GroupMetadataManager:
     def is_loading(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.loading_partitions
 
-    def ensure_offsets_topic(self) -> list[GroupMetadata]:
+    async def ensure_offsets_topic(self) -> list[GroupMetadata]:
         """Create ``__consumer_offsets`` if it does not exist yet (first FindCoordinator), and
-        coordinate every partition of it this broker leads; returns the groups loaded."""
+        coordinate every partition of it this broker leads once they are hosted; returns the
+        groups loaded."""
         if self.replica_manager.metadata.topic(OFFSETS_TOPIC) is not None:
+            await self.replica_manager.topic_hosted(OFFSETS_TOPIC)
             return self.load_partitions()  # e.g. created by a client's CreateTopics
         configs: dict[str, str | None] = {
             "cleanup.policy": "compact",
@@ -131,6 +133,7 @@ class GroupMetadataManager:
                 f"Cannot create {OFFSETS_TOPIC}: {e} Set offsets.topic.replication.factor to at most "
                 "the number of brokers."
             ) from e
+        await self.replica_manager.topic_hosted(OFFSETS_TOPIC)
         for index in range(self.num_partitions):
             partition = self.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC, index))
             if partition is not None and partition.is_leader:
