@@ -17,6 +17,10 @@ from typing import TypeAlias, final
 
 from typing_extensions import Buffer
 
+def sync_filesystem(path: str) -> None:
+    """``syncfs(2)`` of the filesystem holding ``path``: everything written there so far is
+    durable on return. Raises OSError."""
+
 def crc32c(data: Buffer, crc: int = 0) -> int:
     """CRC-32C (Castagnoli) of ``data``, continuing from ``crc`` (0 to start).
 
@@ -459,6 +463,9 @@ class Segment:
     def batches(self, start_position: int = 0) -> list[BatchHeader]:
         """Header information of every batch from ``start_position`` (a batch boundary) to the
         end; stops quietly at a partial or malformed batch."""
+    def leader_epoch_starts(self, latest_epoch: int) -> list[tuple[int, int]]:
+        """``(epoch, base offset)`` of each batch that starts a leader epoch above
+        ``latest_epoch``, in log order (recovery feeds them to the leader-epoch cache)."""
     def flush(self) -> None:
         """fsync the ``.log`` and both indexes (which also writes back the index mappings on
         Linux). Releases the GIL; meant for a worker thread."""

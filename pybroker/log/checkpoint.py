@@ -27,14 +27,19 @@ class CheckpointError(ValueError):
     """A checkpoint file that cannot be parsed."""
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` via a fsynced temp file and a rename, then fsync the directory."""
+def write_atomically(path: str, text: str, *, sync: bool = True) -> None:
+    """Write ``text`` to ``path`` via a fsynced temp file and a rename, then fsync the directory.
+    With ``sync=False`` nothing is fsynced: the caller makes the file and its directory durable
+    later, and a reader must take a damaged file after a crash as missing."""
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if not sync:
+        return
     dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -95,8 +100,8 @@ class LeaderEpochCheckpointFile:
     def __init__(self, path: str) -> None:
         self.path = path
 
-    def write(self, entries: Iterable[tuple[int, int]]) -> None:
-        write_atomically(self.path, _render([f"{epoch} {start}" for epoch, start in entries]))
+    def write(self, entries: Iterable[tuple[int, int]], *, sync: bool = True) -> None:
+        write_atomically(self.path, _render([f"{epoch} {start}" for epoch, start in entries]), sync=sync)
 
     def read(self) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []

@@ -8,8 +8,9 @@ Owns two writers that the log manager and the cluster metadata share the shape o
   rendered on the event loop (a consistent snapshot) and written and fsynced in a worker thread.
 * `PathSyncer`: files and directories written without fsync (a new partition's
   ``partition.metadata`` and the directory entries that name it) are fsynced later in a worker
-  thread, every path pending at that moment in one pass, so creating 10,000 partitions costs
-  10,000 cheap writes on the creating path and the fsyncs happen behind it.
+  thread, every path pending at that moment in one pass (`fsync_paths`: one ``syncfs`` when
+  there are many), so creating 10,000 partitions costs 10,000 cheap writes on the creating path
+  and the fsyncs happen behind it.
 
 Outside a running event loop (tools and unit tests that use these classes directly) both write
 and fsync synchronously.
@@ -22,9 +23,12 @@ import logging
 import os
 from collections.abc import Callable, Iterable
 
+from pybroker import _native
 from pybroker.log.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
+
+SYNCFS_THRESHOLD = 64
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -86,7 +90,20 @@ class CoalescingFileWriter:
 
 
 def fsync_paths(paths: Iterable[str]) -> None:
-    """fsync each file or directory; one that is gone already (deleted meanwhile) is skipped."""
+    """fsync each file or directory; one that is gone already (deleted meanwhile) is skipped.
+    More than `SYNCFS_THRESHOLD` paths are made durable by one ``syncfs`` per filesystem instead
+    (one journal commit rather than one per file: creating 10,000 partitions leaves 30,000)."""
+    paths = list(paths)
+    if len(paths) > SYNCFS_THRESHOLD:
+        by_device: dict[int, str] = {}
+        for path in paths:
+            try:
+                by_device.setdefault(os.stat(path).st_dev, path)
+            except FileNotFoundError:
+                continue
+        for path in by_device.values():
+            _native.sync_filesystem(path)
+        return
     for path in paths:
         try:
             fd = os.open(path, os.O_RDONLY)

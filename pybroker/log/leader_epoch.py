@@ -8,9 +8,16 @@ assigned when a leader first appends in it; truncation trims from either end.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 
-from pybroker.log.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
+from pybroker.log.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    CheckpointError,
+    LeaderEpochCheckpointFile,
+)
+
+log = logging.getLogger(__name__)
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -20,8 +27,17 @@ class LeaderEpochCache:
     """Epoch → start offset, with Kafka's ``endOffsetFor`` lookup."""
 
     def __init__(self, partition_dir: str) -> None:
-        self._file = LeaderEpochCheckpointFile(os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT))
-        self._entries: list[tuple[int, int]] = self._file.read()
+        self.path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT)
+        self._file = LeaderEpochCheckpointFile(self.path)
+        # A file damaged by a crash (it is written behind the log) reads as missing; the caller
+        # rebuilds the entries from the batches (`damaged`).
+        self.damaged = False
+        try:
+            self._entries: list[tuple[int, int]] = self._file.read()
+        except CheckpointError as e:
+            log.warning("Rebuilding the leader epochs from the log: %s", e)
+            self._entries, self.damaged = [], True
+        self._written = list(self._entries)  # what the file holds
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -34,17 +50,21 @@ class LeaderEpochCache:
     def earliest_entry(self) -> tuple[int, int] | None:
         return self._entries[0] if self._entries else None
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` begins at ``start_offset`` (no-op unless it is a new epoch)."""
+    def assign(self, epoch: int, start_offset: int, flush: bool = True) -> bool:
+        """Record that ``epoch`` begins at ``start_offset`` (no-op unless it is a new epoch).
+        Returns whether anything changed; with ``flush=False`` the caller writes the file later
+        (a lost write is repaired by recovery, which re-assigns epochs from the batches)."""
         if epoch < 0:
-            return
+            return False
         if self._entries and self._entries[-1][0] >= epoch:
-            return
+            return False
         # A later epoch at the same or a lower start offset supersedes earlier entries there.
         while self._entries and self._entries[-1][1] >= start_offset:
             self._entries.pop()
         self._entries.append((epoch, start_offset))
-        self.flush()
+        if flush:
+            self.flush()
+        return True
 
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch of the record at ``offset`` (the last entry starting at or before it)."""
@@ -66,12 +86,21 @@ class LeaderEpochCache:
             return requested_epoch, self._entries[0][1]
         return self._entries[higher - 1][0], self._entries[higher][1]
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop entries starting at or after ``end_offset`` (the log was truncated there)."""
+    @property
+    def dirty(self) -> bool:
+        """Whether the file is behind the entries."""
+        return self.damaged or self._entries != self._written
+
+    def truncate_from_end(self, end_offset: int, flush: bool = True) -> bool:
+        """Drop entries starting at or after ``end_offset`` (the log was truncated there).
+        Returns whether anything changed; with ``flush=False`` the caller writes the file later."""
         kept = [(e, s) for e, s in self._entries if s < end_offset]
-        if kept != self._entries:
-            self._entries = kept
+        if kept == self._entries:
+            return False
+        self._entries = kept
+        if flush:
             self.flush()
+        return True
 
     def truncate_from_start(self, start_offset: int, flush: bool = True) -> bool:
         """Drop entries wholly below ``start_offset``; the last one dropped restarts there.
@@ -89,6 +118,13 @@ class LeaderEpochCache:
     def flush(self) -> None:
         self.write(self._entries)
 
-    def write(self, entries: list[tuple[int, int]]) -> None:
-        """Write ``entries`` (a snapshot of ``entries``, e.g. from a worker thread) to the file."""
-        self._file.write(entries)
+    def write(self, entries: list[tuple[int, int]], *, sync: bool = True) -> bool:
+        """Write ``entries`` (a snapshot of ``entries``, e.g. from a worker thread) to the file,
+        unless the file holds them already (a load that dropped the epoch of an empty log, and
+        the leader that assigned it again); returns whether it wrote. Without ``sync`` the
+        caller fsyncs the file and its directory."""
+        if entries == self._written and not self.damaged:
+            return False
+        self._file.write(entries, sync=sync)
+        self._written, self.damaged = entries, False
+        return True

@@ -102,9 +102,10 @@ class Log:
         # Given the ``.deleted`` files of segments retention removed; the log manager removes them
         # after file.delete.delay.ms. Unset, they stay until the next load removes them.
         self.on_segments_deleted: Callable[[Log, list[str]], None] | None = None
-        # Given the log after a log start offset move changed its leader-epoch cache; the log
-        # manager writes leader-epoch-checkpoint off the event loop. Unset, it is written at once.
-        self.on_leader_epochs_truncated: Callable[[Log], None] | None = None
+        # Given the log after its leader-epoch cache changed (a new epoch, a log start offset
+        # move); the log manager writes leader-epoch-checkpoint off the event loop. Unset, it is
+        # written at once.
+        self.on_leader_epochs_changed: Callable[[Log], None] | None = None
         os.makedirs(directory, exist_ok=True)
         self.segments: list[_native.Segment] = []
         self._base_offsets: list[int] = []
@@ -122,7 +123,8 @@ class Log:
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.recovery_point = min(max(self.recovery_point, self.log_start_offset), self.log_end_offset)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        # Written by the log manager once registered (it sees the cache dirty), off the loop.
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset, flush=False)
         self._rebuild_producer_state()
 
     # --- loading and recovery ----------------------------------------------------------------
@@ -162,6 +164,13 @@ class Log:
                 del self.segments[index + 1 :]
                 del self._base_offsets[index + 1 :]
                 break
+        # The checkpoint is written behind the appends: epochs it missed are in the batches
+        # (all of them when a crash damaged it).
+        cache = self.leader_epoch_cache
+        cache.truncate_from_end(self.log_end_offset, flush=False)
+        for segment in self.segments[0 if cache.damaged else start :]:
+            for epoch, base_offset in segment.leader_epoch_starts(cache.latest_epoch):
+                cache.assign(epoch, base_offset, flush=False)
         self.recovery_point = self.log_end_offset
 
     def _rebuild_producer_state(self) -> None:
@@ -209,12 +218,20 @@ class Log:
             return False
         self.log_start_offset = new_offset
         self.recovery_point = max(self.recovery_point, new_offset)
-        if self.on_leader_epochs_truncated is None:
+        if self.on_leader_epochs_changed is None:
             self.leader_epoch_cache.truncate_from_start(new_offset)
         elif self.leader_epoch_cache.truncate_from_start(new_offset, flush=False):
-            self.on_leader_epochs_truncated(self)
+            self.on_leader_epochs_changed(self)
         log.info("%s: incremented log start offset to %d due to %s", self.topic_partition, new_offset, reason)
         return True
+
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset``; leader-epoch-checkpoint is written
+        behind it (Kafka 3.7's asynchronous epoch flush)."""
+        if self.on_leader_epochs_changed is None:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+        elif self.leader_epoch_cache.assign(epoch, start_offset, flush=False):
+            self.on_leader_epochs_changed(self)
 
     # --- append --------------------------------------------------------------------------------
 
@@ -249,7 +266,7 @@ class Log:
             records, first_offset, leader_epoch, log_append_time
         )
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+            self.assign_leader_epoch(leader_epoch, first_offset)
         if producer_id >= 0:
             self.producer_state.update(
                 producer_id, info.producer_epoch, info.base_sequence,

@@ -34,6 +34,7 @@ from pybroker.log.checkpoint import (
 from pybroker.log.config import LONG_MAX, LogConfig
 from pybroker.log.file_descriptors import check_open_file_limit
 from pybroker.log.file_sync import PathSyncer, fsync_paths
+from pybroker.log.leader_epoch import LeaderEpochCache
 from pybroker.log.log import (
     PARTITION_METADATA,
     Log,
@@ -125,8 +126,9 @@ class LogManager:
         self.on_log_start_offset_changed: Callable[[TopicPartition], None] | None = None
         self._tasks: list[ScheduledTask] = []
         self._pending_flushes: set[asyncio.Future[None]] = set()
-        self._epoch_writers: dict[Log, asyncio.Task[None]] = {}
-        self._epoch_dirty: set[Log] = set()
+        # Logs whose leader-epoch-checkpoint is behind their cache, and the one writer task.
+        self._epoch_dirty: dict[Log, None] = {}
+        self._epoch_writer: asyncio.Task[None] | None = None
         # .deleted files waiting for file.delete.delay.ms (removed by their task when it runs).
         self._scheduled_deletions: dict[ScheduledTask, list[str]] = {}
 
@@ -223,12 +225,16 @@ class LogManager:
         tp = partition_log.topic_partition
         partition_log.on_roll = self._schedule_flush_on_roll
         partition_log.on_segments_deleted = self._schedule_file_deletion
-        partition_log.on_leader_epochs_truncated = self._schedule_leader_epoch_flush
+        partition_log.on_leader_epochs_changed = self._schedule_leader_epoch_flush
         partition_log.last_flush_ms = self.time.monotonic_ms()
         self.logs[tp] = partition_log
         self._dir_of[tp] = log_dir
         self._logs_per_dir[log_dir] += 1
         self._logs_of_topic.setdefault(tp.topic, set()).add(tp)
+        if partition_log.leader_epoch_cache.dirty:
+            # A load trimmed or recovered its epochs: written by the first writer pass, which
+            # starts with the background tasks (after the partitions' leaders assigned theirs).
+            self._epoch_dirty[partition_log] = None
 
     def _unregister(self, tp: TopicPartition) -> Log | None:
         removed = self.logs.pop(tp, None)
@@ -392,6 +398,9 @@ class LogManager:
             return
         paths = partition_log.segment_paths_to_flush(target)
         await asyncio.get_running_loop().run_in_executor(None, fsync_paths, paths)
+        # Recovery re-reads leader epochs only from the recovery point on, so the checkpoint
+        # must hold every epoch below it first.
+        await self._leader_epochs_written(partition_log)
         partition_log.recovery_point = max(partition_log.recovery_point, target)
         partition_log.unflushed_messages = 0
         partition_log.last_flush_ms = self.time.monotonic_ms()
@@ -407,34 +416,51 @@ class LogManager:
         future.add_done_callback(self._pending_flushes.discard)
 
     def _schedule_leader_epoch_flush(self, partition_log: Log) -> None:
-        """Write a log's leader-epoch-checkpoint in a worker thread; changes made while a write is
-        under way are written by one more write after it, so the newest entries always land last."""
-        if partition_log in self._epoch_writers:
-            self._epoch_dirty.add(partition_log)
-            return
+        """Write a log's leader-epoch-checkpoint behind its change: one writer task writes every
+        log changed so far in one worker-thread pass, then the next pass takes what changed
+        meanwhile (so the newest entries always land last, and a burst of new partitions costs
+        one pass, not a thread hop per partition)."""
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()
         except RuntimeError:
             partition_log.leader_epoch_cache.flush()
             return
-        task = loop.create_task(self._write_leader_epochs(partition_log))
-        self._epoch_writers[partition_log] = task
-        self._pending_flushes.add(task)
-        task.add_done_callback(self._pending_flushes.discard)
+        self._epoch_dirty[partition_log] = None
+        self._start_epoch_writer()
 
-    async def _write_leader_epochs(self, partition_log: Log) -> None:
-        cache = partition_log.leader_epoch_cache
+    def _start_epoch_writer(self) -> None:
+        if self._epoch_writer is None and self._epoch_dirty:
+            self._epoch_writer = asyncio.get_running_loop().create_task(self._write_leader_epochs())
+
+    async def _write_leader_epochs(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            while True:
-                self._epoch_dirty.discard(partition_log)
-                try:
-                    await asyncio.get_running_loop().run_in_executor(None, cache.write, cache.entries)
-                except OSError as e:  # e.g. the partition was deleted meanwhile
-                    log.warning("Writing the leader-epoch checkpoint of %s failed: %s", partition_log.topic_partition, e)
-                if partition_log not in self._epoch_dirty:
-                    return
+            while self._epoch_dirty:
+                dirty, self._epoch_dirty = list(self._epoch_dirty), {}
+                snapshots = [(log.leader_epoch_cache, log.leader_epoch_cache.entries) for log in dirty]
+                await loop.run_in_executor(None, self._write_epoch_checkpoints, snapshots)
         finally:
-            del self._epoch_writers[partition_log]
+            self._epoch_writer = None
+
+    @staticmethod
+    def _write_epoch_checkpoints(snapshots: list[tuple[LeaderEpochCache, list[tuple[int, int]]]]) -> None:
+        """Write every file of a pass (temp file and rename each), then make them all durable at
+        once: the files and their directories (`fsync_paths`: one syncfs for many)."""
+        written: list[str] = []
+        for cache, entries in snapshots:
+            try:
+                if cache.write(entries, sync=False):
+                    written.append(cache.path)
+            except OSError as e:  # e.g. the partition was deleted meanwhile
+                log.warning("Writing %s failed: %s", cache.path, e)
+        fsync_paths(written + list(dict.fromkeys(os.path.dirname(path) for path in written)))
+
+    async def _leader_epochs_written(self, partition_log: Log) -> None:
+        """Wait until ``partition_log``'s leader-epoch-checkpoint holds its cache's entries."""
+        while self._epoch_writer is not None and (
+            partition_log in self._epoch_dirty or not self._epoch_writer.done()
+        ):
+            await asyncio.shield(self._epoch_writer)
 
     def maybe_flush_after_append(self, partition_log: Log) -> asyncio.Future[None] | None:
         """Honour flush.messages: once that many messages are unflushed, fsync (in a worker thread)
@@ -478,6 +504,7 @@ class LogManager:
             ("kafka-log-flusher", "flush", self._flush_dirty_logs),
             ("kafka-log-retention", "retention", self.cleanup_logs),
         ]
+        self._start_epoch_writer()
         for name, key, action in schedule:
             interval = self._intervals[key]
             if 0 < interval < LONG_MAX:
@@ -500,8 +527,11 @@ class LogManager:
         await asyncio.gather(*self._pending_flushes, return_exceptions=True)
         async with self._creating:
             await self._path_syncer.close()
+        self._start_epoch_writer()
         for partition_log in list(self.logs.values()):
             await self.flush(partition_log)
+        while self._epoch_writer is not None:
+            await asyncio.shield(self._epoch_writer)
         await self.write_all_checkpoints()
         for partition_log in self.logs.values():
             partition_log.close()

@@ -84,7 +84,7 @@ class Partition:
         self.alive_brokers = frozenset(replicas)
         if new_epoch:
             self.leader_epoch = leader_epoch
-            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+            self.log.assign_leader_epoch(leader_epoch, self.log.log_end_offset)
             self.remote_replicas = {
                 broker: ReplicaState(broker) for broker in replicas if broker != self.local_broker_id
             }

@@ -129,6 +129,38 @@ impl RawBytes {
     }
 }
 
+/// `syncfs(2)` of the filesystem holding `path` (GIL released): every file and directory
+/// written there so far is durable when it returns. One call instead of thousands of fsyncs for
+/// a burst of new small files (a topic's partitions).
+#[pyfunction]
+fn sync_filesystem(py: Python<'_>, path: PathBuf) -> PyResult<()> {
+    py.detach(|| {
+        let dir = std::fs::File::open(&path)?;
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a valid open descriptor; syncfs reads nothing else.
+            if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            drop(dir);
+            // SAFETY: sync(2) takes no arguments.
+            unsafe { libc::sync() };
+        }
+        Ok(())
+    })
+    .map_err(|e: std::io::Error| {
+        PyOSError::new_err((
+            e.raw_os_error().unwrap_or(0),
+            e.to_string(),
+            path.display().to_string(),
+        ))
+    })
+}
+
 /// CRC-32C (Castagnoli) of `data`, continuing from `crc` (0 to start).
 #[pyfunction]
 #[pyo3(signature = (data, crc = 0))]
@@ -1111,6 +1143,11 @@ impl PySegment {
         Ok(list.into_iter().map(PyBatchHeader::from).collect())
     }
 
+    /// `(epoch, base offset)` of each batch starting a leader epoch above `latest_epoch`.
+    fn leader_epoch_starts(&self, py: Python<'_>, latest_epoch: i32) -> PyResult<Vec<(i32, i64)>> {
+        self.with_detached(py, |s| s.leader_epoch_starts(latest_epoch))
+    }
+
     /// fsync the log and both indexes (GIL released; the segment stays usable meanwhile).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         let handles = self.with_detached(py, |s| s.flush_handles())?;
@@ -1173,6 +1210,7 @@ impl PySegment {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_function(wrap_pyfunction!(crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(sync_filesystem, m)?)?;
     m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
     m.add_function(wrap_pyfunction!(build_batch, m)?)?;
     m.add_function(wrap_pyfunction!(read_records, m)?)?;

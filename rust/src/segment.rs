@@ -743,6 +743,22 @@ impl Segment {
         Ok(out)
     }
 
+    /// `(epoch, base offset)` of each batch that starts a leader epoch above `latest_epoch`,
+    /// walking the whole log: what recovery feeds back into the leader-epoch cache (Kafka's
+    /// `LogSegment.recover` does the same per batch), for a checkpoint that missed them.
+    pub fn leader_epoch_starts(&self, latest_epoch: i32) -> Result<Vec<(i32, i64)>> {
+        let mut reader = LogReader::new(&self.log, &self.log_path, self.size, SCAN_CHUNK);
+        let (mut latest, mut starts, mut pos) = (latest_epoch, Vec::new(), 0u64);
+        while let HeaderAt::Batch(h) = reader.header_at(pos)? {
+            if h.partition_leader_epoch > latest {
+                latest = h.partition_leader_epoch;
+                starts.push((latest, h.base_offset));
+            }
+            pos += h.size() as u64;
+        }
+        Ok(starts)
+    }
+
     /// Handles for an fsync of the three files that can run without holding the segment. On
     /// platforms other than Linux the index mappings are msync'ed here first.
     pub fn flush_handles(&self) -> Result<FlushHandles> {
