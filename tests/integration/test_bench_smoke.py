@@ -72,6 +72,17 @@ def test_group_rebalance(tmp_path):
     assert all(r["ok"] for r in result(tmp_path, "group_rebalance")["runs"])
 
 
+def test_partitions(tmp_path):
+    run(tmp_path, "bench/partitions.py", "--partitions", "1,10", "--records", "2000", "--runs", "1",
+        "--create", "50", "--startup-partitions", "50", "--baseline", "0.5", "--quiet-wait", "0")
+    data = result(tmp_path, "partitions")
+    assert [(r["partitions"], r["ok"]) for r in data["sweep"]["runs"]] == [(1, True), (10, True)]
+    assert data["creation"]["ok"] and data["creation"]["creations"][0]["latency_ms"]["creation"]["n"] > 0
+    assert data["startup"]["ok"] and data["startup"]["unclean_restart"]["records_found"] == 2000
+    assert {t["result"] for t in data["targets"]} <= {"PASS", "FAIL", "not judged", "not measured"}
+    assert (tmp_path / "partitions.png").exists()
+
+
 def test_micro(tmp_path):
     run(tmp_path, "bench/micro.py", "--repeat", "1", "--mib", "8", "--ops", "200")
     result(tmp_path, "micro")
