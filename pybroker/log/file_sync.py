@@ -1,16 +1,17 @@
 """Durability of small metadata files without fsyncs on the event loop, coalesced.
 
-Owns two writers that the log manager and the cluster metadata share the shape of:
+Owns the two shapes of background durability the log manager and the cluster metadata use:
 
 * `CoalescingFileWriter`: one file rewritten atomically (``cluster-metadata.json``). A change
   asks for a save and may await it; changes made while a save is under way are all covered by
   the next one, so a burst of changes costs one or two writes, not one per change. The text is
   rendered on the event loop (a consistent snapshot) and written and fsynced in a worker thread.
-* `PathSyncer`: files and directories written without fsync (a new partition's
-  ``partition.metadata`` and the directory entries that name it) are fsynced later in a worker
-  thread, every path pending at that moment in one pass (`fsync_paths`: one ``syncfs`` when
-  there are many), so creating 10,000 partitions costs 10,000 cheap writes on the creating path
-  and the fsyncs happen behind it.
+* `BackgroundPasses`: work on many items in a worker thread, all items pending at that moment in
+  one pass. Files and directories written without fsync (a new partition's
+  ``partition.metadata`` and the directory entries that name it) are fsynced that way
+  (`fsync_paths`: one ``syncfs`` when there are many), so creating 10,000 partitions costs
+  10,000 cheap writes on the creating path and the fsyncs happen behind it; leader-epoch
+  checkpoints are written that way too.
 
 Outside a running event loop (tools and unit tests that use these classes directly) both write
 and fsync synchronously.
@@ -22,6 +23,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
 
 from pybroker import _native
 from pybroker.log.checkpoint import write_atomically
@@ -29,6 +31,9 @@ from pybroker.log.checkpoint import write_atomically
 log = logging.getLogger(__name__)
 
 SYNCFS_THRESHOLD = 64
+
+T = TypeVar("T")
+P = TypeVar("P")
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -115,35 +120,56 @@ def fsync_paths(paths: Iterable[str]) -> None:
             os.close(fd)
 
 
-class PathSyncer:
-    """fsyncs paths written without fsync, later, in a worker thread, all pending ones per pass."""
+class BackgroundPasses(Generic[T]):
+    """Work on items behind the event loop, coalesced: a pass takes every item requested so far,
+    ``prepare``s them on the loop (a consistent snapshot) and hands that to ``work`` in a worker
+    thread; items requested meanwhile go in the next pass. The log manager runs two: fsyncing
+    new partitions' files (`fsync_paths`), and writing leader-epoch checkpoints."""
 
-    def __init__(self) -> None:
-        self._pending: dict[str, None] = {}  # ordered: files before the directories naming them
+    def __init__(self, name: str, prepare: Callable[[list[T]], P], work: Callable[[P], None]) -> None:
+        self.name = name
+        self._prepare = prepare
+        self._work = work
+        self._pending: dict[T, None] = {}  # ordered: files before the directories naming them
+        self._in_pass: frozenset[T] = frozenset()
         self._task: asyncio.Task[None] | None = None
 
-    def request(self, paths: Iterable[str]) -> None:
-        loop = _running_loop()
-        if loop is None:
-            fsync_paths(paths)
+    def request(self, items: Iterable[T], *, start: bool = True) -> None:
+        """Queue ``items``; with ``start=False`` they wait for the next `start` (or another
+        request). Outside a running loop the work is done at once."""
+        if _running_loop() is None:
+            self._work(self._prepare(list(items)))
             return
-        self._pending.update(dict.fromkeys(paths))
-        if self._task is None:
-            self._task = loop.create_task(self._run())
+        self._pending.update(dict.fromkeys(items))
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        if self._task is None and self._pending:
+            self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         try:
             while self._pending:
                 batch, self._pending = list(self._pending), {}
+                self._in_pass = frozenset(batch)
                 try:
-                    await loop.run_in_executor(None, fsync_paths, batch)
+                    await loop.run_in_executor(None, self._work, self._prepare(batch))
                 except OSError as e:
-                    log.error("Could not fsync new partition metadata: %s", e)
+                    log.error("%s failed: %s", self.name, e)
         finally:
+            self._in_pass = frozenset()
             self._task = None
 
+    async def settle(self, item: T) -> None:
+        """Wait until ``item`` is neither queued nor in a pass under way."""
+        self.start()
+        while self._task is not None and (item in self._pending or item in self._in_pass):
+            await asyncio.shield(self._task)
+
     async def close(self) -> None:
-        """Wait until every path requested so far is fsynced."""
+        """Run what is queued and wait until every pass is done."""
+        self.start()
         while self._task is not None:
             await asyncio.shield(self._task)

@@ -10,7 +10,7 @@ run in worker threads, never on the event loop. Time and the timed tasks come fr
 `Time` and `Scheduler` (``pybroker.scheduler``).
 
 Many partitions: new logs are created in a worker thread, `CREATE_BATCH` per call, their
-``partition.metadata`` written without fsync and fsynced behind them (`PathSyncer`); a deleted
+``partition.metadata`` written without fsync and fsynced behind them (`BackgroundPasses`); a deleted
 log's directory is renamed ``…-delete`` on the event loop and removed in a worker thread.
 """
 
@@ -33,7 +33,7 @@ from pybroker.log.checkpoint import (
 )
 from pybroker.log.config import LONG_MAX, LogConfig
 from pybroker.log.file_descriptors import check_open_file_limit
-from pybroker.log.file_sync import PathSyncer, fsync_paths
+from pybroker.log.file_sync import BackgroundPasses, fsync_paths
 from pybroker.log.leader_epoch import LeaderEpochCache
 from pybroker.log.log import (
     PARTITION_METADATA,
@@ -109,7 +109,9 @@ class LogManager:
         self._logs_per_dir: dict[str, int] = dict.fromkeys(log_dirs, 0)
         self._logs_of_topic: dict[str, set[TopicPartition]] = {}
         self._creating = asyncio.Lock()
-        self._path_syncer = PathSyncer()
+        self._path_syncer: BackgroundPasses[str] = BackgroundPasses(
+            "fsync of new partition metadata", list, fsync_paths
+        )
         self._intervals = {
             "recovery": recovery_point_interval_ms,
             "log-start": log_start_offset_interval_ms,
@@ -126,9 +128,10 @@ class LogManager:
         self.on_log_start_offset_changed: Callable[[TopicPartition], None] | None = None
         self._tasks: list[ScheduledTask] = []
         self._pending_flushes: set[asyncio.Future[None]] = set()
-        # Logs whose leader-epoch-checkpoint is behind their cache, and the one writer task.
-        self._epoch_dirty: dict[Log, None] = {}
-        self._epoch_writer: asyncio.Task[None] | None = None
+        # Logs whose leader-epoch-checkpoint is behind their cache, written in coalesced passes.
+        self._epoch_writer: BackgroundPasses[Log] = BackgroundPasses(
+            "writing leader-epoch checkpoints", epoch_snapshots, write_epoch_checkpoints
+        )
         # .deleted files waiting for file.delete.delay.ms (removed by their task when it runs).
         self._scheduled_deletions: dict[ScheduledTask, list[str]] = {}
 
@@ -234,7 +237,7 @@ class LogManager:
         if partition_log.leader_epoch_cache.dirty:
             # A load trimmed or recovered its epochs: written by the first writer pass, which
             # starts with the background tasks (after the partitions' leaders assigned theirs).
-            self._epoch_dirty[partition_log] = None
+            self._epoch_writer.request([partition_log], start=False)
 
     def _unregister(self, tp: TopicPartition) -> Log | None:
         removed = self.logs.pop(tp, None)
@@ -400,7 +403,7 @@ class LogManager:
         await asyncio.get_running_loop().run_in_executor(None, fsync_paths, paths)
         # Recovery re-reads leader epochs only from the recovery point on, so the checkpoint
         # must hold every epoch below it first.
-        await self._leader_epochs_written(partition_log)
+        await self._epoch_writer.settle(partition_log)
         partition_log.recovery_point = max(partition_log.recovery_point, target)
         partition_log.unflushed_messages = 0
         partition_log.last_flush_ms = self.time.monotonic_ms()
@@ -416,51 +419,10 @@ class LogManager:
         future.add_done_callback(self._pending_flushes.discard)
 
     def _schedule_leader_epoch_flush(self, partition_log: Log) -> None:
-        """Write a log's leader-epoch-checkpoint behind its change: one writer task writes every
-        log changed so far in one worker-thread pass, then the next pass takes what changed
-        meanwhile (so the newest entries always land last, and a burst of new partitions costs
-        one pass, not a thread hop per partition)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            partition_log.leader_epoch_cache.flush()
-            return
-        self._epoch_dirty[partition_log] = None
-        self._start_epoch_writer()
-
-    def _start_epoch_writer(self) -> None:
-        if self._epoch_writer is None and self._epoch_dirty:
-            self._epoch_writer = asyncio.get_running_loop().create_task(self._write_leader_epochs())
-
-    async def _write_leader_epochs(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while self._epoch_dirty:
-                dirty, self._epoch_dirty = list(self._epoch_dirty), {}
-                snapshots = [(log.leader_epoch_cache, log.leader_epoch_cache.entries) for log in dirty]
-                await loop.run_in_executor(None, self._write_epoch_checkpoints, snapshots)
-        finally:
-            self._epoch_writer = None
-
-    @staticmethod
-    def _write_epoch_checkpoints(snapshots: list[tuple[LeaderEpochCache, list[tuple[int, int]]]]) -> None:
-        """Write every file of a pass (temp file and rename each), then make them all durable at
-        once: the files and their directories (`fsync_paths`: one syncfs for many)."""
-        written: list[str] = []
-        for cache, entries in snapshots:
-            try:
-                if cache.write(entries, sync=False):
-                    written.append(cache.path)
-            except OSError as e:  # e.g. the partition was deleted meanwhile
-                log.warning("Writing %s failed: %s", cache.path, e)
-        fsync_paths(written + list(dict.fromkeys(os.path.dirname(path) for path in written)))
-
-    async def _leader_epochs_written(self, partition_log: Log) -> None:
-        """Wait until ``partition_log``'s leader-epoch-checkpoint holds its cache's entries."""
-        while self._epoch_writer is not None and (
-            partition_log in self._epoch_dirty or not self._epoch_writer.done()
-        ):
-            await asyncio.shield(self._epoch_writer)
+        """Write a log's leader-epoch-checkpoint behind its change, in the writer's next pass (so
+        the newest entries always land last, and a burst of new partitions costs one pass, not a
+        thread hop and two fsyncs per partition)."""
+        self._epoch_writer.request([partition_log])
 
     def maybe_flush_after_append(self, partition_log: Log) -> asyncio.Future[None] | None:
         """Honour flush.messages: once that many messages are unflushed, fsync (in a worker thread)
@@ -504,7 +466,7 @@ class LogManager:
             ("kafka-log-flusher", "flush", self._flush_dirty_logs),
             ("kafka-log-retention", "retention", self.cleanup_logs),
         ]
-        self._start_epoch_writer()
+        self._epoch_writer.start()
         for name, key, action in schedule:
             interval = self._intervals[key]
             if 0 < interval < LONG_MAX:
@@ -527,14 +489,31 @@ class LogManager:
         await asyncio.gather(*self._pending_flushes, return_exceptions=True)
         async with self._creating:
             await self._path_syncer.close()
-        self._start_epoch_writer()
+        self._epoch_writer.start()
         for partition_log in list(self.logs.values()):
             await self.flush(partition_log)
-        while self._epoch_writer is not None:
-            await asyncio.shield(self._epoch_writer)
+        await self._epoch_writer.close()
         await self.write_all_checkpoints()
         for partition_log in self.logs.values():
             partition_log.close()
         await self._delete_scheduled_files_now()
         for log_dir in self.log_dirs:
             write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "")
+
+
+def epoch_snapshots(logs: list[Log]) -> list[tuple[LeaderEpochCache, list[tuple[int, int]]]]:
+    """The entries to write for each log, taken on the event loop."""
+    return [(partition_log.leader_epoch_cache, partition_log.leader_epoch_cache.entries) for partition_log in logs]
+
+
+def write_epoch_checkpoints(snapshots: list[tuple[LeaderEpochCache, list[tuple[int, int]]]]) -> None:
+    """Write every file of a pass (temp file and rename each), then make them all durable at once:
+    the files and their directories (`fsync_paths`: one syncfs for many)."""
+    written: list[str] = []
+    for cache, entries in snapshots:
+        try:
+            if cache.write(entries, sync=False):
+                written.append(cache.path)
+        except OSError as e:  # e.g. the partition was deleted meanwhile
+            log.warning("Writing %s failed: %s", cache.path, e)
+    fsync_paths(written + list(dict.fromkeys(os.path.dirname(path) for path in written)))
