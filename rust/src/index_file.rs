@@ -9,6 +9,13 @@
 //! * `trim_to_valid_size` shrinks the file to exactly its entries when the segment becomes
 //!   inactive or is closed.
 //!
+//! The mapping itself is lazy, as Kafka's `LazyIndex` is: [`release`](IndexFile::release) drops
+//! it (the entry count and file length stay known) and [`ensure_mapped`](IndexFile::ensure_mapped)
+//! maps the file again before entries are read; appends map it themselves. A segment keeps its
+//! indexes unmapped from the moment it is opened until they are used, and again from the moment
+//! it becomes inactive, so a broker holding many segments holds few mappings (each is a kernel VMA,
+//! bounded by `vm.max_map_count`, and the pages it touched).
+//!
 //! The number of valid entries of a loaded file is the position after its last non-zero entry
 //! (found by binary search: the valid entries form a prefix and removed entries are zeroed).
 //! Only the very first entry can legitimately be all zero (a time-index entry `(0, base)`); a
@@ -35,8 +42,10 @@ use crate::errors::{IoContext, Result};
 /// A preallocated, memory-mapped file of fixed-size entries.
 pub(crate) struct IndexFile {
     path: PathBuf,
-    /// Maps the whole file; `None` while the file is empty.
+    /// Maps the whole file; `None` while the file is empty or the mapping is released.
     mmap: Option<MmapMut>,
+    /// The file's length, mapped or not.
+    len: usize,
     entry_size: usize,
     entries: usize,
     /// Capacity allowed by `max_index_size`.
@@ -52,6 +61,7 @@ impl IndexFile {
         let mut index = IndexFile {
             path: path.to_path_buf(),
             mmap: None,
+            len: 0,
             entry_size,
             entries: 0,
             max_entries,
@@ -73,7 +83,7 @@ impl IndexFile {
     }
 
     fn count_valid_entries(&self) -> usize {
-        let slots = self.mapped_len() / self.entry_size;
+        let slots = self.len / self.entry_size;
         if slots == 0 {
             return 0;
         }
@@ -104,13 +114,10 @@ impl IndexFile {
         self.entry(slot).iter().all(|&b| b == 0)
     }
 
-    fn mapped_len(&self) -> usize {
-        self.mmap.as_ref().map_or(0, |m| m.len())
-    }
-
     /// Maps the first `len` bytes of `file` (the whole file), advised for random access.
     fn map(&mut self, file: &File, len: usize) -> Result<()> {
         self.mmap = None;
+        self.len = len;
         if len > 0 {
             // SAFETY: the mapping is shared with the file; we never shrink the file while this
             // mapping exists (it is dropped first), so no access can fault. Other processes
@@ -136,6 +143,26 @@ impl IndexFile {
         self.resize(&file, len)
     }
 
+    /// Maps the file again if its mapping was released.
+    pub(crate) fn ensure_mapped(&mut self) -> Result<()> {
+        if self.mmap.is_none() && self.len > 0 {
+            let file = open_rw(&self.path)?;
+            self.map(&file, self.len)?;
+        }
+        Ok(())
+    }
+
+    /// Drops the mapping; the entries stay known and [`ensure_mapped`](Self::ensure_mapped)
+    /// maps the file again.
+    pub(crate) fn release(&mut self) {
+        self.mmap = None;
+    }
+
+    /// Whether the file is mapped (it was used since it was opened or released).
+    pub(crate) fn is_mapped(&self) -> bool {
+        self.mmap.is_some()
+    }
+
     /// Number of valid entries.
     #[inline]
     pub(crate) fn entries(&self) -> usize {
@@ -148,14 +175,16 @@ impl IndexFile {
         self.max_entries
     }
 
-    /// Raw bytes of entry `slot` (must be < mapped slots).
+    /// Raw bytes of entry `slot` (must be < the file's slots). The file must be mapped: the
+    /// segment maps its indexes before any operation that reads them.
     #[inline]
     pub(crate) fn entry(&self, slot: usize) -> &[u8] {
         let start = slot * self.entry_size;
-        match &self.mmap {
-            Some(m) => &m[start..start + self.entry_size],
-            None => &[],
-        }
+        let mmap = self
+            .mmap
+            .as_ref()
+            .expect("index entry read while the index is not mapped");
+        &mmap[start..start + self.entry_size]
     }
 
     /// Appends an entry if capacity allows (`slot < max_entries`), growing the file to its
@@ -166,8 +195,10 @@ impl IndexFile {
             return Ok(false);
         }
         let end = (self.entries + 1) * self.entry_size;
-        if end > self.mapped_len() {
+        if end > self.len {
             self.set_file_len(self.max_entries * self.entry_size)?;
+        } else {
+            self.ensure_mapped()?;
         }
         let start = self.entries * self.entry_size;
         match self.mmap.as_mut() {
@@ -178,31 +209,35 @@ impl IndexFile {
         Ok(true)
     }
 
-    /// Grows a trimmed file back to its preallocated size (no-op if it already is that large).
+    /// Grows a trimmed file back to its preallocated size and maps it, ready for appends.
     pub(crate) fn ensure_preallocated(&mut self) -> Result<()> {
         let full = self.max_entries * self.entry_size;
-        if self.mapped_len() < full {
-            self.set_file_len(full)?;
+        if self.len < full {
+            self.set_file_len(full)
+        } else {
+            self.ensure_mapped()
         }
-        Ok(())
     }
 
-    /// Keeps the first `n` entries, zeroing the removed ones so a later load cannot pick them up.
+    /// Keeps the first `n` entries, zeroing the removed ones so a later load cannot pick them up
+    /// (the file must be mapped when entries are removed).
     pub(crate) fn truncate_entries(&mut self, n: usize) {
         if n >= self.entries {
             return;
         }
         let (from, to) = (n * self.entry_size, self.entries * self.entry_size);
-        if let Some(m) = self.mmap.as_mut() {
-            m[from..to].fill(0);
-        }
+        let mmap = self
+            .mmap
+            .as_mut()
+            .expect("index truncated while the index is not mapped");
+        mmap[from..to].fill(0);
         self.entries = n;
     }
 
     /// Shrinks the file to exactly its valid entries.
     pub(crate) fn trim_to_valid_size(&mut self) -> Result<()> {
         let len = self.entries * self.entry_size;
-        if len != self.mapped_len() {
+        if len != self.len {
             self.set_file_len(len)?;
         }
         Ok(())
@@ -240,22 +275,7 @@ fn open_rw(path: &Path) -> Result<File> {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-    use crate::test_dir::TestDir;
-
-    /// The `VmFlags` line of the mapping of `path` in /proc/self/smaps.
-    fn vm_flags_of_mapping(path: &Path) -> Option<String> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let name = path.to_str().unwrap();
-        let mut in_mapping = false;
-        for line in smaps.lines() {
-            if line.contains(" /") || line.ends_with(']') {
-                in_mapping = line.ends_with(name);
-            } else if in_mapping && line.starts_with("VmFlags:") {
-                return Some(line.to_string());
-            }
-        }
-        None
-    }
+    use crate::test_dir::{vm_flags_of_mapping, TestDir};
 
     fn descriptor_open_on(path: &Path) -> bool {
         std::fs::read_dir("/proc/self/fd")

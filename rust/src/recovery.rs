@@ -18,6 +18,7 @@ impl Segment {
     /// invalid batch. A batch larger than `max_message_bytes` counts as invalid (pass a bound no
     /// smaller than any batch the log may legitimately hold). Returns the bytes truncated.
     pub fn recover(&mut self, max_message_bytes: i64) -> Result<u64> {
+        self.map_indexes()?;
         self.offset_index.reset();
         self.time_index.reset();
         self.bytes_since_last_index_entry = 0;
@@ -58,6 +59,7 @@ impl Segment {
         self.time_index
             .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true)?;
         self.time_index.trim_to_valid_size()?;
+        self.release_indexes();
         Ok(truncated)
     }
 }

@@ -204,6 +204,8 @@ impl Segment {
     /// valid entries, `next_offset` by walking batch headers from the last offset-index entry to
     /// the end, and the max timestamp from the last time-index entry and the walked batches.
     /// Opening does not verify CRCs; after an unclean shutdown call [`recover`](Self::recover).
+    /// The index mappings are released once the state is read: the first append or read maps
+    /// them again.
     pub fn open(
         dir: &Path,
         base_offset: i64,
@@ -257,7 +259,26 @@ impl Segment {
             assigned: Vec::new(),
         };
         segment.reload_state()?;
+        segment.release_indexes();
         Ok(segment)
+    }
+
+    /// Maps both indexes for an operation that reads them (they are released while unused).
+    pub(crate) fn map_indexes(&mut self) -> Result<()> {
+        self.offset_index.file_mut().ensure_mapped()?;
+        self.time_index.file_mut().ensure_mapped()
+    }
+
+    /// Drops both index mappings (Kafka's lazy indexes: an opened or inactive segment holds no
+    /// mapping until it is read again).
+    pub(crate) fn release_indexes(&mut self) {
+        self.offset_index.file_mut().release();
+        self.time_index.file_mut().release();
+    }
+
+    /// Whether the indexes are mapped now (used since opening or becoming inactive).
+    pub fn indexes_mapped(&self) -> bool {
+        self.offset_index.file().is_mapped() || self.time_index.file().is_mapped()
     }
 
     /// Recomputes `next_offset`, the max timestamp and `first_batch_timestamp` from the indexes
@@ -518,7 +539,8 @@ impl Segment {
     }
 
     /// Position and header of the first batch whose last offset is >= `offset`.
-    pub fn translate_offset(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
+    pub fn translate_offset(&mut self, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
+        self.map_indexes()?;
         let mut pos = self.offset_index.lookup(offset).position as u64;
         let mut reader = LogReader::new(&self.log, &self.log_path, self.size, HEADER_CHUNK);
         while let HeaderAt::Batch(h) = reader.header_at(pos)? {
@@ -534,7 +556,7 @@ impl Segment {
     /// offset >= `max_offset`, at most `max_bytes` in total, except that with `min_one_batch` a
     /// first batch larger than `max_bytes` is returned alone (KIP-74). `None` means nothing.
     pub fn read_plan(
-        &self,
+        &mut self,
         offset: i64,
         max_bytes: i64,
         max_offset: i64,
@@ -572,7 +594,7 @@ impl Segment {
     /// index entry inside the planned range (an index entry is always a batch boundary), so the
     /// walk covers about `index.interval.bytes` of small batches or one large one.
     pub fn read_region(
-        &self,
+        &mut self,
         offset: i64,
         max_bytes: i64,
         max_offset: i64,
@@ -609,7 +631,7 @@ impl Segment {
 
     /// Reads whole batches as [`read_plan`](Self::read_plan) describes.
     pub fn read(
-        &self,
+        &mut self,
         offset: i64,
         max_bytes: i64,
         max_offset: i64,
@@ -628,10 +650,11 @@ impl Segment {
     /// `(offset, timestamp)`. Uses the time index, then the offset index, then scans batches,
     /// skipping those whose `maxTimestamp` is below the target and decompressing the candidate.
     pub fn find_offset_by_timestamp(
-        &self,
+        &mut self,
         timestamp: i64,
         start_offset: i64,
     ) -> Result<Option<(i64, i64)>> {
+        self.map_indexes()?;
         let indexed = self.time_index.lookup(timestamp);
         let from = self
             .offset_index
@@ -646,11 +669,12 @@ impl Segment {
 
     /// `(offset, timestamp)` of the first record whose timestamp equals the segment's max
     /// timestamp (ListOffsets MAX_TIMESTAMP), or `None` when the segment has no timestamps.
-    pub fn max_timestamp_record(&self) -> Result<Option<(i64, i64)>> {
+    pub fn max_timestamp_record(&mut self) -> Result<Option<(i64, i64)>> {
         let max = self.max_timestamp;
         if max < 0 {
             return Ok(None);
         }
+        self.map_indexes()?;
         let target = self.offset_of_max_timestamp;
         let from = self.offset_index.lookup(target).position as u64;
         let found = self.scan_records(
@@ -782,12 +806,17 @@ impl Segment {
     }
 
     /// Called when the segment stops being the active one: appends the final time-index entry
-    /// (max timestamp so far, using the reserved slot) and trims both indexes to their entries.
+    /// (max timestamp so far, using the reserved slot), trims both indexes to their entries and
+    /// releases their mappings. An index not mapped since the segment was opened was not written
+    /// either: it is left as it is, unless it still has its preallocated length.
     pub fn on_become_inactive(&mut self) -> Result<()> {
-        self.time_index
-            .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true)?;
+        if self.time_index.file().is_mapped() {
+            self.time_index
+                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp, true)?;
+        }
         self.offset_index.trim_to_valid_size()?;
         self.time_index.trim_to_valid_size()?;
+        self.release_indexes();
         Ok(())
     }
 

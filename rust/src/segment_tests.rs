@@ -415,6 +415,7 @@ fn reopen_after_close_restores_state() {
     assert_eq!(seg.time_index().entries() as u64, time_entries);
     assert_eq!(seg.first_batch_timestamp(), 5);
     // The final time entry holds the max timestamp.
+    seg.map_indexes().unwrap();
     assert_eq!(seg.time_index().last_entry().timestamp, max_ts);
     // Appending again grows the trimmed indexes back to their preallocated size.
     append_batch(&mut seg, 1, 1, 300);
@@ -468,8 +469,9 @@ fn open_drops_index_entries_beyond_the_log() {
         .unwrap()
         .set_len(keep)
         .unwrap();
-    let seg = open(&dir, 0, 1);
+    let mut seg = open(&dir, 0, 1);
     assert_eq!(seg.next_offset(), 3);
+    seg.map_indexes().unwrap();
     let oi = seg.offset_index();
     assert!((0..oi.entries()).all(|i| (oi.entry(i).position as u64) < keep));
     assert!(seg.time_index().last_entry().offset < 3);
@@ -501,6 +503,7 @@ fn recover_truncates_torn_tail_and_rebuilds_indexes() {
     let truncated = seg.recover(MB).unwrap();
     assert_eq!(truncated as usize, partial.len() / 2);
     assert_eq!((seg.size(), seg.next_offset()), (good_size, next));
+    seg.map_indexes().unwrap();
     let rebuilt: Vec<_> = (0..seg.offset_index().entries())
         .map(|i| seg.offset_index().entry(i))
         .collect();
@@ -543,6 +546,7 @@ fn recover_truncates_at_corrupted_byte() {
     assert_eq!(seg.recover(MB).unwrap(), 6 * batch);
     assert_eq!((seg.size(), seg.next_offset()), (4 * batch, 12));
     assert_eq!(seg.max_timestamp(), 105);
+    seg.map_indexes().unwrap();
     let oi = seg.offset_index();
     assert!(oi.entries() > 0);
     assert!((0..oi.entries())
@@ -570,7 +574,7 @@ fn find_offset_by_timestamp_uncompressed_and_gzip() {
     let mut b = batch_of(&[rec(500), rec(450)]);
     seg.append(&mut b, 6, 0, -1).unwrap();
 
-    let find = |ts, start| seg.find_offset_by_timestamp(ts, start).unwrap();
+    let mut find = |ts, start| seg.find_offset_by_timestamp(ts, start).unwrap();
     assert_eq!(find(0, 0), Some((0, 100)));
     assert_eq!(find(150, 0), Some((1, 300)));
     assert_eq!(find(300, 0), Some((1, 300)));
@@ -657,6 +661,7 @@ fn time_index_stays_monotonic() {
         append_batch(&mut seg, 1, ts, 10);
     }
     seg.on_become_inactive().unwrap();
+    seg.map_indexes().unwrap();
     let ti = seg.time_index();
     let entries: Vec<_> = (0..ti.entries()).map(|i| ti.entry(i)).collect();
     assert!(entries
@@ -789,4 +794,64 @@ fn append_read_throughput() {
         "append LogAppendTime: {:.2} GB/s",
         (64 * buf.len()) as f64 / start.elapsed().as_secs_f64() / 1e9
     );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn indexes_are_mapped_only_while_used() {
+    use crate::test_dir::vm_flags_of_mapping;
+    let dir = TestDir::new("lazy_indexes");
+    let index = segment_file(dir.path(), 0, "index");
+    let time_index = segment_file(dir.path(), 0, "timeindex");
+    let mapped = || [&index, &time_index].map(|p| vm_flags_of_mapping(p).is_some());
+
+    let mut seg = open(&dir, 0, 1);
+    assert_eq!(
+        mapped(),
+        [false, false],
+        "a new segment maps nothing until used"
+    );
+    for i in 0..10 {
+        append_batch(&mut seg, 2, 100 + i, 40);
+    }
+    assert_eq!(mapped(), [true, true], "appends map both indexes");
+    let (entries, next) = (seg.offset_index().entries(), seg.next_offset());
+    seg.on_become_inactive().unwrap();
+    assert_eq!(
+        mapped(),
+        [false, false],
+        "an inactive segment releases them"
+    );
+    assert_eq!(file_len(&dir, 0, "index"), 8 * entries as u64, "trimmed");
+    seg.close(true).unwrap();
+
+    let mut seg = open(&dir, 0, 1);
+    assert_eq!(
+        (seg.offset_index().entries(), seg.next_offset()),
+        (entries, next)
+    );
+    assert_eq!(
+        mapped(),
+        [false, false],
+        "opening reads the indexes and releases them"
+    );
+    let read = seg.read(7, MB, i64::MAX, false).unwrap();
+    assert_eq!(BatchHeader::parse(&read).unwrap().base_offset, 6);
+    assert!(mapped()[0], "a read maps them again");
+    assert_eq!(
+        seg.find_offset_by_timestamp(105, 0).unwrap(),
+        Some((9, 105))
+    );
+    seg.on_become_inactive().unwrap();
+    assert_eq!(mapped(), [false, false]);
+
+    // Closing a segment whose indexes were never used since it was opened writes nothing.
+    let before = std::fs::metadata(&time_index).unwrap().modified().unwrap();
+    let seg = open(&dir, 0, 1);
+    seg.close(true).unwrap();
+    assert_eq!(
+        std::fs::metadata(&time_index).unwrap().modified().unwrap(),
+        before
+    );
+    assert_eq!(file_len(&dir, 0, "index"), 8 * entries as u64);
 }

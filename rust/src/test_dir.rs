@@ -1,4 +1,5 @@
-//! Unique temporary directories for unit tests, removed on drop.
+//! Unique temporary directories for unit tests, removed on drop, and a look at this process's
+//! memory mappings.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,4 +27,21 @@ impl Drop for TestDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// The `VmFlags` line of this process's mapping of `path` (from /proc/self/smaps), or `None`
+/// when `path` is not mapped.
+#[cfg(target_os = "linux")]
+pub(crate) fn vm_flags_of_mapping(path: &Path) -> Option<String> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let name = path.to_str().unwrap();
+    let mut in_mapping = false;
+    for line in smaps.lines() {
+        if line.contains(" /") || line.ends_with(']') {
+            in_mapping = line.ends_with(name);
+        } else if in_mapping && line.starts_with("VmFlags:") {
+            return Some(line.to_string());
+        }
+    }
+    None
 }

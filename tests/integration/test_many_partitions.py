@@ -1,11 +1,13 @@
 """One broker serving a topic of 2,000 partitions to real clients: every partition gets exactly its
 own records back, in order, at offsets 0..n-1; the same after a clean restart and after a kill -9,
 with appends continuing at the next offsets; and retention.ms, set through IncrementalAlterConfigs,
-moves every partition's log start offset forward."""
+moves every partition's log start offset forward. Only active segments keep their indexes mapped."""
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
@@ -113,6 +115,12 @@ def assert_offsets(bootstrap: str, topic: str, earliest: int, latest: int) -> No
     assert set(list_offsets(bootstrap, topic, OffsetSpec.latest()).values()) == {latest}
 
 
+def mapped_index_files(pid: int) -> set[str]:
+    """The ``.index`` and ``.timeindex`` files process ``pid`` has memory-mapped."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return set(re.findall(r"\S+\.(?:time)?index$", maps, flags=re.MULTILINE))
+
+
 def assert_acknowledged_at(acknowledged: dict[tuple[int, int], int], records: range) -> None:
     """Record i of every partition was acknowledged at offset i."""
     wrong = {pi: offset for pi, offset in acknowledged.items() if pi[1] != offset}
@@ -166,6 +174,12 @@ def test_retention_moves_every_partitions_log_start_offset(start_broker, topic_n
     produce(broker.bootstrap, topic_name, range(2, 3), timestamp=now)
     # The default retention.ms (7 days) keeps everything.
     assert_offsets(broker.bootstrap, topic_name, 0, 3)
+    # Kafka's lazy indexes: of the 6,000 segments, only the 2,000 active ones (base offset 2) hold
+    # index mappings; a rolled segment released its own.
+    assert broker.proc is not None
+    mapped = mapped_index_files(broker.proc.pid)
+    assert {Path(name).stem for name in mapped} == {f"{2:020d}"}
+    assert len(mapped) == 2 * PARTITIONS
 
     # Ten minutes: the segments of records 0 and 1 expire, the one of the fresh record stays.
     set_config(AdminClient({"bootstrap.servers": broker.bootstrap}), topic_name, "retention.ms", "600000")
