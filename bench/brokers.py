@@ -70,6 +70,29 @@ def group_cpu_seconds(pgid: int) -> float:
     return ticks / CLK_TCK
 
 
+def group_run_seconds(pgid: int) -> float:
+    """CPU seconds of every live thread of every process in process group ``pgid``, to the
+    nanosecond: the scheduler's run time of each task (/proc/<pid>/task/<tid>/schedstat, field 1).
+
+    ``group_cpu_seconds`` counts clock ticks (10 ms) sampled at timer interrupts, which cannot
+    resolve a run that uses a few ticks. Threads that have exited are not counted (a broker's
+    worker threads live as long as it does).
+    """
+    total_ns = 0
+    for pid in group_pids(pgid):
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total_ns += int(f.read().split()[0])
+            except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+                continue
+    return total_ns / 1e9
+
+
 def group_pids(pgid: int) -> list[int]:
     """PIDs of live processes in process group ``pgid``."""
     pids = []

@@ -3,7 +3,7 @@ topic creation (and what it does to another client's produce latency), and start
 
 Usage::
 
-    python bench/partitions.py [--partitions 1,10,100,1000,10000] [--records 100000] [--size 100]
+    python bench/partitions.py [--partitions 1,10,100,1000,10000] [--records 1000000] [--size 100]
                                [--runs 3] [--create 1000,10000] [--startup-partitions 10000]
 
 Every broker is a fresh ``python -m pybroker serve`` with default settings on 127.0.0.1:<free
@@ -17,9 +17,12 @@ The clients are confluent-kafka (librdkafka): an AdminClient for CreateTopics an
    ``--records`` records of ``--size`` bytes from one Producer with ``linger.ms=50`` (otherwise
    librdkafka's defaults, so acks=all), record i sent to partition i % P explicitly, then
    ``flush()``. The producer fetches the topic's metadata before the clock starts; the clock runs
-   from the first ``produce()`` to the end of ``flush()``. Measured: records/s, the broker process
-   group's CPU seconds (utime+stime from /proc) over that interval, per million records, and the
-   broker's RSS (VmRSS) after the run. Reported: median and min-max over the runs.
+   from the first ``produce()`` to the end of ``flush()``. Measured: records/s, the broker's CPU
+   seconds over that interval (the scheduler's run time of every thread of its process group, in
+   ns: ``group_run_seconds``), per million records, the Produce requests the client sent (its
+   statistics, ``statistics.interval.ms=100``: librdkafka puts one partition in a request, so the
+   requests grow with P), the CPU per request, and the broker's RSS (VmRSS) after the run.
+   Reported: median and min-max over the runs.
 2. **Creation.** One fresh broker holding a 1-partition topic ``latency``, to which a probe (a
    child process: a Producer with ``linger.ms=0``, acks=1) sends one ``--size`` B record at a time,
    each after the previous one was delivered, and records each latency. For every N in
@@ -75,14 +78,13 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_compare import fmt_load, wait_for_quiet  # noqa: E402
 from brokers import (  # noqa: E402
-    CLK_TCK,
     REPO,
     Broker,
     broker_command,
     broker_env,
     confirm_provenance,
     free_port,
-    group_cpu_seconds,
+    group_run_seconds,
     kb_to_mb,
     machine_info,
     proc_status_kb,
@@ -93,6 +95,7 @@ from brokers import (  # noqa: E402
 )
 
 SWEEP_PRODUCER_CONF = {"linger.ms": 50}  # otherwise librdkafka's defaults (acks=all)
+STATISTICS_INTERVAL_MS = 100  # the sweep's producer reports its request counts this often
 PROBE_PRODUCER_CONF = {"linger.ms": 0, "acks": 1}
 SWEEP_TOPIC = "sweep"
 LATENCY_TOPIC = "latency"
@@ -190,9 +193,9 @@ class PyBroker:
         return kb_to_mb(proc_status_kb(self.broker.pid, "VmRSS"))
 
     def cpu_s(self) -> float:
-        """CPU seconds of the broker's process group so far."""
+        """CPU seconds of the broker's process group so far (its threads' run time, in ns)."""
         assert self.broker is not None
-        return group_cpu_seconds(self.broker.pid)
+        return group_run_seconds(self.broker.pid)
 
     def stop(self) -> dict[str, Any]:
         """SIGTERM (SIGKILL after --stop-timeout s); how long the exit took, and its code."""
@@ -305,8 +308,14 @@ def produce_round_robin(
     broker: PyBroker, topic: str, partitions: int, records: int, size: int, timeout: float
 ) -> dict[str, Any]:
     """``records`` records of ``size`` bytes, record i to partition i % ``partitions``, then
-    flush(); time and the broker's CPU from the first produce() to the end of flush()."""
-    producer = Producer({"bootstrap.servers": broker.bootstrap, **SWEEP_PRODUCER_CONF})
+    flush(); time and the broker's CPU from the first produce() to the end of flush(), and the
+    Produce requests the producer sent (from its statistics)."""
+    statistics: list[dict[str, Any]] = []
+    producer = Producer({
+        "bootstrap.servers": broker.bootstrap, **SWEEP_PRODUCER_CONF,
+        "statistics.interval.ms": STATISTICS_INTERVAL_MS,
+        "stats_cb": lambda text: statistics.append(json.loads(text)),
+    })
     errors: list[str] = []
     delivered = 0
 
@@ -338,6 +347,7 @@ def produce_round_robin(
     cpu = broker.cpu_s() - cpu0
     if delivered != records:
         raise RuntimeError(f"{records - delivered} of {records} records failed: {errors[:3]}")
+    requests = produce_requests_sent(producer, statistics)
     return {
         "records": records,
         "size": size,
@@ -345,8 +355,23 @@ def produce_round_robin(
         "records_per_s": records / elapsed,
         "broker_cpu_s": cpu,
         "broker_cpu_s_per_m_records": cpu / records * 1e6,
+        "produce_requests": requests,
+        "broker_cpu_us_per_request": cpu / requests * 1e6,
         "buffer_full_retries": buffer_full,
     }
+
+
+def produce_requests_sent(producer: Producer, statistics: list[dict[str, Any]]) -> int:
+    """Produce requests the producer sent, summed over its brokers, from a statistics report
+    emitted after every record was delivered (waits for one)."""
+    statistics.clear()
+    deadline = time.monotonic() + 10 * STATISTICS_INTERVAL_MS / 1000
+    while not statistics:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the producer emitted no statistics")
+        producer.poll(STATISTICS_INTERVAL_MS / 1000)
+    brokers = statistics[-1]["brokers"].values()
+    return sum(int(b.get("req", {}).get("Produce", 0)) for b in brokers)
 
 
 def count_records(admin: AdminClient, topic: str, partitions: int, timeout: float) -> int:
@@ -618,6 +643,8 @@ def summarize_sweep(runs: list[dict[str, Any]], partition_counts: list[int]) -> 
             "ok": len(ok),
             "records_per_s": stats([r["records_per_s"] for r in ok]),
             "broker_cpu_s_per_m_records": stats([r["broker_cpu_s_per_m_records"] for r in ok]),
+            "produce_requests": stats([r["produce_requests"] for r in ok]),
+            "broker_cpu_us_per_request": stats([r["broker_cpu_us_per_request"] for r in ok]),
             "rss_mb_after": stats([r["rss_mb_after"] for r in ok]),
         }
     return summary
@@ -644,7 +671,7 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                 f"successful runs: P=10 {low['ok']}/{low['runs']}, P=1000 {high['ok']}/{high['runs']}")
             return
         if a["median"] == 0:
-            add(target, "not judged", "—", "the P=10 median is 0: below one clock tick of broker CPU")
+            add(target, "not judged", "—", "the P=10 median is 0")
             return
         ratio = b["median"] / a["median"]
         value = f"{ratio:.2f}x (P=1000 median {fmt.format(b['median'])}, P=10 median {fmt.format(a['median'])})"
@@ -728,15 +755,6 @@ def fmt_latency(s: dict[str, Any] | None) -> str:
     return f"{s['p50']:.2f} / {s['p99']:.2f} / {s['max']:.2f} (n={s['n']:,})"
 
 
-def cpu_resolution_note(runs: list[dict[str, Any]]) -> str:
-    """The CPU figures' resolution against the CPU the broker used in a run."""
-    cpu = [r["broker_cpu_s"] for r in runs if r.get("ok")]
-    if not cpu:
-        return ""
-    return (f" Broker CPU is counted in clock ticks of {1 / CLK_TCK * 1000:.0f} ms; the broker used "
-            f"{min(cpu):.2f}–{max(cpu):.2f} s in a run here, so each CPU figure is uncertain by one tick.")
-
-
 def render_markdown(result: dict[str, Any]) -> str:
     """The .md report: the sweep, creation and start-up tables, the targets, failures."""
     par, m, v = result["parameters"], result["machine"], result["versions"]
@@ -757,17 +775,20 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         f"{par['records']:,} records of {par['size']} B per run, one Producer with linger.ms=50 "
         "(otherwise default: acks=all), record i to partition i % P; timed from the first produce() "
-        "to the end of flush(). A fresh broker per run. Broker CPU: utime+stime of its process "
-        "group over that interval. RSS: VmRSS after the run. Median (min–max) over "
-        f"{par['runs']} run(s) per P; MB = 10^6 bytes.{cpu_resolution_note(sweep['runs'])}",
+        "to the end of flush(). A fresh broker per run. Broker CPU: the run time of every thread of "
+        "its process group over that interval (schedstat, ns). Produce requests: as the producer's "
+        "statistics count them (librdkafka sends one partition per request). RSS: VmRSS after the "
+        f"run. Median (min–max) over {par['runs']} run(s) per P; MB = 10^6 bytes.",
         "",
-        "| P | records/s | broker CPU s per M records | RSS MB | ok runs |",
-        "|---:|---:|---:|---:|---:|",
+        "| P | records/s | broker CPU s per M records | Produce requests | broker CPU µs per request | RSS MB | ok runs |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p, s in sweep["summary"].items():
         lines.append(
             f"| {int(p):,} | {fmt_range(s['records_per_s'], '{:,.0f}')} | "
-            f"{fmt_range(s['broker_cpu_s_per_m_records'], '{:.2f}')} | "
+            f"{fmt_range(s['broker_cpu_s_per_m_records'], '{:.3f}')} | "
+            f"{fmt_range(s.get('produce_requests'), '{:,.0f}')} | "
+            f"{fmt_range(s.get('broker_cpu_us_per_request'), '{:.0f}')} | "
             f"{fmt_range(s['rss_mb_after'], '{:.1f}')} | {s['ok']}/{s['runs']} |"
         )
     lines += [
@@ -829,19 +850,20 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         "## Sweep runs",
         "",
-        "| P | run | records/s | produce s | broker CPU s | RSS MB | topic led after s | load (1m) | status |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| P | run | records/s | produce s | broker CPU s | Produce requests | RSS MB | topic led after s | load (1m) | status |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in sweep["runs"]:
         status = "ok" if r.get("ok") else "FAILED: " + str(r.get("error", "?")).replace("|", "/")[:200]
         if r.get("ok"):
             lines.append(
                 f"| {r['partitions']:,} | {r['run']} | {r['records_per_s']:,.0f} | {r['produce_s']:.3f} | "
-                f"{r['broker_cpu_s']:.2f} | {r['rss_mb_after']:.1f} | {r['create']['all_led_s']:.2f} | "
+                f"{r['broker_cpu_s']:.3f} | {r['produce_requests']:,} | {r['rss_mb_after']:.1f} | "
+                f"{r['create']['all_led_s']:.2f} | "
                 f"{r['loadavg_before'][0]:.2f} | {status} |"
             )
         else:
-            lines.append(f"| {r['partitions']:,} | {r['run']} | — | — | — | — | — | — | {status} |")
+            lines.append(f"| {r['partitions']:,} | {r['run']} | — | — | — | — | — | — | — | {status} |")
     failures = [(name, g) for name, g in (("creation", creation), ("start-up", startup)) if g.get("error")]
     failures += [(f"sweep P={r['partitions']} run {r['run']}", r) for r in sweep["runs"] if r.get("error")]
     lines += ["", "## Failures and broker logs", ""]
@@ -914,7 +936,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--partitions", type=int_list, default="1,10,100,1000,10000",
                     help="partition counts of the throughput sweep ('' skips it)")
-    ap.add_argument("--records", type=int, default=100_000,
+    ap.add_argument("--records", type=int, default=1_000_000,
                     help="records per sweep run, and in the start-up broker")
     ap.add_argument("--size", type=int, default=100, help="record size in bytes")
     ap.add_argument("--runs", type=int, default=3, help="sweep runs per partition count (a fresh broker each)")

@@ -77,6 +77,7 @@ def test_partitions(tmp_path):
         "--create", "50", "--startup-partitions", "50", "--baseline", "0.5", "--quiet-wait", "0")
     data = result(tmp_path, "partitions")
     assert [(r["partitions"], r["ok"]) for r in data["sweep"]["runs"]] == [(1, True), (10, True)]
+    assert all(r["produce_requests"] > 0 and r["broker_cpu_s"] > 0 for r in data["sweep"]["runs"])
     assert data["creation"]["ok"] and data["creation"]["creations"][0]["latency_ms"]["creation"]["n"] > 0
     assert data["startup"]["ok"] and data["startup"]["unclean_restart"]["records_found"] == 2000
     assert {t["result"] for t in data["targets"]} <= {"PASS", "FAIL", "not judged", "not measured"}
