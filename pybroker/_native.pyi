@@ -473,8 +473,9 @@ class Segment:
         """The segment stopped being the active one: append the final time-index entry
         ``(max_timestamp, offset_of_max_timestamp)`` and trim both index files to their valid
         entries. (Appending afterwards still works; the indexes grow back.)"""
-    def close(self) -> None:
-        """``on_become_inactive()``, fsync all three files, close them. Idempotent."""
+    def close(self, sync: bool = True) -> None:
+        """``on_become_inactive()``, fsync all three files (unless ``sync`` is false: the caller
+        makes them durable, e.g. one syncfs for many), close them. Idempotent."""
     def delete(self) -> None:
         """Close (no trim, no fsync) and remove the three files."""
     def rename_suffix(self, suffix: str) -> None:

@@ -562,13 +562,22 @@ class Log:
         for index, segment in enumerate(self.segments):
             end = self._base_offsets[index + 1] if index + 1 < len(self.segments) else self.log_end_offset
             if end > self.recovery_point and segment.base_offset < up_to_offset:
-                base = os.path.join(self.dir, segment_file_name(segment.base_offset, ""))
-                paths.extend(base + suffix for suffix in (".log", ".index", ".timeindex"))
+                paths.extend(self._segment_files(segment))
         return paths
 
-    def close(self) -> None:
+    def segment_paths(self) -> list[str]:
+        """The three files of every segment."""
+        return [path for segment in self.segments for path in self._segment_files(segment)]
+
+    def _segment_files(self, segment: _native.Segment) -> list[str]:
+        base = os.path.join(self.dir, segment_file_name(segment.base_offset, ""))
+        return [base + suffix for suffix in (LOG_SUFFIX, ".index", ".timeindex")]
+
+    def close(self, sync: bool = True) -> None:
+        """Close every segment (final time-index entry, trimmed indexes), fsynced unless ``sync``
+        is false; the log is unusable afterwards."""
         for segment in self.segments:
-            segment.close()
+            segment.close(sync)
 
     def delete_directory(self) -> None:
         """Close and remove the whole partition directory (topic deletion)."""

@@ -397,16 +397,26 @@ class LogManager:
     async def flush(self, partition_log: Log, up_to_offset: int | None = None) -> None:
         """fsync a log's files up to an offset in a worker thread, then advance its recovery point."""
         target = partition_log.log_end_offset if up_to_offset is None else up_to_offset
-        if target <= partition_log.recovery_point:
+        await self._flush_up_to({partition_log: target})
+
+    async def _flush_up_to(self, targets: dict[Log, int]) -> None:
+        """Flush each log up to its target offset: the files of all of them in one worker-thread
+        pass (`fsync_paths`: one syncfs when there are many), then advance the recovery points."""
+        targets = {partition_log: target for partition_log, target in targets.items()
+                   if target > partition_log.recovery_point}
+        if not targets:
             return
-        paths = partition_log.segment_paths_to_flush(target)
+        paths = [path for partition_log, target in targets.items()
+                 for path in partition_log.segment_paths_to_flush(target)]
         await asyncio.get_running_loop().run_in_executor(None, fsync_paths, paths)
-        # Recovery re-reads leader epochs only from the recovery point on, so the checkpoint
-        # must hold every epoch below it first.
-        await self._epoch_writer.settle(partition_log)
-        partition_log.recovery_point = max(partition_log.recovery_point, target)
-        partition_log.unflushed_messages = 0
-        partition_log.last_flush_ms = self.time.monotonic_ms()
+        now = self.time.monotonic_ms()
+        for partition_log, target in targets.items():
+            # Recovery re-reads leader epochs only from the recovery point on, so the checkpoint
+            # must hold every epoch below it first.
+            await self._epoch_writer.settle(partition_log)
+            partition_log.recovery_point = max(partition_log.recovery_point, target)
+            partition_log.unflushed_messages = 0
+            partition_log.last_flush_ms = now
 
     def _schedule_flush_on_roll(self, partition_log: Log) -> None:
         """Kafka flushes a rolled segment in the background; so do we."""
@@ -475,9 +485,10 @@ class LogManager:
 
     async def _flush_dirty_logs(self) -> None:
         now = self.time.monotonic_ms()
-        for partition_log in list(self.logs.values()):
-            if now - partition_log.last_flush_ms >= partition_log.config.flush_ms:
-                await self.flush(partition_log)
+        await self._flush_up_to({
+            partition_log: partition_log.log_end_offset for partition_log in self.logs.values()
+            if now - partition_log.last_flush_ms >= partition_log.config.flush_ms
+        })
 
     async def shutdown(self) -> None:
         """Flush every log, write every checkpoint (the log start offsets retention moved
@@ -490,15 +501,24 @@ class LogManager:
         async with self._creating:
             await self._path_syncer.close()
         self._epoch_writer.start()
-        for partition_log in list(self.logs.values()):
-            await self.flush(partition_log)
+        await self._flush_up_to({partition_log: partition_log.log_end_offset for partition_log in self.logs.values()})
         await self._epoch_writer.close()
         await self.write_all_checkpoints()
-        for partition_log in self.logs.values():
-            partition_log.close()
+        await asyncio.get_running_loop().run_in_executor(None, close_logs, list(self.logs.values()))
         await self._delete_scheduled_files_now()
         for log_dir in self.log_dirs:
             write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "")
+
+
+def close_logs(logs: list[Log]) -> None:
+    """Close the logs (trimming their indexes), then make what closing wrote durable together
+    (`fsync_paths`: one syncfs for many, not three fsyncs per segment). In a worker thread, at
+    shutdown: nothing else uses the logs any more."""
+    paths: list[str] = []
+    for partition_log in logs:
+        paths.extend(partition_log.segment_paths())
+        partition_log.close(sync=False)
+    fsync_paths(paths)
 
 
 def epoch_snapshots(logs: list[Log]) -> list[tuple[LeaderEpochCache, list[tuple[int, int]]]]:

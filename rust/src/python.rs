@@ -1159,10 +1159,12 @@ impl PySegment {
         self.with_detached(py, |s| s.on_become_inactive())
     }
 
-    /// Final time-index entry, trim, fsync, close. Closing twice is a no-op.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
+    /// Final time-index entry, trim, fsync (unless `sync` is false), close. Closing twice is a
+    /// no-op.
+    #[pyo3(signature = (sync = true))]
+    fn close(&self, py: Python<'_>, sync: bool) -> PyResult<()> {
         match self.take(py) {
-            Some(segment) => py.detach(|| segment.close(true)).map_err(to_py_err),
+            Some(segment) => py.detach(|| segment.close(sync)).map_err(to_py_err),
             None => Ok(()),
         }
     }
