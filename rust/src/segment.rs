@@ -276,11 +276,6 @@ impl Segment {
         self.time_index.file_mut().release();
     }
 
-    /// Whether the indexes are mapped now (used since opening or becoming inactive).
-    pub fn indexes_mapped(&self) -> bool {
-        self.offset_index.file().is_mapped() || self.time_index.file().is_mapped()
-    }
-
     /// Recomputes `next_offset`, the max timestamp and `first_batch_timestamp` from the indexes
     /// and the batches after the last offset-index entry.
     pub(crate) fn reload_state(&mut self) -> Result<()> {
