@@ -163,6 +163,7 @@ impl OffsetIndex {
         self.file.truncate_entries(n);
     }
 
+    #[cfg_attr(target_os = "linux", allow(dead_code))]
     pub(crate) fn file(&self) -> &IndexFile {
         &self.file
     }
