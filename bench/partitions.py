@@ -4,7 +4,8 @@ topic creation (and what it does to another client's produce latency), and start
 Usage::
 
     python bench/partitions.py [--partitions 1,10,100,1000,10000] [--records 1000000] [--size 100]
-                               [--runs 3] [--create 1000,10000] [--startup-partitions 10000]
+                               [--runs 3] [--control-of 1000] [--reference-partitions 10,1000]
+                               [--create 1000,10000] [--startup-partitions 10000]
 
 Every broker is a fresh ``python -m pybroker serve`` with default settings on 127.0.0.1:<free
 port> and a fresh data dir under the work dir (as in ``bench/brokers.py``), in its own process
@@ -23,6 +24,15 @@ The clients are confluent-kafka (librdkafka): an AdminClient for CreateTopics an
    statistics, ``statistics.interval.ms=1000``: librdkafka puts one partition in a request, so the
    requests grow with P), the CPU per request, and the broker's RSS (VmRSS) after the run.
    Reported: median and min-max over the runs.
+
+   The control: librdkafka puts one partition in each Produce request, so the request size falls
+   as P grows, and the CPU per record with it. After the sweep, P=10 runs again (``--runs`` times)
+   with ``batch.num.messages`` set to the median records per request measured at P=``--control-of``
+   (default 1,000): requests of the same size at both P. The CPU target's ratio is then the product
+   of a request-size factor (control / P=10) and a partition factor (P=1,000 / control). The
+   reference: the sweep's runs at ``--reference-partitions`` against Tansu (``brokers.find_tansu``;
+   a Kafka broker in Rust, its log in memory), as the same requests' cost in a broker written in
+   Rust.
 2. **Creation.** One fresh broker holding a 1-partition topic ``latency``, to which a probe (a
    child process: a Producer with ``linger.ms=0``, acks=1) sends one ``--size`` B record at a time,
    each after the previous one was delivered, and records each latency. For every N in
@@ -83,6 +93,7 @@ from brokers import (  # noqa: E402
     broker_command,
     broker_env,
     confirm_provenance,
+    find_tansu,
     free_port,
     group_run_seconds,
     kb_to_mb,
@@ -106,6 +117,7 @@ TARGET_MIN_RUNS = 3  # a target on medians is judged on at least this many runs
 TARGET_PARTITIONS = 10_000
 THROUGHPUT_FLOOR = 0.5  # records/s at P=1,000 >= this x P=10
 CPU_CEILING = 3.0  # CPU per record at P=1,000 <= this x P=10
+CONTROL_PARTITIONS = 10  # the control run: this P with the request size of --control-of's
 CREATE_LIMIT_S = 10.0
 STARTUP_LIMIT_S = 10.0
 RSS_LIMIT_MB = 500.0  # decimal MB
@@ -155,9 +167,11 @@ PROBE_CODE = textwrap.dedent(
 
 class PyBroker:
     """pybroker processes on one data dir and port, one after the other (start, stop, kill,
-    start again); every process is stopped by PID when the ``with`` block ends."""
+    start again); every process is stopped by PID when the ``with`` block ends. With ``name``
+    "tansu" the processes are the reference broker instead (its log kept in memory)."""
 
-    def __init__(self, run_dir: Path, args: argparse.Namespace) -> None:
+    def __init__(self, run_dir: Path, args: argparse.Namespace, name: str = "pybroker") -> None:
+        self.name = name
         self.run_dir = run_dir
         self.data_dir = run_dir / "data"
         self.args = args
@@ -177,8 +191,8 @@ class PyBroker:
 
     def start(self, label: str) -> dict[str, Any]:
         """Start a broker process; return once its port accepts a connection."""
-        cmd = broker_command("pybroker", self.port, self.data_dir, None, self.args.python)  # type: ignore[arg-type]
-        env = broker_env("pybroker", bool(self.args.pybroker_import.get("add_repo_to_pythonpath")))
+        cmd = broker_command(self.name, self.port, self.data_dir, self.args, self.args.python)
+        env = broker_env(self.name, bool(self.args.pybroker_import.get("add_repo_to_pythonpath")))
         t0 = time.monotonic()
         self.broker = Broker(cmd, env, self.run_dir, self.run_dir / f"broker-{label}.log")
         info: dict[str, Any] = {"label": label, "pid": self.broker.pid, "command": cmd,
@@ -306,14 +320,16 @@ def create_topic(admin: AdminClient, topic: str, partitions: int, timeout: float
 
 
 def produce_round_robin(
-    broker: PyBroker, topic: str, partitions: int, records: int, size: int, timeout: float
+    broker: PyBroker, topic: str, partitions: int, records: int, size: int, timeout: float,
+    conf: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``records`` records of ``size`` bytes, record i to partition i % ``partitions``, then
     flush(); time and the broker's CPU from the first produce() to the end of flush(), and the
-    Produce requests the producer sent (from its statistics)."""
+    Produce requests the producer sent (from its statistics). ``conf`` adds producer settings to
+    the sweep's."""
     statistics: list[dict[str, Any]] = []
     producer = Producer({
-        "bootstrap.servers": broker.bootstrap, **SWEEP_PRODUCER_CONF,
+        "bootstrap.servers": broker.bootstrap, **SWEEP_PRODUCER_CONF, **(conf or {}),
         "statistics.interval.ms": STATISTICS_INTERVAL_MS,
         "stats_cb": lambda text: statistics.append(json.loads(text)),
     })
@@ -357,6 +373,7 @@ def produce_round_robin(
         "broker_cpu_s": cpu,
         "broker_cpu_s_per_m_records": cpu / records * 1e6,
         "produce_requests": requests,
+        "records_per_request": records / requests,
         "broker_cpu_us_per_request": cpu / requests * 1e6,
         "buffer_full_retries": buffer_full,
     }
@@ -454,11 +471,15 @@ def note_failure(out: dict[str, Any], broker: PyBroker) -> None:
         out["broker_log_tails"] = broker.tails
 
 
-def measure_sweep_run(out: dict[str, Any], partitions: int, args: argparse.Namespace, workdir: Path) -> None:
-    """Sweep, one run: fresh broker, a topic of ``partitions`` partitions, the produce phase,
-    the broker's RSS afterwards. Fills ``out``."""
-    out.update(partitions=partitions, ok=False)
-    broker = PyBroker(workdir / f"sweep-{partitions}-{out['run']}", args)
+def measure_sweep_run(
+    out: dict[str, Any], partitions: int, args: argparse.Namespace, workdir: Path,
+    broker_name: str = "pybroker", conf: dict[str, Any] | None = None,
+) -> None:
+    """Sweep, one run: fresh broker, a topic of ``partitions`` partitions, the produce phase
+    (``conf`` added to the producer's settings), the broker's RSS afterwards. Fills ``out``."""
+    out.update(partitions=partitions, broker_name=broker_name, producer_conf=conf or {}, ok=False)
+    run_dir = workdir / f"{out.get('variant', 'sweep')}-{partitions}-{out['run']}"
+    broker = PyBroker(run_dir, args, broker_name)
     out["broker"] = broker.processes
     try:
         with broker:
@@ -468,13 +489,67 @@ def measure_sweep_run(out: dict[str, Any], partitions: int, args: argparse.Names
             del admin
             quiet_gate(out, args)
             out.update(produce_round_robin(broker, SWEEP_TOPIC, partitions, args.records, args.size,
-                                           args.produce_timeout))
+                                           args.produce_timeout, conf))
             out["rss_mb_after"] = broker.rss_mb()
             out["ok"] = True
     except Exception as exc:
         record_failure(out, exc)
     finally:
         note_failure(out, broker)
+
+
+def matched_batch(sweep_runs: list[dict[str, Any]], partitions: int) -> int | None:
+    """The median records per Produce request of the sweep's successful runs at ``partitions``."""
+    sizes = [r["records_per_request"] for r in sweep_runs if r["partitions"] == partitions and r.get("ok")]
+    return max(1, round(statistics.median(sizes))) if sizes else None
+
+
+def measure_control(out: dict[str, Any], sweep_runs: list[dict[str, Any]], args: argparse.Namespace,
+                    workdir: Path) -> None:
+    """The control: P=10 again, with librdkafka's batch.num.messages capping every request at
+    the records per request the sweep measured at P=``--control-of``. Equal request sizes at
+    both P separate what the partition count costs from what the client's request shape costs.
+    Fills ``out``."""
+    batch = matched_batch(sweep_runs, args.control_of)
+    out.update(of=args.control_of, partitions=CONTROL_PARTITIONS, batch_num_messages=batch, runs=[])
+    if batch is None:
+        out["error"] = f"no successful sweep run at P={args.control_of} to take the request size from"
+        return
+    for run_no in range(1, args.runs + 1):
+        run: dict[str, Any] = {"run": run_no, "variant": "control"}
+        out["runs"].append(run)
+        measure_sweep_run(run, CONTROL_PARTITIONS, args, workdir, conf={"batch.num.messages": batch})
+        print(one_line_sweep(run), flush=True)
+    out["summary"] = summarize_sweep(out["runs"], [CONTROL_PARTITIONS])
+
+
+def measure_reference(out: dict[str, Any], args: argparse.Namespace, workdir: Path) -> None:
+    """The sweep's runs at ``--reference-partitions`` against Tansu, a Rust broker, with its
+    log in memory: what the same client's requests cost a broker written in Rust. Fills ``out``."""
+    out.update(broker="tansu", storage="memory", version=args.tansu_version, binary=args.tansu,
+               package=args.tansu_package, runs=[])
+    for p in args.reference_partitions:
+        for run_no in range(1, args.runs + 1):
+            run: dict[str, Any] = {"run": run_no, "variant": "reference"}
+            out["runs"].append(run)
+            measure_sweep_run(run, p, args, workdir, broker_name="tansu")
+            print(one_line_sweep(run), flush=True)
+    out["summary"] = summarize_sweep(out["runs"], args.reference_partitions)
+
+
+def cpu_ratio_parts(result: dict[str, Any]) -> dict[str, float] | None:
+    """The CPU target's ratio (CPU per record, P=1,000 over P=10, medians) as the product of two
+    factors: the request size (P=10 with P=1,000's request size, over P=10) and the partition
+    count at equal request size (P=1,000 over that control). None without the three medians."""
+    summary, control = result["sweep"]["summary"], result.get("control", {})
+    metric = "broker_cpu_s_per_m_records"
+    low = (summary.get(str(CONTROL_PARTITIONS)) or {}).get(metric)
+    high = (summary.get(str(control.get("of"))) or {}).get(metric)
+    matched = (control.get("summary", {}).get(str(CONTROL_PARTITIONS)) or {}).get(metric)
+    if not (low and high and matched) or low["median"] == 0 or matched["median"] == 0:
+        return None
+    return {"request_size": matched["median"] / low["median"], "partitions": high["median"] / matched["median"],
+            "total": high["median"] / low["median"]}
 
 
 def window_stats(samples: list[list[float]], start: float, end: float, t0: float) -> dict[str, Any] | None:
@@ -645,6 +720,7 @@ def summarize_sweep(runs: list[dict[str, Any]], partition_counts: list[int]) -> 
             "records_per_s": stats([r["records_per_s"] for r in ok]),
             "broker_cpu_s_per_m_records": stats([r["broker_cpu_s_per_m_records"] for r in ok]),
             "produce_requests": stats([r["produce_requests"] for r in ok]),
+            "records_per_request": stats([r["records_per_request"] for r in ok]),
             "broker_cpu_us_per_request": stats([r["broker_cpu_us_per_request"] for r in ok]),
             "rss_mb_after": stats([r["rss_mb_after"] for r in ok]),
         }
@@ -689,6 +765,11 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                  THROUGHPUT_FLOOR, True, "{:,.0f} records/s")
     ratio_target(f"broker CPU per record at P=1,000 <= {CPU_CEILING:g}x P=10",
                  "broker_cpu_s_per_m_records", CPU_CEILING, False, "{:.2f} CPU s per M records")
+    parts = cpu_ratio_parts(result)
+    if parts is not None and result["control"]["of"] == 1000:
+        rows[-1]["note"] += (f"; = {parts['request_size']:.2f}x for the request size times "
+                             f"{parts['partitions']:.2f}x for the partitions at equal request size "
+                             "(see the control)")
 
     name = f"a topic of {TARGET_PARTITIONS:,} partitions created (all led) in < {CREATE_LIMIT_S:g} s"
     creation = result["creation"]
@@ -767,7 +848,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         + f" Finished {result['finished_at']} (wall time {result['wall_s'] / 60:.1f} min)"
         + (" **Interrupted: partial results.**" if result["interrupted"] else "."),
         "",
-        "One pybroker per measurement group, default settings, fresh data dir, on 127.0.0.1. "
+        "One pybroker per measurement group (Tansu for the reference runs), default settings, fresh data "
+        "dir, on 127.0.0.1. "
         f"Clients: confluent-kafka {v['confluent_kafka']} (librdkafka {v['librdkafka']}). "
         f"Machine: {m['nproc']} vCPU ({m['cpu']}), kernel {m['kernel']}, load average at start "
         f"{fmt_load(m['loadavg_start'])}, at end {fmt_load(m['loadavg_end'])}.",
@@ -792,6 +874,7 @@ def render_markdown(result: dict[str, Any]) -> str:
             f"{fmt_range(s.get('broker_cpu_us_per_request'), '{:.0f}')} | "
             f"{fmt_range(s['rss_mb_after'], '{:.1f}')} | {s['ok']}/{s['runs']} |"
         )
+    lines += render_cpu_ratio(result)
     lines += [
         "",
         "## Topic creation",
@@ -851,26 +934,30 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         "## Sweep runs",
         "",
-        "| P | run | records/s | produce s | broker CPU s | Produce requests | RSS MB | topic led after s | load (1m) | status |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| runs | P | run | records/s | produce s | broker CPU s | Produce requests | RSS MB | topic led after s | load (1m) | status |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for r in sweep["runs"]:
+    labelled = [("sweep", r) for r in sweep["runs"]]
+    labelled += [("control", r) for r in result["control"].get("runs", [])]
+    labelled += [("Tansu", r) for r in result["reference"].get("runs", [])]
+    for label, r in labelled:
         status = "ok" if r.get("ok") else "FAILED: " + str(r.get("error", "?")).replace("|", "/")[:200]
         if r.get("ok"):
             lines.append(
-                f"| {r['partitions']:,} | {r['run']} | {r['records_per_s']:,.0f} | {r['produce_s']:.3f} | "
+                f"| {label} | {r['partitions']:,} | {r['run']} | {r['records_per_s']:,.0f} | {r['produce_s']:.3f} | "
                 f"{r['broker_cpu_s']:.3f} | {r['produce_requests']:,} | {r['rss_mb_after']:.1f} | "
                 f"{r['create']['all_led_s']:.2f} | "
                 f"{r['loadavg_before'][0]:.2f} | {status} |"
             )
         else:
-            lines.append(f"| {r['partitions']:,} | {r['run']} | — | — | — | — | — | — | — | {status} |")
-    failures = [(name, g) for name, g in (("creation", creation), ("start-up", startup)) if g.get("error")]
-    failures += [(f"sweep P={r['partitions']} run {r['run']}", r) for r in sweep["runs"] if r.get("error")]
+            lines.append(f"| {label} | {r['partitions']:,} | {r['run']} | — | — | — | — | — | — | — | {status} |")
+    failures = [(name, g) for name, g in (("creation", creation), ("start-up", startup), ("control", result["control"]))
+                if g.get("error")]
+    failures += [(f"{label} P={r['partitions']} run {r['run']}", r) for label, r in labelled if r.get("error")]
     lines += ["", "## Failures and broker logs", ""]
     for name, g in failures:
         lines.append(f"* **{name}**: {str(g['error'])[:300]}")
-    processes = [p for r in sweep["runs"] for p in r.get("broker", [])]
+    processes = [p for _, r in labelled for p in r.get("broker", [])]
     processes += creation.get("broker", []) + startup.get("broker", [])
     flagged = sum(p.get("log", {}).get("matches", 0) for p in processes)
     lines.append(f"* {len(processes)} broker process(es); {flagged} warning/error line(s) in their logs.")
@@ -883,6 +970,63 @@ def render_markdown(result: dict[str, Any]) -> str:
                 lines.append(f"  * {p['label']}: `{s[:240].replace('`', chr(39))}`")
     lines += ["", "Every raw figure (per run, per creation, the probe's latencies) is in `partitions.json`.", ""]
     return "\n".join(lines)
+
+
+def render_cpu_ratio(result: dict[str, Any]) -> list[str]:
+    """The section on the CPU target's ratio: the control, the reference broker, their factors."""
+    sweep, control, reference = result["sweep"]["summary"], result["control"], result["reference"]
+    if not control and not reference:
+        return []
+    lines = ["", "## Where the CPU ratio comes from", ""]
+    if control:
+        lines.append(
+            f"librdkafka puts one partition in each Produce request, so at P={control['of']:,} a request "
+            f"carries far fewer records than at P={CONTROL_PARTITIONS}. The control runs P={CONTROL_PARTITIONS} "
+            f"again with `batch.num.messages` = {control.get('batch_num_messages') or '—'}, the median "
+            f"records per request at P={control['of']:,}: the same client and settings otherwise, so "
+            "both runs send requests of the same size and differ only in the partitions they go to."
+        )
+    if reference:
+        lines.append(
+            f"{'' if not control else chr(10)}The reference is Tansu (`{reference.get('version')}`), a Kafka "
+            "broker written in Rust, with its log kept in memory (it writes no files), under the same sweep runs."
+        )
+    lines += [
+        "",
+        "| broker | P | producer settings | records/s | broker CPU s per M records | records per request | broker CPU µs per request | ok runs |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    rows: list[tuple[str, int, str, dict[str, Any]]] = []  # broker, P, producer settings, summary
+    if control:
+        for p in (CONTROL_PARTITIONS, control["of"]):
+            if str(p) in sweep:
+                rows.append(("pybroker", p, "linger.ms=50", sweep[str(p)]))
+            if p == CONTROL_PARTITIONS and control.get("summary"):
+                rows.append(("pybroker (control)", p,
+                             f"linger.ms=50, batch.num.messages={control['batch_num_messages']}",
+                             control["summary"][str(p)]))
+    for p, s in (reference.get("summary") or {}).items():
+        rows.append(("Tansu", int(p), "linger.ms=50", s))
+    for name, p, conf, s in rows:
+        lines.append(
+            f"| {name} | {p:,} | {conf} | {fmt_range(s['records_per_s'], '{:,.0f}')} | "
+            f"{fmt_range(s['broker_cpu_s_per_m_records'], '{:.3f}')} | "
+            f"{fmt_range(s.get('records_per_request'), '{:,.0f}')} | "
+            f"{fmt_range(s.get('broker_cpu_us_per_request'), '{:.0f}')} | {s['ok']}/{s['runs']} |"
+        )
+    parts = cpu_ratio_parts(result)
+    if parts is not None:
+        lines += [
+            "",
+            f"CPU per record, medians: P={control['of']:,} / P={CONTROL_PARTITIONS} = {parts['total']:.2f}x = "
+            f"{parts['request_size']:.2f}x (the request size alone: control / P={CONTROL_PARTITIONS}) × "
+            f"{parts['partitions']:.2f}x (the partitions at equal request size: P={control['of']:,} / control).",
+        ]
+    ref, top = reference.get("summary") or {}, result["parameters"]["control_of"] or 1000
+    low, high = (ref.get(str(p), {}).get("broker_cpu_s_per_m_records") for p in (CONTROL_PARTITIONS, top))
+    if low and high and low["median"]:
+        lines.append(f"Tansu, P={top:,} / P={CONTROL_PARTITIONS}: {high['median'] / low['median']:.2f}x.")
+    return lines
 
 
 def plot(result: dict[str, Any], path: Path) -> bool:
@@ -941,6 +1085,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="records per sweep run, and in the start-up broker")
     ap.add_argument("--size", type=int, default=100, help="record size in bytes")
     ap.add_argument("--runs", type=int, default=3, help="sweep runs per partition count (a fresh broker each)")
+    ap.add_argument("--control-of", type=int, default=1000,
+                    help=f"after the sweep, run P={CONTROL_PARTITIONS} again with the records per Produce "
+                    "request measured at this P (0 skips it)")
+    ap.add_argument("--reference-partitions", type=int_list, default="10,1000",
+                    help="partition counts of the sweep run against Tansu as well ('' skips it)")
     ap.add_argument("--create", type=int_list, default="1000,10000",
                     help="partition counts of the creation measurement ('' skips it)")
     ap.add_argument("--startup-partitions", type=int, default=10_000,
@@ -964,8 +1113,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--keep-workdir", action="store_true", help="keep broker data dirs and logs")
     ap.add_argument("--python", default=sys.executable, help="interpreter that runs pybroker")
     args = ap.parse_args(argv)
-    if args.records < 1 or args.size < 1 or args.runs < 1 or args.startup_partitions < 0:
-        ap.error("--records, --size and --runs must be >= 1, --startup-partitions >= 0")
+    if args.records < 1 or args.size < 1 or args.runs < 1 or args.startup_partitions < 0 or args.control_of < 0:
+        ap.error("--records, --size and --runs must be >= 1, --startup-partitions and --control-of >= 0")
+    if args.control_of and args.control_of not in args.partitions:
+        ap.error(f"--control-of {args.control_of} is not in --partitions")
     return args
 
 
@@ -978,10 +1129,17 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     args.pybroker_import = pybroker_import(args.python)
+    args.tansu = args.tansu_version = args.tansu_package = None
+    if args.reference_partitions:
+        args.tansu, args.tansu_package = find_tansu()
+        done = subprocess.run([args.tansu, "--version"], capture_output=True, text=True, timeout=30)
+        args.tansu_version = done.stdout.strip()
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t_wall = time.monotonic()
     machine = machine_info(workdir)
     sweep_runs: list[dict[str, Any]] = []
+    control: dict[str, Any] = {}
+    reference: dict[str, Any] = {}
     creation: dict[str, Any] = {}
     startup: dict[str, Any] = {}
     interrupted = False
@@ -995,6 +1153,10 @@ def main(argv: list[str] | None = None) -> int:
                         sweep_runs.append(out)
                         measure_sweep_run(out, p, args, workdir)
                         print(one_line_sweep(out), flush=True)
+                if args.control_of:
+                    measure_control(control, sweep_runs, args, workdir)
+                if args.reference_partitions:
+                    measure_reference(reference, args, workdir)
                 if args.create:
                     quiet_gate(creation, args)
                     measure_creation(creation, args, workdir)
@@ -1014,7 +1176,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
     machine["loadavg_end"] = list(os.getloadavg())
-    parameters = {k: v for k, v in vars(args).items() if k != "pybroker_import"}
+    parameters = {k: v for k, v in vars(args).items() if k != "pybroker_import" and not k.startswith("tansu")}
     result: dict[str, Any] = {
         "provenance": confirm_provenance(stamp),
         "interrupted": interrupted,
@@ -1031,6 +1193,8 @@ def main(argv: list[str] | None = None) -> int:
             "python": sys.version.split()[0],
         },
         "sweep": {"runs": sweep_runs, "summary": summarize_sweep(sweep_runs, args.partitions)},
+        "control": control,
+        "reference": reference,
         "creation": creation,
         "startup": startup,
     }
@@ -1043,7 +1207,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(md)
     print(f"wrote {stem}.json, {stem}.md" + (f", {stem}.png" if plotted else ""))
-    ok = all(r.get("ok") for r in sweep_runs) and all(g.get("ok", True) for g in (creation, startup))
+    runs = sweep_runs + control.get("runs", []) + reference.get("runs", [])
+    ok = (all(r.get("ok") for r in runs) and "error" not in control
+          and all(g.get("ok", True) for g in (creation, startup)))
     return 0 if ok and not interrupted else 1
 
 
@@ -1054,7 +1220,7 @@ def to_json(result: dict[str, Any]) -> str:
 
 
 def one_line_sweep(r: dict[str, Any]) -> str:
-    head = f"[sweep P={r['partitions']} run {r['run']}] "
+    head = f"[{r.get('variant', 'sweep')} {r['broker_name']} P={r['partitions']} run {r['run']}] "
     if not r.get("ok"):
         return head + "FAILED " + str(r.get("error"))
     return head + (f"{r['records_per_s']:,.0f} records/s, broker CPU {r['broker_cpu_s_per_m_records']:.2f} s "

@@ -73,11 +73,17 @@ def test_group_rebalance(tmp_path):
 
 
 def test_partitions(tmp_path):
-    run(tmp_path, "bench/partitions.py", "--partitions", "1,10", "--records", "2000", "--runs", "1",
-        "--create", "50", "--startup-partitions", "50", "--baseline", "0.5", "--quiet-wait", "0")
+    run(tmp_path, "bench/partitions.py", "--partitions", "10,100", "--records", "2000", "--runs", "1",
+        "--control-of", "100", "--reference-partitions", "10", "--create", "50", "--startup-partitions", "50",
+        "--baseline", "0.5", "--quiet-wait", "0")
     data = result(tmp_path, "partitions")
-    assert [(r["partitions"], r["ok"]) for r in data["sweep"]["runs"]] == [(1, True), (10, True)]
-    assert all(r["produce_requests"] > 0 and r["broker_cpu_s"] > 0 for r in data["sweep"]["runs"])
+    assert [(r["partitions"], r["ok"]) for r in data["sweep"]["runs"]] == [(10, True), (100, True)]
+    runs = data["sweep"]["runs"] + data["control"]["runs"] + data["reference"]["runs"]
+    assert all(r["produce_requests"] > 0 and r["broker_cpu_s"] > 0 for r in runs)
+    # The control sends requests of P=100's size: batch.num.messages caps every request at it.
+    assert data["control"]["batch_num_messages"] == round(data["sweep"]["runs"][1]["records_per_request"])
+    assert data["control"]["runs"][0]["records_per_request"] <= data["control"]["batch_num_messages"]
+    assert [(r["broker_name"], r["partitions"]) for r in data["reference"]["runs"]] == [("tansu", 10)]
     assert data["creation"]["ok"] and data["creation"]["creations"][0]["latency_ms"]["creation"]["n"] > 0
     assert data["startup"]["ok"] and data["startup"]["unclean_restart"]["records_found"] == 2000
     assert {t["result"] for t in data["targets"]} <= {"PASS", "FAIL", "not judged", "not measured"}
