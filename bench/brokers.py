@@ -54,7 +54,13 @@ def group_cpu_seconds(pgid: int) -> float:
     The group leader's cutime/cstime (reaped children) are included too, so a
     broker that forks workers is charged for all of them.
     """
-    ticks = 0
+    return sum(group_cpu_split(pgid))
+
+
+def group_cpu_split(pgid: int) -> tuple[float, float]:
+    """``group_cpu_seconds`` as (user, system) CPU seconds: the time a process group spent in its
+    own code and in the kernel on its behalf, counted in clock ticks (10 ms)."""
+    user = system = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -64,10 +70,12 @@ def group_cpu_seconds(pgid: int) -> float:
             continue
         if int(fields[2]) != pgid:  # field 5: pgrp
             continue
-        ticks += int(fields[11]) + int(fields[12])  # fields 14, 15: utime, stime
+        user += int(fields[11])  # field 14: utime
+        system += int(fields[12])  # field 15: stime
         if int(entry) == pgid:
-            ticks += int(fields[13]) + int(fields[14])  # fields 16, 17: cutime, cstime
-    return ticks / CLK_TCK
+            user += int(fields[13])  # field 16: cutime
+            system += int(fields[14])  # field 17: cstime
+    return user / CLK_TCK, system / CLK_TCK
 
 
 def group_run_seconds(pgid: int) -> float:

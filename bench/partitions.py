@@ -95,6 +95,7 @@ from brokers import (  # noqa: E402
     confirm_provenance,
     find_tansu,
     free_port,
+    group_cpu_split,
     group_run_seconds,
     kb_to_mb,
     machine_info,
@@ -211,6 +212,11 @@ class PyBroker:
         """CPU seconds of the broker's process group so far (its threads' run time, in ns)."""
         assert self.broker is not None
         return group_run_seconds(self.broker.pid)
+
+    def cpu_split(self) -> tuple[float, float]:
+        """(user, system) CPU seconds of the broker's process group so far, in 10 ms ticks."""
+        assert self.broker is not None
+        return group_cpu_split(self.broker.pid)
 
     def stop(self) -> dict[str, Any]:
         """SIGTERM (SIGKILL after --stop-timeout s); how long the exit took, and its code."""
@@ -346,7 +352,7 @@ def produce_round_robin(
     producer.list_topics(topic=topic, timeout=30)  # connection and topic metadata before the clock
     value = b"x" * size
     buffer_full = 0
-    cpu0 = broker.cpu_s()
+    cpu0, split0 = broker.cpu_s(), broker.cpu_split()
     t0 = time.monotonic()
     for i in range(records):
         while True:
@@ -361,7 +367,8 @@ def produce_round_robin(
         if time.monotonic() > deadline:
             raise TimeoutError(f"flush: {len(producer)} records undelivered after {timeout:.0f}s")
     elapsed = time.monotonic() - t0
-    cpu = broker.cpu_s() - cpu0
+    cpu, split1 = broker.cpu_s() - cpu0, broker.cpu_split()
+    user, system = split1[0] - split0[0], split1[1] - split0[1]
     if delivered != records:
         raise RuntimeError(f"{records - delivered} of {records} records failed: {errors[:3]}")
     requests = produce_requests_sent(producer, statistics)
@@ -375,6 +382,10 @@ def produce_round_robin(
         "produce_requests": requests,
         "records_per_request": records / requests,
         "broker_cpu_us_per_request": cpu / requests * 1e6,
+        "broker_user_ticks_s": user,
+        "broker_system_ticks_s": system,
+        "broker_kernel_share": system / (user + system) if user + system else None,
+        "broker_kernel_us_per_request": cpu * system / (user + system) / requests * 1e6 if user + system else None,
         "buffer_full_retries": buffer_full,
     }
 
@@ -552,6 +563,22 @@ def cpu_ratio_parts(result: dict[str, Any]) -> dict[str, float] | None:
             "total": high["median"] / low["median"]}
 
 
+def cpu_budget_per_request(result: dict[str, Any]) -> dict[str, float] | None:
+    """The broker CPU per request that the CPU target leaves at P=``--control-of`` (the ceiling
+    times P=10's CPU per record times P=``--control-of``'s records per request), and the kernel's
+    part of what a request cost there (medians). None without those figures."""
+    summary, of = result["sweep"]["summary"], result["parameters"]["control_of"]
+    low, high = summary.get(str(CONTROL_PARTITIONS)), summary.get(str(of))
+    if not (low and high and low["broker_cpu_s_per_m_records"] and high["records_per_request"]
+            and high.get("broker_kernel_us_per_request")):
+        return None
+    low_s_per_m = low["broker_cpu_s_per_m_records"]["median"]
+    records = high["records_per_request"]["median"]
+    return {"low_s_per_m": low_s_per_m, "records_per_request": records,
+            "budget_us": CPU_CEILING * low_s_per_m * records,
+            "kernel_us": high["broker_kernel_us_per_request"]["median"]}
+
+
 def window_stats(samples: list[list[float]], start: float, end: float, t0: float) -> dict[str, Any] | None:
     """The probe's records sent in [start, end): latency percentiles (ms), a histogram of all of
     them (quarter-octave buckets: upper bound ms -> count), and every one slower than
@@ -722,6 +749,9 @@ def summarize_sweep(runs: list[dict[str, Any]], partition_counts: list[int]) -> 
             "produce_requests": stats([r["produce_requests"] for r in ok]),
             "records_per_request": stats([r["records_per_request"] for r in ok]),
             "broker_cpu_us_per_request": stats([r["broker_cpu_us_per_request"] for r in ok]),
+            "broker_kernel_share": stats([r["broker_kernel_share"] for r in ok if r.get("broker_kernel_share") is not None]),
+            "broker_kernel_us_per_request": stats([r["broker_kernel_us_per_request"] for r in ok
+                                                   if r.get("broker_kernel_us_per_request") is not None]),
             "rss_mb_after": stats([r["rss_mb_after"] for r in ok]),
         }
     return summary
@@ -993,8 +1023,8 @@ def render_cpu_ratio(result: dict[str, Any]) -> list[str]:
         )
     lines += [
         "",
-        "| broker | P | producer settings | records/s | broker CPU s per M records | records per request | broker CPU µs per request | ok runs |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        "| broker | P | producer settings | records/s | broker CPU s per M records | records per request | broker CPU µs per request | of which kernel | kernel µs per request | ok runs |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rows: list[tuple[str, int, str, dict[str, Any]]] = []  # broker, P, producer settings, summary
     if control:
@@ -1012,7 +1042,9 @@ def render_cpu_ratio(result: dict[str, Any]) -> list[str]:
             f"| {name} | {p:,} | {conf} | {fmt_range(s['records_per_s'], '{:,.0f}')} | "
             f"{fmt_range(s['broker_cpu_s_per_m_records'], '{:.3f}')} | "
             f"{fmt_range(s.get('records_per_request'), '{:,.0f}')} | "
-            f"{fmt_range(s.get('broker_cpu_us_per_request'), '{:.0f}')} | {s['ok']}/{s['runs']} |"
+            f"{fmt_range(s.get('broker_cpu_us_per_request'), '{:.0f}')} | "
+            f"{fmt_range(s.get('broker_kernel_share'), '{:.0%}')} | "
+            f"{fmt_range(s.get('broker_kernel_us_per_request'), '{:.0f}')} | {s['ok']}/{s['runs']} |"
         )
     parts = cpu_ratio_parts(result)
     if parts is not None:
@@ -1022,10 +1054,20 @@ def render_cpu_ratio(result: dict[str, Any]) -> list[str]:
             f"{parts['request_size']:.2f}x (the request size alone: control / P={CONTROL_PARTITIONS}) × "
             f"{parts['partitions']:.2f}x (the partitions at equal request size: P={control['of']:,} / control).",
         ]
+    budget = cpu_budget_per_request(result)
+    if budget is not None:
+        lines += [""]
+        lines.append(
+            f"The target allows a request at P={control['of']:,} {budget['budget_us']:.1f} µs of broker CPU "
+            f"({CPU_CEILING:g} × P={CONTROL_PARTITIONS}'s {budget['low_s_per_m']:.3f} s per M records × "
+            f"{budget['records_per_request']:.0f} records per request); the kernel alone spends "
+            f"{budget['kernel_us']:.1f} µs on one (the kernel share is the broker's stime over utime + stime, "
+            "counted in 10 ms ticks)."
+        )
     ref, top = reference.get("summary") or {}, result["parameters"]["control_of"] or 1000
     low, high = (ref.get(str(p), {}).get("broker_cpu_s_per_m_records") for p in (CONTROL_PARTITIONS, top))
     if low and high and low["median"]:
-        lines.append(f"Tansu, P={top:,} / P={CONTROL_PARTITIONS}: {high['median'] / low['median']:.2f}x.")
+        lines += ["", f"Tansu, P={top:,} / P={CONTROL_PARTITIONS}: {high['median'] / low['median']:.2f}x."]
     return lines
 
 
