@@ -26,13 +26,13 @@ The clients are confluent-kafka (librdkafka): an AdminClient for CreateTopics an
    Reported: median and min-max over the runs.
 
    The control: librdkafka puts one partition in each Produce request, so the request size falls
-   as P grows, and the CPU per record with it. After the sweep, P=10 runs again (``--runs`` times)
-   with ``batch.num.messages`` set to the median records per request measured at P=``--control-of``
-   (default 1,000): requests of the same size at both P. The CPU target's ratio is then the product
-   of a request-size factor (control / P=10) and a partition factor (P=1,000 / control). The
-   reference: the sweep's runs at ``--reference-partitions`` against Tansu (``brokers.find_tansu``;
-   a Kafka broker in Rust, its log in memory), as the same requests' cost in a broker written in
-   Rust.
+   as P grows, and the CPU per record with it. Right after the sweep's runs at P=``--control-of``
+   (default 1,000), P=10 runs again (``--runs`` times) with ``batch.num.messages`` set to the
+   median records per request measured there: requests of the same size at both P. The CPU
+   target's ratio is then the product of a request-size factor (control / P=10) and a partition
+   factor (P=1,000 / control). The reference: the sweep's runs at ``--reference-partitions``
+   against Tansu (``brokers.find_tansu``; a Kafka broker in Rust, its log in memory), as the same
+   requests' cost in a broker written in Rust.
 2. **Creation.** One fresh broker holding a 1-partition topic ``latency``, to which a probe (a
    child process: a Producer with ``linger.ms=0``, acks=1) sends one ``--size`` B record at a time,
    each after the previous one was delivered, and records each latency. For every N in
@@ -202,6 +202,12 @@ class PyBroker:
         self.broker.wait_ready(self.port, self.args.startup_timeout)
         info["port_open_s"] = time.monotonic() - t0
         return info
+
+    def start_with_topic(self, label: str, topic: str, partitions: int) -> dict[str, Any]:
+        """Start a broker process and create ``topic`` on it; returns ``create_topic``'s figures
+        (the admin client it used is gone when this returns)."""
+        self.start(label)
+        return create_topic(admin_client(self.bootstrap), topic, partitions, self.args.create_timeout)
 
     def rss_mb(self) -> float:
         """VmRSS of the broker process, MB (10^6 bytes)."""
@@ -494,10 +500,7 @@ def measure_sweep_run(
     out["broker"] = broker.processes
     try:
         with broker:
-            broker.start("sweep")
-            admin = admin_client(broker.bootstrap)
-            out["create"] = create_topic(admin, SWEEP_TOPIC, partitions, args.create_timeout)
-            del admin
+            out["create"] = broker.start_with_topic("sweep", SWEEP_TOPIC, partitions)
             quiet_gate(out, args)
             out.update(produce_round_robin(broker, SWEEP_TOPIC, partitions, args.records, args.size,
                                            args.produce_timeout, conf))
@@ -697,10 +700,7 @@ def measure_startup(out: dict[str, Any], args: argparse.Namespace, workdir: Path
     out["broker"] = broker.processes
     try:
         with broker:
-            broker.start("initial")
-            admin = admin_client(broker.bootstrap)
-            out["create"] = create_topic(admin, STARTUP_TOPIC, partitions, args.create_timeout)
-            del admin
+            out["create"] = broker.start_with_topic("initial", STARTUP_TOPIC, partitions)
             out["produce"] = produce_round_robin(broker, STARTUP_TOPIC, partitions, args.records,
                                                  args.size, args.produce_timeout)
             out["rss_mb_before_stop"] = broker.rss_mb()
@@ -1017,9 +1017,10 @@ def render_cpu_ratio(result: dict[str, Any]) -> list[str]:
             "both runs send requests of the same size and differ only in the partitions they go to."
         )
     if reference:
+        lines += [""] if control else []
         lines.append(
-            f"{'' if not control else chr(10)}The reference is Tansu (`{reference.get('version')}`), a Kafka "
-            "broker written in Rust, with its log kept in memory (it writes no files), under the same sweep runs."
+            f"The reference is Tansu (`{reference.get('version')}`), a Kafka broker written in Rust, with its "
+            "log kept in memory (it writes no files), under the same sweep runs."
         )
     lines += [
         "",
@@ -1195,8 +1196,8 @@ def main(argv: list[str] | None = None) -> int:
                         sweep_runs.append(out)
                         measure_sweep_run(out, p, args, workdir)
                         print(one_line_sweep(out), flush=True)
-                if args.control_of:
-                    measure_control(control, sweep_runs, args, workdir)
+                    if p == args.control_of:  # next to the runs it is compared with
+                        measure_control(control, sweep_runs, args, workdir)
                 if args.reference_partitions:
                     measure_reference(reference, args, workdir)
                 if args.create:
