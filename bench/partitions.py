@@ -392,6 +392,7 @@ def produce_round_robin(
         "broker_system_ticks_s": system,
         "broker_kernel_share": system / (user + system) if user + system else None,
         "broker_kernel_us_per_request": cpu * system / (user + system) / requests * 1e6 if user + system else None,
+        "broker_user_us_per_request": cpu * user / (user + system) / requests * 1e6 if user + system else None,
         "buffer_full_retries": buffer_full,
     }
 
@@ -566,20 +567,24 @@ def cpu_ratio_parts(result: dict[str, Any]) -> dict[str, float] | None:
             "total": high["median"] / low["median"]}
 
 
-def cpu_budget_per_request(result: dict[str, Any]) -> dict[str, float] | None:
+def cpu_budget_per_request(result: dict[str, Any]) -> dict[str, Any] | None:
     """The broker CPU per request that the CPU target leaves at P=``--control-of`` (the ceiling
-    times P=10's CPU per record times P=``--control-of``'s records per request), and the kernel's
-    part of what a request cost there (medians). None without those figures."""
+    times P=10's CPU per record times P=``--control-of``'s records per request), what a request
+    cost there in the kernel and in user space, and Tansu's user space there (medians; Tansu's
+    None when not measured). None without pybroker's figures."""
     summary, of = result["sweep"]["summary"], result["parameters"]["control_of"]
     low, high = summary.get(str(CONTROL_PARTITIONS)), summary.get(str(of))
     if not (low and high and low["broker_cpu_s_per_m_records"] and high["records_per_request"]
-            and high.get("broker_kernel_us_per_request")):
+            and high.get("broker_kernel_us_per_request") and high.get("broker_user_us_per_request")):
         return None
     low_s_per_m = low["broker_cpu_s_per_m_records"]["median"]
     records = high["records_per_request"]["median"]
+    tansu = (result["reference"].get("summary") or {}).get(str(of)) or {}
     return {"low_s_per_m": low_s_per_m, "records_per_request": records,
             "budget_us": CPU_CEILING * low_s_per_m * records,
-            "kernel_us": high["broker_kernel_us_per_request"]["median"]}
+            "kernel_us": high["broker_kernel_us_per_request"]["median"],
+            "user_us": high["broker_user_us_per_request"]["median"],
+            "tansu_user_us": (tansu.get("broker_user_us_per_request") or {}).get("median")}
 
 
 def window_stats(samples: list[list[float]], start: float, end: float, t0: float) -> dict[str, Any] | None:
@@ -752,6 +757,8 @@ def summarize_sweep(runs: list[dict[str, Any]], partition_counts: list[int]) -> 
             "broker_kernel_share": stats([r["broker_kernel_share"] for r in ok if r.get("broker_kernel_share") is not None]),
             "broker_kernel_us_per_request": stats([r["broker_kernel_us_per_request"] for r in ok
                                                    if r.get("broker_kernel_us_per_request") is not None]),
+            "broker_user_us_per_request": stats([r["broker_user_us_per_request"] for r in ok
+                                                 if r.get("broker_user_us_per_request") is not None]),
             "rss_mb_after": stats([r["rss_mb_after"] for r in ok]),
         }
     return summary
@@ -1058,12 +1065,19 @@ def render_cpu_ratio(result: dict[str, Any]) -> list[str]:
     budget = cpu_budget_per_request(result)
     if budget is not None:
         lines += [""]
+        left, tansu = budget["budget_us"] - budget["kernel_us"], budget["tansu_user_us"]
         lines.append(
             f"The target allows a request at P={control['of']:,} {budget['budget_us']:.1f} µs of broker CPU "
             f"({CPU_CEILING:g} × P={CONTROL_PARTITIONS}'s {budget['low_s_per_m']:.3f} s per M records × "
-            f"{budget['records_per_request']:.0f} records per request); the kernel alone spends "
-            f"{budget['kernel_us']:.1f} µs on one (the kernel share is the broker's stime over utime + stime, "
-            "counted in 10 ms ticks)."
+            f"{budget['records_per_request']:.0f} records per request). The kernel spends "
+            f"{budget['kernel_us']:.1f} µs on one (receiving it, writing its batch, sending the answer, "
+            "waking for the next), "
+            + (f"which leaves {left:.1f} µs for all the broker does in user space" if left > 0
+               else "more than the target allows for the whole request")
+            + f"; pybroker spends {budget['user_us']:.1f} µs in user space"
+            + (f", Tansu {tansu:.1f} µs" if tansu is not None else "")
+            + ". (Kernel and user space split a run's CPU by the broker's stime and utime, counted in "
+            "10 ms ticks.)"
         )
     ref, top = reference.get("summary") or {}, result["parameters"]["control_of"] or 1000
     low, high = (ref.get(str(p), {}).get("broker_cpu_s_per_m_records") for p in (CONTROL_PARTITIONS, top))
