@@ -31,17 +31,24 @@ class SocketServer:
         self.connections.add(connection)
         return connection
 
-    async def start(self) -> None:
+    async def start(self, start_serving: bool = True) -> None:
+        """Bind every listener; without ``start_serving`` connections wait in the backlog until
+        `enable_request_processing` (Kafka binds early and processes requests once started)."""
         loop = asyncio.get_running_loop()
         for endpoint in self.endpoints:
             server = await loop.create_server(
-                self._new_connection, endpoint.host, endpoint.port, reuse_address=True, backlog=1024
+                self._new_connection, endpoint.host, endpoint.port, reuse_address=True, backlog=1024,
+                start_serving=start_serving,
             )
             self._servers.append(server)
             for sock in server.sockets:
                 host, port = sock.getsockname()[:2]
                 self.bound.append((host, port))
                 log.info("Listening on %s://%s:%d", endpoint.listener_name, host, port)
+
+    async def enable_request_processing(self) -> None:
+        for server in self._servers:
+            await server.start_serving()
 
     async def stop(self) -> None:
         for server in self._servers:

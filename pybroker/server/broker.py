@@ -1,9 +1,14 @@
 """The broker process: builds every component from the configuration, runs, and shuts down.
 
-Owns start-up order (cluster id → metadata → log manager load/recovery → hosted partitions →
-group coordinator (loads ``__consumer_offsets``) → listeners → background tasks), topic creation and deletion as the handlers request them (the
-single broker acts as its own controller), and the clean shutdown sequence (stop accepting, answer
+Owns the wiring and the start-up order: cluster id → the metadata store → log manager
+load/recovery → group coordinator → registration of this broker → the controller (which, once
+elected, sends this broker its LeaderAndIsr and UpdateMetadata: partitions are hosted then, and
+the groups of the ``__consumer_offsets`` partitions it leads are loaded) → listeners →
+background tasks; and the clean shutdown sequence (stop accepting, stop the controller, answer
 what is waiting, flush and checkpoint every log, mark the shutdown clean).
+
+Without ``zookeeper.connect`` the store is the local metadata file: this broker is the only one
+of its cluster and its own controller, and the controller's requests reach it in-process.
 """
 
 from __future__ import annotations
@@ -12,20 +17,30 @@ import asyncio
 import logging
 import os
 
-from pybroker.controller.metadata import ClusterMetadata, TopicMetadata
-from pybroker.log.config import LogConfig, validate_topic_configs
+from pybroker.controller.channel import ControllerChannelManager
+from pybroker.controller.controller import Controller
+from pybroker.controller.local_store import LocalStore
+from pybroker.controller.metadata import TopicExistsError
+from pybroker.controller.requests import BrokerEndpoint, LiveBroker
+from pybroker.controller.store import ControllerStore, StoreListener
+from pybroker.log.config import LogConfig
 from pybroker.log.file_descriptors import raise_open_file_limit
 from pybroker.log.log_manager import LogManager, read_meta_properties
 from pybroker.network.listener import SocketServer
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
+from pybroker.server.admin_manager import AdminManager
 from pybroker.server.authorizer import AllowAllAuthorizer, Authorizer
+from pybroker.server.broker_control import BrokerControl, InProcessBrokerChannel
 from pybroker.server.config import BrokerConfig, Endpoint
 from pybroker.server.dispatcher import RequestDispatcher
 from pybroker.server.group.coordinator import GroupConfig, GroupCoordinator
 from pybroker.server.group.metadata_manager import GroupMetadataManager
+from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+INTERNAL_TOPIC_WAIT_MS = 30_000
 
 
 class Broker:
@@ -37,7 +52,10 @@ class Broker:
         log_dirs = config.log_dirs
         os.makedirs(log_dirs[0], exist_ok=True)
         self.cluster_id = read_meta_properties(log_dirs[0]).get("cluster.id") or config.new_cluster_id()
-        self.metadata = ClusterMetadata(log_dirs[0], self.cluster_id, [self.node_id])
+        self.store_listener = StoreListener(on_topic_configs_changed=self._on_topic_configs_changed)
+        self.store: ControllerStore = LocalStore(log_dirs[0], self.cluster_id, self.store_listener)
+        self.metadata_cache = MetadataCache(self.node_id)
+        self.broker_epoch = -1
         self.time = SYSTEM_TIME
         self.scheduler = AsyncioScheduler()
         self.log_manager = LogManager(
@@ -55,13 +73,14 @@ class Broker:
             time=self.time,
             scheduler=self.scheduler,
         )
-        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata)
+        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache)
         self.log_manager.on_log_start_offset_changed = self.replica_manager.on_log_start_offset_changed
+        self.admin_manager = AdminManager(self.node_id, config, self.store, self.metadata_cache)
         self.authorizer: Authorizer = AllowAllAuthorizer()
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(
                 self.replica_manager,
-                self.create_topic,
+                self._create_internal_topic,
                 num_partitions=config.get("offsets.topic.num.partitions"),
                 replication_factor=config.get("offsets.topic.replication.factor"),
                 segment_bytes=config.get("offsets.topic.segment.bytes"),
@@ -78,6 +97,14 @@ class Broker:
             retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"),
             scheduler=self.scheduler,
         )
+        self.broker_control = BrokerControl(
+            self.replica_manager, self.metadata_cache, self.group_coordinator, lambda: self.broker_epoch
+        )
+        self.controller = Controller(
+            self.node_id, self.store,
+            ControllerChannelManager(lambda broker: InProcessBrokerChannel(self.broker_control, broker)),
+        )
+        self.controller.listener(self.store_listener)
         self.socket_server = SocketServer(
             config.listeners, RequestDispatcher(self), config.get("socket.request.max.bytes")
         )
@@ -86,8 +113,31 @@ class Broker:
     # --- configuration views -------------------------------------------------------------------
 
     def log_config(self, topic: str) -> LogConfig:
-        metadata = self.metadata.topic(topic)
-        return self.config.log_config(metadata.configs if metadata else {})
+        return self.config.log_config(self.store.topic_configs(topic))
+
+    async def _create_internal_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None]
+    ) -> None:
+        """Create an internal topic (or find it being created) and wait for its leaders, so that
+        the first FindCoordinator can already answer."""
+        try:
+            await self.admin_manager.create_topic(name, num_partitions, replication_factor, configs)
+        except TopicExistsError:
+            pass
+        await self.admin_manager.wait_for_leaders([name], INTERNAL_TOPIC_WAIT_MS)
+
+    def _on_topic_configs_changed(self, topic: str) -> None:
+        self.log_manager.update_config(topic)
+
+    @property
+    def registration(self) -> LiveBroker:
+        """This broker as it registers itself: its id and advertised listeners."""
+        endpoints = []
+        for endpoint in self.config.advertised_listeners:
+            if endpoint.port == 0 and self.socket_server.bound:
+                endpoint = Endpoint(endpoint.listener_name, endpoint.host, self.socket_server.bound[0][1])
+            endpoints.append(BrokerEndpoint(endpoint.listener_name, endpoint.host, endpoint.port))
+        return LiveBroker(self.node_id, tuple(endpoints), self.config.get("broker.rack"))
 
     @property
     def advertised_endpoint(self) -> Endpoint:
@@ -103,10 +153,13 @@ class Broker:
             log.warning("Ignoring unknown broker property %s", key)
         raise_open_file_limit()
         self.log_manager.load()
-        for name in list(self.metadata.topics):
-            await self.replica_manager.host_topic(name)
         self.group_coordinator.startup()
-        await self.socket_server.start()
+        await self.socket_server.start(start_serving=False)
+        self.broker_epoch = await self.store.register_broker(self.registration)
+        self.controller.start()
+        await self.controller.idle()
+        await self.controller.channels.flush()  # this broker's partitions hosted, its cache filled
+        await self.socket_server.enable_request_processing()
         self.log_manager.start_background_tasks()
         log.info("pybroker node %d started (cluster id %s)", self.node_id, self.cluster_id)
 
@@ -119,41 +172,10 @@ class Broker:
     async def shutdown(self) -> None:
         log.info("Shutting down node %d", self.node_id)
         await self.socket_server.stop()
+        await self.controller.shutdown()
         await self.group_coordinator.shutdown()
         await self.replica_manager.shutdown()
         await self.scheduler.shutdown()  # as Kafka: background tasks end before the logs close
-        await self.metadata.close()
+        await self.store.close()
         await self.log_manager.shutdown()
         log.info("Shut down cleanly")
-
-    # --- topic administration (this broker is its own controller) ------------------------------
-
-    def create_topic(
-        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None]
-    ) -> TopicMetadata:
-        """Create a topic: in the metadata at once (raising the metadata/config errors), its
-        partitions hosted in the background (``replica_manager.topic_hosted`` waits for them)."""
-        if num_partitions == -1:
-            num_partitions = self.config.get("num.partitions")
-        if replication_factor == -1:
-            replication_factor = self.config.get("default.replication.factor")
-        checked = validate_topic_configs(configs)
-        topic = self.metadata.create_topic(name, num_partitions, replication_factor, checked)
-        self.replica_manager.host_topic(name)
-        log.info("Created topic %s with %d partition(s)", name, num_partitions)
-        return topic
-
-    def delete_topic(self, name: str) -> TopicMetadata:
-        topic = self.metadata.delete_topic(name)
-        self.replica_manager.remove_topic(name, len(topic.partitions))
-        self.group_coordinator.on_topic_deleted(name)
-        log.info("Deleted topic %s", name)
-        return topic
-
-    def create_partitions(self, name: str, new_count: int) -> None:
-        self.metadata.add_partitions(name, new_count)
-        self.replica_manager.host_topic(name)
-
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.metadata.set_topic_configs(name, validate_topic_configs(configs))
-        self.log_manager.update_config(name)

@@ -24,6 +24,7 @@ from pybroker.log.config import (
 
 _BROKER_DEFS = [
     ConfigDef("node.id", "INT", 1, "This broker's id."),
+    ConfigDef("broker.rack", "STRING", None, "The rack of this broker (for rack-aware replica assignment)."),
     # pybroker default: one broker on loopback, so `pybroker serve` just works locally.
     ConfigDef("listeners", "LIST", ["PLAINTEXT://127.0.0.1:9092"], "Listener URIs."),
     ConfigDef("advertised.listeners", "LIST", None, "Listeners given to clients (default: listeners)."),

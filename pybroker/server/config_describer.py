@@ -63,7 +63,7 @@ def _type(definition: ConfigDef) -> ConfigType:
 
 def describe_topic(broker: Broker, topic: str, keys: list[str] | None = None) -> list[ConfigEntry]:
     """Every topic config (or those named in ``keys``) with value, source and synonyms."""
-    overrides = broker.metadata.topic(topic).configs  # type: ignore[union-attr]
+    overrides = broker.admin_manager.topic_configs(topic)
     entries = []
     for name in sorted(TOPIC_CONFIGS):
         if keys is not None and name not in keys:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pybroker.controller.requests import PartitionState
 from pybroker.log.log import Log, LogAppendInfo, OffsetOutOfRangeError
 from pybroker.types import TopicPartition
 
@@ -75,22 +76,38 @@ class Partition:
     def is_leader(self) -> bool:
         return self.leader_id == self.local_broker_id
 
-    def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int], now_ms: int) -> bool:
-        """Become (or stay) leader at ``leader_epoch``; True if the epoch is new."""
-        new_epoch = leader_epoch > self.leader_epoch
+    def make_leader(self, state: PartitionState, now_ms: int) -> bool:
+        """Become (or stay) leader as the controller decided (Kafka's ``makeLeader``); True if
+        the leader epoch is new. A new epoch starts at the log end offset, and the leader
+        forgets what it knew of the followers (they report again in their next fetch)."""
+        new_epoch = state.leader_epoch > self.leader_epoch
         self.leader_id = self.local_broker_id
-        self.replicas = list(replicas)
-        self.isr = set(isr)
-        self.alive_brokers = frozenset(replicas)
+        self.partition_epoch = state.partition_epoch
+        self.replicas = list(state.replicas)
+        self.isr = set(state.isr)
+        self.alive_brokers = frozenset(r for r in state.replicas if r not in state.offline_replicas)
         if new_epoch:
-            self.leader_epoch = leader_epoch
-            self.log.assign_leader_epoch(leader_epoch, self.log.log_end_offset)
+            self.leader_epoch = state.leader_epoch
+            self.log.assign_leader_epoch(state.leader_epoch, self.log.log_end_offset)
             self.remote_replicas = {
-                broker: ReplicaState(broker) for broker in replicas if broker != self.local_broker_id
+                broker: ReplicaState(broker) for broker in state.replicas if broker != self.local_broker_id
             }
-            for state in self.remote_replicas.values():
-                state.reset(state.broker_id in self.isr, now_ms)
+            for replica in self.remote_replicas.values():
+                replica.reset(replica.broker_id in self.isr, now_ms)
         self.maybe_increment_high_watermark()
+        return new_epoch
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Follow ``state.leader`` (Kafka's ``makeFollower``); True if the leader epoch is new
+        (the fetcher then starts again from this log). A follower keeps no ISR and no replica
+        states."""
+        new_epoch = state.leader_epoch > self.leader_epoch
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.partition_epoch = state.partition_epoch
+        self.replicas = list(state.replicas)
+        self.isr = set()
+        self.remote_replicas = {}
         return new_epoch
 
     def check_leader_epoch(self, requested_epoch: int) -> None:

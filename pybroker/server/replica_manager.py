@@ -13,14 +13,22 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pybroker import _native
-from pybroker.controller.metadata import ClusterMetadata, topic_id_to_string
+from pybroker.controller.metadata import INTERNAL_TOPICS, topic_id_to_string
+from pybroker.controller.requests import (
+    EPOCH_DURING_DELETE,
+    ControlResponse,
+    LeaderAndIsr,
+    PartitionState,
+    StopReplica,
+)
 from pybroker.log.log import InvalidRecordError, OffsetOutOfRangeError
 from pybroker.log.log_manager import LogManager
 from pybroker.log.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError
 from pybroker.protocol.errors import ErrorCode
+from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -133,6 +141,14 @@ class DelayedProduce(DelayedOperation):
 
 
 @dataclass
+class LeaderAndIsrOutcome(ControlResponse):
+    """A LeaderAndIsr's answer, plus the partitions that became leader and follower here."""
+
+    leaders: list[Partition] = field(default_factory=list)
+    followers: list[Partition] = field(default_factory=list)
+
+
+@dataclass
 class DeleteRecordsResult:
     """One partition's DeleteRecords outcome. Errors carry -1 watermarks, except a timeout, which
     keeps the low watermark seen when the leader moved its log start offset."""
@@ -220,95 +236,95 @@ class DelayedFetch(DelayedOperation):
 class ReplicaManager:
     """The partitions hosted by this broker and the operations on them."""
 
-    def __init__(self, broker_id: int, log_manager: LogManager, metadata: ClusterMetadata) -> None:
+    def __init__(self, broker_id: int, log_manager: LogManager, metadata_cache: MetadataCache) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
-        self.metadata = metadata
+        self.metadata_cache = metadata_cache
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = Purgatory("Produce")
         self.fetch_purgatory = Purgatory("Fetch")
         self.delete_records_purgatory = Purgatory("DeleteRecords")
-        self._hosting: dict[str, asyncio.Future[None]] = {}
+        self.controller_epoch = 0  # the highest controller epoch seen (fences stale controllers)
 
-    # --- metadata ------------------------------------------------------------------------------
+    # --- the controller's decisions ------------------------------------------------------------
 
-    def host_topic(self, name: str) -> asyncio.Future[None]:
-        """Start hosting (and leading) every partition of ``name`` assigned to this broker, once
-        the metadata naming them is on disk; missing logs are created off the event loop. Returns
-        the hosting, which `topic_hosted` also waits for; a failure is logged, and raised to
-        whoever waits."""
-        previous = self._hosting.get(name)
-        hosting = asyncio.ensure_future(self._host_topic(name, previous))
-        self._hosting[name] = hosting
-
-        def done(task: asyncio.Future[None]) -> None:
-            if self._hosting.get(name) is task:
-                del self._hosting[name]
-            if not task.cancelled() and task.exception() is not None:
-                log.error("Could not host the partitions of topic %s: %s", name, task.exception())
-
-        hosting.add_done_callback(done)
-        return hosting
-
-    def is_hosting(self, name: str) -> bool:
-        """Whether ``name``'s partitions are being set up here (not usable yet)."""
-        return name in self._hosting
-
-    async def topic_hosted(self, name: str) -> None:
-        """Wait until the hosting of ``name`` under way (if any) is done."""
-        hosting = self._hosting.get(name)
-        if hosting is not None:
-            await asyncio.shield(hosting)
-
-    async def _host_topic(self, name: str, previous: asyncio.Future[None] | None) -> None:
-        if previous is not None:
-            await asyncio.gather(previous, return_exceptions=True)
-        saved = self.metadata.saved()
-        if saved is not None:
-            await saved
-        topic = self.metadata.topic(name)
-        if topic is None:
-            return
-        topic_id = topic_id_to_string(topic.topic_id)
+    async def become_leader_or_follower(self, request: LeaderAndIsr) -> LeaderAndIsrOutcome:
+        """Apply a LeaderAndIsr (Kafka's ``becomeLeaderOrFollower``): the partitions whose
+        leader epoch is newer than ours become leader or follower here, their logs created
+        (off the event loop) when missing. A partition whose epoch is not newer answers
+        STALE_CONTROLLER_EPOCH, one that does not list this broker UNKNOWN_TOPIC_OR_PARTITION."""
+        outcome = LeaderAndIsrOutcome()
+        if request.controller_epoch < self.controller_epoch:
+            outcome.error = ErrorCode.STALE_CONTROLLER_EPOCH
+            return outcome
+        self.controller_epoch = request.controller_epoch
+        accepted: list[PartitionState] = []
+        for state in request.partition_states:
+            tp = state.topic_partition
+            partition = self.partitions.get(tp)
+            if self.broker_id not in state.replicas:
+                outcome.partition_errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif partition is not None and state.leader_epoch <= partition.leader_epoch:
+                outcome.partition_errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
+            else:
+                accepted.append(state)
         wanted = [
-            (TopicPartition(name, index), topic_id)
-            for index, assignment in enumerate(topic.partitions)
-            if self.broker_id in assignment.replicas
+            (s.topic_partition, topic_id_to_string(request.topic_ids[s.topic_partition.topic]))
+            for s in accepted
+            if s.topic_partition not in self.partitions and s.topic_partition.topic in request.topic_ids
         ]
-        logs = await self.log_manager.create_logs(wanted)
-        if self.metadata.topic(name) is not topic:
-            # Deleted (and maybe created again) meanwhile: these logs belong to no topic now.
-            for tp in logs:
-                if tp not in self.partitions:
-                    self.log_manager.delete_log(tp)
-            return
+        logs = await self.log_manager.create_logs(wanted) if wanted else {}
         now = now_ms()
-        for index, assignment in enumerate(topic.partitions):
-            tp = TopicPartition(name, index)
+        for state in accepted:
+            tp = state.topic_partition
             partition = self.partitions.get(tp)
             if partition is None:
-                partition_log = logs.get(tp)
+                partition_log = logs.get(tp) or self.log_manager.get_log(tp)
                 if partition_log is None:
-                    continue  # not a replica here
-                partition = Partition(tp, topic_id, self.broker_id, partition_log)
+                    outcome.partition_errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
+                topic_id = request.topic_ids.get(tp.topic)
+                partition = Partition(tp, topic_id_to_string(topic_id) if topic_id else "", self.broker_id, partition_log)
                 self.partitions[tp] = partition
-            if assignment.leader == self.broker_id:
-                partition.make_leader(assignment.leader_epoch, assignment.replicas, assignment.isr, now)
-
-    def remove_topic(self, name: str, num_partitions: int) -> None:
-        for index in range(num_partitions):
-            tp = TopicPartition(name, index)
-            self.partitions.pop(tp, None)
+            if state.leader == self.broker_id:
+                partition.make_leader(state, now)
+                outcome.leaders.append(partition)
+            else:
+                partition.make_follower(state)
+                outcome.followers.append(partition)
             for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
                 purgatory.check_and_complete(tp)
-            self.log_manager.delete_log(tp)
+        return outcome
+
+    def stop_replicas(self, request: StopReplica) -> ControlResponse:
+        """Apply a StopReplica: stop hosting the partitions, deleting their logs when asked;
+        operations waiting on them complete (with NOT_LEADER_OR_FOLLOWER or unknown)."""
+        response = ControlResponse()
+        if request.controller_epoch < self.controller_epoch:
+            response.error = ErrorCode.STALE_CONTROLLER_EPOCH
+            return response
+        self.controller_epoch = request.controller_epoch
+        for stop in request.partitions:
+            tp = stop.topic_partition
+            partition = self.partitions.get(tp)
+            if (partition is not None and stop.leader_epoch not in (EPOCH_DURING_DELETE, -1)
+                    and stop.leader_epoch < partition.leader_epoch):
+                response.partition_errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            if stop.delete:
+                self.partitions.pop(tp, None)
+            for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
+                purgatory.check_and_complete(tp)
+            if stop.delete:
+                self.log_manager.delete_log(tp)
+        return response
 
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
     def missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
         """Why ``tp`` is not hosted here: it exists elsewhere (6) or not at all (3)."""
-        known = self.metadata.partition(tp.topic, tp.partition) is not None
+        known = self.metadata_cache.contains(tp)
         return ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     # --- produce -------------------------------------------------------------------------------
@@ -362,8 +378,7 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None:
             return PartitionAppendResult(self.missing_partition_error(tp))
-        topic = self.metadata.topic(tp.topic)
-        if topic is not None and topic.is_internal and not internal_topics_allowed:
+        if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
             return PartitionAppendResult(
                 ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp.topic}"
             )
@@ -410,8 +425,7 @@ class ReplicaManager:
         return future
 
     def _delete_records_on_local_log(self, tp: TopicPartition, offset: int) -> DeleteRecordsResult:
-        topic = self.metadata.topic(tp.topic)
-        if topic is not None and topic.is_internal:
+        if tp.topic in INTERNAL_TOPICS:
             return DeleteRecordsResult(
                 ErrorCode.INVALID_TOPIC_EXCEPTION, error_message=f"Cannot delete records of internal topic {tp.topic}"
             )
@@ -502,8 +516,6 @@ class ReplicaManager:
         return future
 
     async def shutdown(self) -> None:
-        """Let the hostings under way finish (so no log is created after the logs close), then
-        answer everything waiting in the purgatories."""
-        await asyncio.gather(*self._hosting.values(), return_exceptions=True)
+        """Answer everything waiting in the purgatories."""
         for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
             purgatory.shutdown()

@@ -14,11 +14,12 @@ them and ``ReplicaManager.on_log_start_offset_changed`` is told, as the fetch pa
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
+from pybroker.controller.requests import PartitionState, UpdateMetadata
 from pybroker.log.log import Log
 from pybroker.protocol.errors import ErrorCode as E
 from pybroker.server.config import BrokerConfig
+from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import Partition
 from pybroker.server.replica_manager import DeleteRecordsResult, ReplicaManager
 from pybroker.types import TopicPartition
@@ -36,7 +37,7 @@ def make_partition(tmp_path, name: str, replicas=(LOCAL, 2, 3), count: int = COU
     tp = TopicPartition(name, 0)
     log = Log(str(tmp_path / str(tp)), tp, BrokerConfig().log_config({k.replace("_", "."): v for k, v in overrides.items()}))
     partition = Partition(tp, TOPIC_ID, LOCAL, log)
-    partition.make_leader(0, list(replicas), [LOCAL], now_ms=0)
+    partition.make_leader(PartitionState(tp, 0, LOCAL, 0, [LOCAL], 0, list(replicas)), now_ms=0)
     if count:
         batch = build_batch([(None, f"v{i}".encode()) for i in range(count)])
         partition.append_records_to_leader(memoryview(bytearray(batch)), required_acks=1, now_ms=0)
@@ -44,14 +45,14 @@ def make_partition(tmp_path, name: str, replicas=(LOCAL, 2, 3), count: int = COU
     return partition
 
 
-def replica_manager(*partitions: Partition, internal: tuple[str, ...] = ()) -> ReplicaManager:
-    """A replica manager hosting ``partitions``; the metadata is a stub that knows every
-    partition and calls the ``internal`` topics internal."""
-    metadata = SimpleNamespace(
-        topic=lambda name: SimpleNamespace(is_internal=name in internal),
-        partition=lambda topic, index: object(),
-    )
-    manager = ReplicaManager(LOCAL, log_manager=None, metadata=metadata)  # type: ignore[arg-type]
+def replica_manager(*partitions: Partition, elsewhere: tuple[TopicPartition, ...] = ()) -> ReplicaManager:
+    """A replica manager hosting ``partitions``; its metadata cache also knows the partitions
+    ``elsewhere`` (led by another broker)."""
+    cache = MetadataCache(LOCAL)
+    cache.update_metadata(UpdateMetadata(0, 1, -1, [
+        PartitionState(tp, 1, LOCAL + 1, 0, [LOCAL + 1], 0, [LOCAL + 1]) for tp in elsewhere
+    ], [], {}))
+    manager = ReplicaManager(LOCAL, log_manager=None, metadata_cache=cache)  # type: ignore[arg-type]
     manager.partitions = {p.topic_partition: p for p in partitions}
     return manager
 
@@ -284,7 +285,7 @@ def test_replica_manager_local_errors(tmp_path):
     async def scenario():
         a = make_partition(tmp_path, "a")
         internal = make_partition(tmp_path, "__consumer_offsets")
-        manager = replica_manager(a, internal, internal=("__consumer_offsets",))
+        manager = replica_manager(a, internal, elsewhere=(TopicPartition("elsewhere", 0),))
         results = manager.delete_records(30_000, {
             internal.topic_partition: 1,
             TopicPartition("elsewhere", 0): 1,  # in metadata, not hosted here

@@ -2,11 +2,12 @@
 
 import asyncio
 import threading
-from types import SimpleNamespace
 
+from pybroker.controller.requests import PartitionState
 from pybroker.log import log_manager as log_manager_module
 from pybroker.log.log_manager import LogManager
 from pybroker.server.config import BrokerConfig
+from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import Partition
 from pybroker.server.replica_manager import ReplicaManager
 from pybroker.types import TopicPartition
@@ -55,9 +56,8 @@ def test_an_append_that_forces_a_flush_is_answered_after_the_fsync(tmp_path, mon
         manager.load()
         tp = TopicPartition("t", 0)
         partition = Partition(tp, TOPIC_ID, 1, manager.get_or_create_log(tp, TOPIC_ID))
-        partition.make_leader(0, [1], [1], now_ms=0)
-        metadata = SimpleNamespace(topic=lambda name: None, partition=lambda topic, index: object())
-        replicas = ReplicaManager(1, manager, metadata)  # type: ignore[arg-type]
+        partition.make_leader(PartitionState(tp, 0, 1, 0, [1], 0, [1]), now_ms=0)
+        replicas = ReplicaManager(1, manager, MetadataCache(1))
         replicas.partitions[tp] = partition
 
         def produce() -> object:

@@ -27,31 +27,34 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
                 results.append(_Result(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
                                        error_message="Duplicate topic name."))
             continue
-        results.append(_increase(ctx, request, topic))
-    for result in results:  # answer once the new partitions are hosted
-        if result.error_code == ErrorCode.NONE and not request.validate_only:
-            await ctx.broker.replica_manager.topic_hosted(result.name)
+        results.append(await _increase(ctx, request, topic))
+    counts = {t.name: t.count for t in request.topics}
+    grown = [r.name for r in results if r.error_code == ErrorCode.NONE and not request.validate_only]
+    if grown:  # answer once the new partitions have leaders
+        await ctx.broker.admin_manager.wait_for_leaders(grown, request.timeout_ms, counts)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
-def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic: object) -> _Result:
-    broker = ctx.broker
+async def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic: object) -> _Result:
+    admin = ctx.broker.admin_manager
     name, count = topic.name, topic.count  # type: ignore[attr-defined]
     try:
-        current = len(broker.metadata.check_partition_increase(name, count).partitions)
+        current = admin.check_partition_increase(name, count)
         assignments = topic.assignments  # type: ignore[attr-defined]
         if assignments is not None:
             if len(assignments) != count - current:
                 raise InvalidPartitionsError(
                     f"Increasing the number of partitions by {count - current} but {len(assignments)} assignments provided."
                 )
-            brokers = set(broker.metadata.broker_ids)
+            brokers = set(ctx.broker.metadata_cache.live_brokers)
             for a in assignments:
                 if not set(a.broker_ids) <= brokers:
                     return _Result(name=name, error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                    error_message=f"Unknown broker in assignment {a.broker_ids}.")
         if not request.validate_only:
-            broker.create_partitions(name, count)
+            await admin.create_partitions(
+                name, count, None if assignments is None else [list(a.broker_ids) for a in assignments]
+            )
     except UnknownTopicError as e:
         return _Result(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=str(e))
     except InvalidPartitionsError as e:

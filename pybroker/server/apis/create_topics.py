@@ -47,11 +47,15 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
                 results.append(_error(topic.name, ErrorCode.INVALID_REQUEST,
                                       f"Create topics request from client contains multiple entries for the topic {topic.name}"))
             continue
-        results.append(_create(ctx, request, topic))
-    # Answer once the new partitions are hosted (their logs exist, the metadata is on disk).
-    for result in results:
-        if result.error_code == ErrorCode.NONE and not request.validate_only:
-            await ctx.broker.replica_manager.topic_hosted(result.name)
+        results.append(await _create(ctx, request, topic))
+    # Answer once the new partitions have leaders (Kafka's DelayedCreatePartitions).
+    created = [r for r in results if r.error_code == ErrorCode.NONE and not request.validate_only]
+    if created and not await ctx.broker.admin_manager.wait_for_leaders([r.name for r in created], request.timeout_ms):
+        for result in created:
+            topic = ctx.broker.metadata_cache.topic(result.name)
+            if topic is None or not topic.has_all_leaders:
+                result.error_code = ErrorCode.REQUEST_TIMED_OUT
+                result.error_message = "Timed out waiting for the new partitions to get leaders."
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
@@ -59,14 +63,14 @@ def _error(name: str, code: ErrorCode, message: str) -> _Result:
     return _Result(name=name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1, configs=None)
 
 
-def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int]:
+def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int, list[list[int]] | None]:
     assignments = topic.assignments  # type: ignore[attr-defined]
     partitions, replication = topic.num_partitions, topic.replication_factor  # type: ignore[attr-defined]
     if not assignments:
-        return partitions, replication
+        return partitions, replication, None
     if partitions != -1 or replication != -1:
         raise _AssignmentError("Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
-    brokers = set(ctx.broker.metadata.broker_ids)
+    brokers = set(ctx.broker.metadata_cache.live_brokers)
     sizes = {len(a.broker_ids) for a in assignments}
     indexes = sorted(a.partition_index for a in assignments)
     if indexes != list(range(len(assignments))) or len(sizes) != 1:
@@ -74,25 +78,26 @@ def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int]:
     for a in assignments:
         if not set(a.broker_ids) <= brokers or len(set(a.broker_ids)) != len(a.broker_ids):
             raise _AssignmentError(f"Invalid replica assignment {a.broker_ids} for partition {a.partition_index}.")
-    return len(assignments), sizes.pop()
+    ordered = sorted(assignments, key=lambda a: a.partition_index)
+    return len(assignments), sizes.pop(), [list(a.broker_ids) for a in ordered]
 
 
-def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: object) -> _Result:
+async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: object) -> _Result:
     broker = ctx.broker
     name = topic.name  # type: ignore[attr-defined]
     configs = {c.name: c.value for c in topic.configs}  # type: ignore[attr-defined]
     try:
-        partitions, replication = _partition_layout(ctx, topic)
+        partitions, replication, assignment = _partition_layout(ctx, topic)
         if partitions == -1:
             partitions = broker.config.get("num.partitions")
         if replication == -1:
             replication = broker.config.get("default.replication.factor")
         if request.validate_only:
-            broker.metadata.check_new_topic(name, partitions, replication)
+            broker.admin_manager.check_new_topic(name, partitions, replication)
             validate_topic_configs(configs)
             created_id = None
         else:
-            created_id = broker.create_topic(name, partitions, replication, configs).topic_id
+            created_id = await broker.admin_manager.create_topic(name, partitions, replication, configs, assignment)
     except _AssignmentError as e:
         return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT if "Invalid" in str(e) else ErrorCode.INVALID_REQUEST, str(e))
     except tuple(_ERRORS) as e:

@@ -39,7 +39,7 @@ def handle(
             order[tp] = None
             if not allowed:
                 failed[tp] = DeleteRecordsResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            elif broker.metadata.partition(tp.topic, tp.partition) is None:
+            elif not broker.metadata_cache.contains(tp):
                 failed[tp] = DeleteRecordsResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:
                 offsets[tp] = p.offset

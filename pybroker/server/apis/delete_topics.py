@@ -21,7 +21,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
         wanted = [(t.name, t.topic_id or ZERO_UUID) for t in request.topics]
     else:
         wanted = [(name, ZERO_UUID) for name in request.topic_names]
-    responses = [_delete(ctx, name, topic_id) for name, topic_id in wanted]
+    responses = [await _delete(ctx, name, topic_id, request.timeout_ms) for name, topic_id in wanted]
     if any(r.error_code == ErrorCode.NONE for r in responses):
         # Answer once the checkpoints no longer list the deleted partitions (Kafka rewrites them
         # on delete), so a topic created again under the same name starts afresh even after a crash.
@@ -29,10 +29,10 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
     return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
 
 
-def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> _Result:
+async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, timeout_ms: int) -> _Result:
     broker = ctx.broker
     if name is None:
-        found = broker.metadata.topic_by_id(topic_id)
+        found = broker.metadata_cache.topic_by_id(topic_id)
         if found is None:
             return _Result(name=None, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                            error_message=f"Topic id {topic_id} does not exist.")
@@ -40,11 +40,13 @@ def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID) -> _Resu
     if not broker.config.get("delete.topic.enable"):
         return _Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_DELETION_DISABLED,
                        error_message="Topic deletion is disabled (delete.topic.enable=false).")
-    topic = broker.metadata.topic(name)
+    topic = broker.metadata_cache.topic(name)
     if topic is None:
         return _Result(name=name, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                        error_message=f"Topic {name} does not exist.")
-    broker.delete_topic(name)
+    if not await broker.admin_manager.delete_topic(name, timeout_ms):
+        return _Result(name=name, topic_id=topic.topic_id, error_code=ErrorCode.REQUEST_TIMED_OUT,
+                       error_message=f"Timed out waiting for the deletion of topic {name}.")
     return _Result(name=name, topic_id=topic.topic_id, error_code=ErrorCode.NONE, error_message=None)
 
 

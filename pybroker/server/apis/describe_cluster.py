@@ -22,11 +22,16 @@ def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClus
             endpoint_type=request.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1, brokers=[],
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
-    endpoint = broker.advertised_endpoint
+    cache = broker.metadata_cache
+    brokers = [
+        DescribeClusterResponse.DescribeClusterBroker(broker_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
+        for b in sorted(cache.live_brokers.values(), key=lambda b: b.broker_id)
+        if (e := b.endpoint()) is not None
+    ]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=ENDPOINT_TYPE_BROKERS,
-        cluster_id=broker.cluster_id, controller_id=broker.metadata.controller_id,
-        brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=endpoint.host, port=endpoint.port, rack=None)],
+        cluster_id=broker.cluster_id, controller_id=cache.controller_id,
+        brokers=brokers,
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
 

@@ -30,7 +30,7 @@ def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: ob
         return _Result(error_code=code, error_message=message, resource_type=kind, resource_name=name, configs=[])
 
     if kind == ResourceType.TOPIC:
-        if broker.metadata.topic(name) is None:
+        if broker.metadata_cache.topic(name) is None:
             return error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
         entries = config_describer.describe_topic(broker, name, keys)
     elif kind == ResourceType.BROKER:

@@ -13,6 +13,7 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from pybroker.server.group.metadata_manager import OFFSETS_TOPIC, OffsetsTopicUnavailable
 from pybroker.server.request_context import RequestContext
+from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 4)
@@ -41,11 +42,11 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, objec
         except OffsetsTopicUnavailable as e:
             log.warning("%s", e)
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e))
-        assignment = broker.metadata.partition(OFFSETS_TOPIC, partition)
-        if assignment is None or assignment.leader != broker.node_id:
+        leader = broker.metadata_cache.leader(TopicPartition(OFFSETS_TOPIC, partition))
+        endpoint = None if leader is None else leader.endpoint()
+        if leader is None or endpoint is None:
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-        endpoint = broker.advertised_endpoint
-        return {"error_code": ErrorCode.NONE, "error_message": "NONE", "node_id": broker.node_id,
+        return {"error_code": ErrorCode.NONE, "error_message": "NONE", "node_id": leader.broker_id,
                 "host": endpoint.host, "port": endpoint.port}
     if key_type == KEY_TYPE_TRANSACTION:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported by this broker.")

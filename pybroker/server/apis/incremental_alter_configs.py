@@ -31,10 +31,10 @@ class _RequestError(Exception):
     pass
 
 
-def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     responses = []
     for resource in request.resources:
-        code, message = _alter(ctx, resource, request.validate_only)
+        code, message = await _alter(ctx, resource, request.validate_only)
         responses.append(_Result(error_code=code, error_message=message,
                                  resource_type=resource.resource_type, resource_name=resource.resource_name))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
@@ -72,25 +72,24 @@ def _apply(current: dict[str, str], ops: list[object], defaults: dict[str, str])
     return updated
 
 
-def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> tuple[ErrorCode, str | None]:
+async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> tuple[ErrorCode, str | None]:
     broker = ctx.broker
     kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
     if kind == ResourceType.BROKER:
         return ErrorCode.INVALID_REQUEST, "pybroker has no dynamic broker configs; set them in server.properties"
     if kind != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
-    topic = broker.metadata.topic(name)
-    if topic is None:
+    if broker.metadata_cache.topic(name) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
     defaults = {n: ",".join(v) if isinstance(v := broker.config.topic_default(n), list) else str(v) for n in TOPIC_CONFIGS}
     try:
-        updated = validate_topic_configs(_apply(topic.configs, resource.configs, defaults))  # type: ignore[attr-defined]
+        updated = validate_topic_configs(_apply(broker.admin_manager.topic_configs(name), resource.configs, defaults))  # type: ignore[attr-defined]
     except _RequestError as e:
         return ErrorCode.INVALID_REQUEST, str(e)
     except ConfigError as e:
         return ErrorCode.INVALID_CONFIG, str(e)
     if not validate_only:
-        broker.set_topic_configs(name, updated)
+        await broker.admin_manager.set_topic_configs(name, updated)
     return ErrorCode.NONE, None
 
 

@@ -18,13 +18,12 @@ MAX_EPOCH = 32767
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, producer_id=-1, producer_epoch=-1)
-    metadata = ctx.broker.metadata
     if request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         # KIP-360: an idempotent producer bumps its epoch to reset its sequences.
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                       producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                  producer_id=await metadata.allocate_producer_id(), producer_epoch=0)
+                                  producer_id=await ctx.broker.admin_manager.allocate_producer_id(), producer_epoch=0)
 
 
 def error_response(request: InitProducerIdRequest, version: int, error: ErrorCode) -> InitProducerIdResponse:

@@ -7,81 +7,81 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable
 
 from pybroker.controller.metadata import (
     INTERNAL_TOPICS,
     InvalidTopicError,
-    TopicMetadata,
+    TopicExistsError,
     validate_topic_name,
 )
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import MetadataRequest, MetadataResponse
+from pybroker.server.metadata_cache import CachedTopic
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+AUTO_CREATE_WAIT_MS = 5000
 ZERO_UUID = uuid.UUID(int=0)
 
 log = logging.getLogger(__name__)
 
 
-def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse | Awaitable[MetadataResponse]:
-    """The response now; or, when the request auto-created topics, once their partitions are
-    hosted (a few new logs, made off the event loop), so the client can use them at once."""
+async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
+    """The response from the metadata cache. Missing topics are created when the client allows
+    it; the answer then waits (at most ``AUTO_CREATE_WAIT_MS``) for their leaders, so that the
+    client can use them at once (Kafka answers LEADER_NOT_AVAILABLE at once, and clients retry)."""
     broker = ctx.broker
     version = ctx.api_version
+    cache = broker.metadata_cache
     if request.topics is None or (version == 0 and not request.topics):
-        names = sorted(broker.metadata.topics)
-        return _response(ctx, [_topic(ctx, broker.metadata.topics[name]) for name in names])
+        return _response(ctx, [_topic(cache.topics[name]) for name in sorted(cache.topics)])
     auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and broker.config.get(
         "auto.create.topics.enable"
     )
     created: list[str] = []
-    topics = [_requested_topic(ctx, wanted, auto_create, created) for wanted in request.topics]
+    topics = [await _requested_topic(ctx, wanted, auto_create, created) for wanted in request.topics]
     if created:
-        return _after_hosting(ctx, request, created)
+        await broker.admin_manager.wait_for_leaders(created, AUTO_CREATE_WAIT_MS)
+        topics = [await _requested_topic(ctx, wanted, False, []) for wanted in request.topics]
     return _response(ctx, topics)
-
-
-async def _after_hosting(ctx: RequestContext, request: MetadataRequest, created: list[str]) -> MetadataResponse:
-    for name in created:
-        try:
-            await ctx.broker.replica_manager.topic_hosted(name)
-        except Exception as e:  # logged by the replica manager; the topic answers LEADER_NOT_AVAILABLE
-            log.warning("Auto-created topic %s is not available: %s", name, e)
-    return _response(ctx, [_requested_topic(ctx, wanted, False, []) for wanted in request.topics])
 
 
 def _response(ctx: RequestContext, topics: list[MetadataResponse.MetadataResponseTopic]) -> MetadataResponse:
     broker = ctx.broker
-    endpoint = broker.advertised_endpoint
+    cache = broker.metadata_cache
+    brokers = []
+    for live in sorted(cache.live_brokers.values(), key=lambda b: b.broker_id):
+        endpoint = live.endpoint(None)
+        if endpoint is not None:
+            brokers.append(MetadataResponse.MetadataResponseBroker(
+                node_id=live.broker_id, host=endpoint.host, port=endpoint.port, rack=live.rack))
     return MetadataResponse(
         throttle_time_ms=0,
-        brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.node_id, host=endpoint.host, port=endpoint.port, rack=None)],
+        brokers=brokers,
         cluster_id=broker.cluster_id,
-        controller_id=broker.metadata.controller_id,
+        controller_id=cache.controller_id,
         topics=topics,
         cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
 
 
-def _requested_topic(
+async def _requested_topic(
     ctx: RequestContext, wanted: object, auto_create: bool, created: list[str]
 ) -> MetadataResponse.MetadataResponseTopic:
-    metadata = ctx.broker.metadata
+    cache = ctx.broker.metadata_cache
     name = wanted.name  # type: ignore[attr-defined]
     topic_id = getattr(wanted, "topic_id", ZERO_UUID) or ZERO_UUID
     if name is None:
-        found = metadata.topic_by_id(topic_id)
+        found = cache.topic_by_id(topic_id)
         if found is None:
             return _missing(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
-        return _topic(ctx, found)
-    found = metadata.topic(name)
+        return _topic(found)
+    found = cache.topic(name)
     if found is not None:
-        return _topic(ctx, found)
+        return _topic(found)
     try:
         validate_topic_name(name)
     except InvalidTopicError:
@@ -89,12 +89,14 @@ def _requested_topic(
     if not auto_create or name in INTERNAL_TOPICS:
         return _missing(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        topic = ctx.broker.create_topic(name, -1, -1, {})
-    except Exception as e:  # a race with another creator, or a disk problem: report, don't fail
+        topic_id = await ctx.broker.admin_manager.create_topic(name, -1, -1, {})
+    except TopicExistsError:  # created meanwhile by someone else: not ready yet
+        return _missing(name, ZERO_UUID, ErrorCode.LEADER_NOT_AVAILABLE)
+    except Exception as e:  # e.g. a disk problem: report, don't fail
         log.warning("Auto-creation of topic %s failed: %s", name, e)
         return _missing(name, ZERO_UUID, ErrorCode.LEADER_NOT_AVAILABLE)
     created.append(name)
-    return _topic(ctx, topic)
+    return _missing(name, topic_id, ErrorCode.LEADER_NOT_AVAILABLE)
 
 
 def _missing(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> MetadataResponse.MetadataResponseTopic:
@@ -104,22 +106,22 @@ def _missing(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> Metadata
     )
 
 
-def _topic(ctx: RequestContext, topic: TopicMetadata) -> MetadataResponse.MetadataResponseTopic:
-    if ctx.broker.replica_manager.is_hosting(topic.name):
-        # Created (or grown) and its partitions not hosted yet: Kafka's answer while a new
-        # topic's leaders are unknown; clients retry.
+def _topic(topic: CachedTopic) -> MetadataResponse.MetadataResponseTopic:
+    if not topic.has_all_leaders and all(p.leader < 0 for p in topic.partitions.values()):
+        # Created and no leader elected yet: Kafka's answer while a new topic's leaders are
+        # unknown; clients retry.
         return _missing(topic.name, topic.topic_id, ErrorCode.LEADER_NOT_AVAILABLE)
     partitions = [
         MetadataResponse.MetadataResponsePartition(
-            error_code=ErrorCode.NONE,
+            error_code=ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
             partition_index=index,
-            leader_id=assignment.leader,
-            leader_epoch=assignment.leader_epoch,
-            replica_nodes=list(assignment.replicas),
-            isr_nodes=list(assignment.isr),
-            offline_replicas=[],
+            leader_id=state.leader,
+            leader_epoch=state.leader_epoch,
+            replica_nodes=list(state.replicas),
+            isr_nodes=list(state.isr),
+            offline_replicas=list(state.offline_replicas),
         )
-        for index, assignment in enumerate(topic.partitions)
+        for index, state in sorted(topic.partitions.items())
     ]
     return MetadataResponse.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,

@@ -27,7 +27,7 @@ def handle(
     ctx: RequestContext, request: OffsetCommitRequest
 ) -> OffsetCommitResponse | asyncio.Future[OffsetCommitResponse]:
     version = ctx.api_version
-    metadata = ctx.broker.metadata
+    cache = ctx.broker.metadata_cache
     now = now_ms()
     retention = request.retention_time_ms if version <= 4 else DEFAULT_RETENTION_TIME
     order: list[TopicPartition] = []
@@ -37,7 +37,7 @@ def handle(
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
             order.append(tp)
-            if metadata.partition(tp.topic, tp.partition) is None:
+            if not cache.contains(tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             offsets[tp] = OffsetAndMetadata(

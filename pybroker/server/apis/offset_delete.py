@@ -17,9 +17,9 @@ VERSIONS = (0, 0)
 
 
 def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
-    metadata = ctx.broker.metadata
+    cache = ctx.broker.metadata_cache
     order = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in order if metadata.partition(tp.topic, tp.partition) is None}
+    errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in order if not cache.contains(tp)}
     known = [tp for tp in order if tp not in errors]
     group_error, results = ctx.broker.group_coordinator.handle_delete_offsets(request.group_id, known)
     if group_error != ErrorCode.NONE:

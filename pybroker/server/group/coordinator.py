@@ -33,7 +33,7 @@ from pybroker.server.group.delayed_operations import (
 )
 from pybroker.server.group.group_metadata import GroupMetadata, GroupState
 from pybroker.server.group.member import MemberMetadata
-from pybroker.server.group.metadata_manager import GroupMetadataManager
+from pybroker.server.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from pybroker.server.group.records import OffsetAndMetadata
 from pybroker.server.purgatory import Purgatory
 from pybroker.server.replica_manager import now_ms
@@ -135,8 +135,8 @@ class GroupCoordinator:
     # --- lifecycle ------------------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Load the groups of the owned ``__consumer_offsets`` partitions; start offset expiry."""
-        self._start_sessions(self.manager.load_partitions())
+        """Start offset expiry; groups are loaded as this broker becomes leader of
+        ``__consumer_offsets`` partitions (`on_leadership_change`)."""
         self.active = True
         interval = self.retention_check_interval_ms
         self._expiry_task = self.scheduler.schedule(
@@ -162,8 +162,30 @@ class GroupCoordinator:
     async def coordinator_partition(self, group_id: str) -> int:
         """Create ``__consumer_offsets`` on first use; the partition that owns ``group_id``.
         Raises OffsetsTopicUnavailable."""
-        self._start_sessions(await self.manager.ensure_offsets_topic())
+        await self.manager.ensure_offsets_topic()
         return self.manager.partition_for(group_id)
+
+    # --- leadership of __consumer_offsets ---------------------------------------------------------
+
+    def on_leadership_change(self, leaders: list[TopicPartition], followers: list[TopicPartition]) -> None:
+        """Kafka's ``onElection``/``onResignation``: load the groups of the ``__consumer_offsets``
+        partitions this broker now leads; drop those of the partitions it no longer leads (their
+        members find the new coordinator)."""
+        for tp in followers:
+            if tp.topic == OFFSETS_TOPIC:
+                for group in self.manager.unload_partition(tp.partition):
+                    self._on_group_unloaded(group)
+        for tp in leaders:
+            if tp.topic == OFFSETS_TOPIC and tp.partition not in self.manager.owned_partitions:
+                self._start_sessions(self.manager.load_partition(tp.partition))
+
+    def _on_group_unloaded(self, group: GroupMetadata) -> None:
+        """Members waiting in JoinGroup or SyncGroup of an unloaded group answer NOT_COORDINATOR."""
+        for member in list(group.members.values()):
+            self._invoke_join(member, JoinResult(member.member_id, ErrorCode.NOT_COORDINATOR))
+            sync, member.awaiting_sync = member.awaiting_sync, None
+            if sync is not None and not sync.done():
+                sync.set_result(SyncResult(ErrorCode.NOT_COORDINATOR))
 
     def _validate_group_status(self, group_id: str | None, allow_empty_id: bool) -> ErrorCode | None:
         if group_id is None or (not group_id and not allow_empty_id):
@@ -817,10 +839,11 @@ class GroupCoordinator:
             errors.update(dict.fromkeys(eligible, ErrorCode.NONE))
         return ErrorCode.NONE, errors
 
-    def on_topic_deleted(self, topic: str) -> None:
-        """Committed offsets of a deleted topic go with it."""
+    def on_partitions_deleted(self, deleted: list[TopicPartition]) -> None:
+        """Committed offsets of deleted partitions go with them (Kafka's handleDeletedPartitions)."""
+        gone = set(deleted)
         self.manager.cleanup_group_metadata(
-            list(self.manager.groups.values()), lambda g: [tp for tp in g.offsets if tp.topic == topic]
+            list(self.manager.groups.values()), lambda g: [tp for tp in g.offsets if tp in gone]
         )
 
     # --- ListGroups / DescribeGroups / DeleteGroups -----------------------------------------------

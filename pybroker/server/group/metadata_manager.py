@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from pybroker import _native
 from pybroker.controller.metadata import (
     InvalidReplicationFactorError,
-    TopicExistsError,
 )
 from pybroker.protocol.errors import ErrorCode
 from pybroker.server.group.group_metadata import GroupMetadata, GroupState
@@ -80,7 +79,7 @@ class GroupMetadataManager:
     def __init__(
         self,
         replica_manager: ReplicaManager,
-        create_topic: Callable[[str, int, int, dict[str, str | None]], object],
+        create_topic: Callable[[str, int, int, dict[str, str | None]], Awaitable[object]],
         *,
         num_partitions: int,
         replication_factor: int,
@@ -102,9 +101,8 @@ class GroupMetadataManager:
     # --- ownership ------------------------------------------------------------------------------
 
     def partition_for(self, group_id: str) -> int:
-        topic = self.replica_manager.metadata.topic(OFFSETS_TOPIC)
-        count = len(topic.partitions) if topic is not None else self.num_partitions
-        return partition_for(group_id, count)
+        count = self.replica_manager.metadata_cache.partition_count(OFFSETS_TOPIC)
+        return partition_for(group_id, count or self.num_partitions)
 
     def is_local(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.owned_partitions
@@ -112,33 +110,23 @@ class GroupMetadataManager:
     def is_loading(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.loading_partitions
 
-    async def ensure_offsets_topic(self) -> list[GroupMetadata]:
-        """Create ``__consumer_offsets`` if it does not exist yet (first FindCoordinator), and
-        coordinate every partition of it this broker leads once they are hosted; returns the
-        groups loaded."""
-        if self.replica_manager.metadata.topic(OFFSETS_TOPIC) is not None:
-            await self.replica_manager.topic_hosted(OFFSETS_TOPIC)
-            return self.load_partitions()  # e.g. created by a client's CreateTopics
+    async def ensure_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` if it does not exist yet (first FindCoordinator); the
+        partitions this broker leads are then coordinated here as their LeaderAndIsr arrives."""
+        if self.replica_manager.metadata_cache.partition_count(OFFSETS_TOPIC):
+            return
         configs: dict[str, str | None] = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
             "segment.bytes": str(self.segment_bytes),
         }
         try:
-            self._create_topic(OFFSETS_TOPIC, self.num_partitions, self.replication_factor, configs)
-        except TopicExistsError:
-            return []
+            await self._create_topic(OFFSETS_TOPIC, self.num_partitions, self.replication_factor, configs)
         except InvalidReplicationFactorError as e:
             raise OffsetsTopicUnavailable(
                 f"Cannot create {OFFSETS_TOPIC}: {e} Set offsets.topic.replication.factor to at most "
                 "the number of brokers."
             ) from e
-        await self.replica_manager.topic_hosted(OFFSETS_TOPIC)
-        for index in range(self.num_partitions):
-            partition = self.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC, index))
-            if partition is not None and partition.is_leader:
-                self.owned_partitions.add(index)  # a new partition has nothing to load
-        return []
 
     # --- cache ----------------------------------------------------------------------------------
 
@@ -154,18 +142,16 @@ class GroupMetadataManager:
 
     # --- loading --------------------------------------------------------------------------------
 
-    def load_partitions(self) -> list[GroupMetadata]:
-        """Load every ``__consumer_offsets`` partition this broker leads and does not coordinate
-        yet; returns the groups loaded."""
-        topic = self.replica_manager.metadata.topic(OFFSETS_TOPIC)
-        if topic is None:
-            return []
-        loaded: list[GroupMetadata] = []
-        for index in range(len(topic.partitions)):
-            partition = self.replica_manager.get_partition(TopicPartition(OFFSETS_TOPIC, index))
-            if partition is not None and partition.is_leader and index not in self.owned_partitions:
-                loaded += self.load_partition(index)
-        return loaded
+    def unload_partition(self, index: int) -> list[GroupMetadata]:
+        """Stop coordinating the groups of partition ``index`` (its leadership moved away);
+        returns the groups dropped from the cache."""
+        self.owned_partitions.discard(index)
+        self.loading_partitions.discard(index)
+        count = self.replica_manager.metadata_cache.partition_count(OFFSETS_TOPIC) or self.num_partitions
+        dropped = [g for g in self.groups.values() if partition_for(g.group_id, count) == index]
+        for group in dropped:
+            del self.groups[group.group_id]
+        return dropped
 
     def load_partition(self, index: int) -> list[GroupMetadata]:
         """Read one partition's log and rebuild its groups and offsets."""

@@ -1,0 +1,195 @@
+"""The single broker's cluster metadata store: one JSON file in the first log directory.
+
+Owns ``cluster-metadata.json``: every topic with its id, assignment, partition states and config
+overrides, the topics marked for deletion, and the next producer-id block. It is the
+`ControllerStore` of the zero-config broker, which is the only broker of its cluster and always
+its controller. Changes apply in memory at once and notify the `StoreListener` (on the event loop,
+like ZooKeeper watches); the file is rewritten atomically in a worker thread, one write covering
+every change made while the previous one was under way (`CoalescingFileWriter`). A change that
+must be on disk before it is acted on (a producer-id block, a new topic before its logs exist)
+is awaited.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import uuid
+from collections.abc import Iterable
+
+from pybroker.controller.metadata import (
+    PRODUCER_ID_BLOCK_SIZE,
+    PartitionAssignment,
+    TopicExistsError,
+    TopicMetadata,
+    UnknownTopicError,
+)
+from pybroker.controller.requests import LiveBroker
+from pybroker.controller.store import StoreListener
+from pybroker.log.file_sync import CoalescingFileWriter
+
+METADATA_FILE = "cluster-metadata.json"
+
+
+class LocalStore:
+    """`ControllerStore` over ``cluster-metadata.json``; this broker is the only one."""
+
+    def __init__(self, directory: str, cluster_id: str, listener: StoreListener | None = None) -> None:
+        self.path = os.path.join(directory, METADATA_FILE)
+        self.cluster_id = cluster_id
+        self.listener = listener or StoreListener()
+        self._topics: dict[str, TopicMetadata] = {}
+        self._deleting: set[str] = set()
+        self._brokers: dict[int, LiveBroker] = {}
+        self._controller_epoch = 0
+        self._next_producer_id_block = 0
+        self._writer = CoalescingFileWriter(self.path, self._render)
+        self._load()
+
+    # --- persistence ---------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as e:
+            raise RuntimeError(
+                f"{self.path} is damaged ({e}); restore it from a backup or move it away to start "
+                "with no topics (partition data on disk is kept)"
+            ) from e
+        self._next_producer_id_block = data.get("next_producer_id_block", 0)
+        self._controller_epoch = data.get("controller_epoch", 0)
+        self._deleting = set(data.get("topics_being_deleted", []))
+        for item in data.get("topics", []):
+            topic = TopicMetadata(
+                item["name"],
+                uuid.UUID(item["topic_id"]),
+                [PartitionAssignment(**p) for p in item["partitions"]],
+                dict(item.get("configs", {})),
+            )
+            self._topics[topic.name] = topic
+
+    def _render(self) -> str:
+        """The file's text: one topic per line (compact JSON, so that a topic of 10,000
+        partitions renders in milliseconds)."""
+        head = json.dumps({
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "controller_epoch": self._controller_epoch,
+            "next_producer_id_block": self._next_producer_id_block,
+            "topics_being_deleted": sorted(self._deleting),
+        })
+        topics = ",\n".join(
+            json.dumps({
+                "name": t.name,
+                "topic_id": str(t.topic_id),
+                "partitions": [p.__dict__ for p in t.partitions],
+                "configs": t.configs,
+            }, separators=(",", ":"))
+            for t in sorted(self._topics.values(), key=lambda t: t.name)
+        )
+        return f'{head[:-1]}, "topics": [\n{topics}\n]}}\n'
+
+    async def _save(self) -> None:
+        saved = self._writer.request()
+        if saved is not None:
+            await saved
+
+    async def close(self) -> None:
+        """Wait for the pending write."""
+        await self._writer.close()
+
+    # --- brokers and the controller ------------------------------------------------------------
+
+    async def register_broker(self, broker: LiveBroker) -> int:
+        self._brokers = {broker.broker_id: broker}
+        self.listener.on_brokers_changed()
+        return 0
+
+    async def live_brokers(self) -> dict[int, tuple[LiveBroker, int]]:
+        return {broker_id: (broker, 0) for broker_id, broker in self._brokers.items()}
+
+    async def try_become_controller(self, broker_id: int) -> int | None:
+        self._controller_epoch += 1
+        await self._save()
+        return self._controller_epoch
+
+    async def controller_id(self) -> int | None:
+        return next(iter(self._brokers), None)
+
+    # --- the admin path ------------------------------------------------------------------------
+
+    async def create_topic(
+        self, name: str, topic_id: uuid.UUID, assignment: list[list[int]], configs: dict[str, str]
+    ) -> None:
+        if name in self._topics:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        partitions = [PartitionAssignment(list(replicas), leader=-1, leader_epoch=-1) for replicas in assignment]
+        self._topics[name] = TopicMetadata(name, topic_id, partitions, dict(configs))
+        self.listener.on_topic_configs_changed(name)
+        await self._save()
+        self.listener.on_topics_changed()
+
+    async def add_partitions(self, name: str, assignment: list[list[int]]) -> None:
+        topic = self._topic(name)
+        for replicas in assignment[len(topic.partitions):]:
+            topic.partitions.append(PartitionAssignment(list(replicas), leader=-1, leader_epoch=-1))
+        await self._save()
+        self.listener.on_topics_changed()
+
+    async def mark_topic_for_deletion(self, name: str) -> None:
+        self._topic(name)
+        self._deleting.add(name)
+        await self._save()
+        self.listener.on_topic_deletions()
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._topic(name).configs = dict(configs)
+        self.listener.on_topic_configs_changed(name)
+        await self._save()
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        topic = self._topics.get(name)
+        return topic.configs if topic is not None else {}
+
+    async def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
+        start = self._next_producer_id_block
+        self._next_producer_id_block = start + PRODUCER_ID_BLOCK_SIZE
+        await self._save()
+        return start, start + PRODUCER_ID_BLOCK_SIZE - 1
+
+    def _topic(self, name: str) -> TopicMetadata:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(f"Topic {name} does not exist.")
+        return topic
+
+    # --- the controller ------------------------------------------------------------------------
+
+    async def topic_names(self) -> set[str]:
+        return set(self._topics)
+
+    async def read_topics(self, names: Iterable[str]) -> dict[str, TopicMetadata]:
+        return {name: copy.deepcopy(self._topics[name]) for name in names if name in self._topics}
+
+    async def topics_marked_for_deletion(self) -> set[str]:
+        return set(self._deleting)
+
+    async def write_partition_states(
+        self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
+    ) -> None:
+        for name, partitions in states.items():
+            topic = self._topics.get(name)
+            if topic is None:
+                continue
+            for index, state in partitions.items():
+                topic.partitions[index] = copy.copy(state)
+        await self._save()
+
+    async def remove_topic(self, controller_epoch: int, name: str) -> None:
+        self._topics.pop(name, None)
+        self._deleting.discard(name)
+        await self._save()

@@ -1,0 +1,121 @@
+"""The seam between the controller logic and where cluster metadata is kept.
+
+Owns the `ControllerStore` protocol: the operations Kafka's ZooKeeper mode performs on its znodes,
+in the controller's vocabulary, and the notifications it watches for. Two implementations:
+`pybroker.controller.local_store.LocalStore` (the zero-config single broker: one JSON file in the
+first log directory, this broker the only one and always the controller) and the ZooKeeper store
+(cluster mode, when ``zookeeper.connect`` is set). The controller and the admin path are written
+once, against this protocol, so "what happens when a topic is created" has one code path.
+
+Two kinds of callers use a store, as in Kafka:
+
+* the admin path of any broker (CreateTopics, CreatePartitions, DeleteTopics, AlterConfigs,
+  InitProducerId) writes requests: a topic's assignment and configs, a deletion marker, config
+  overrides, a producer-id block;
+* the active controller reads the whole state on election, reacts to `StoreListener`
+  notifications, and writes partition states and topic removals, fenced by its epoch.
+
+Every method is a coroutine run on the event loop; an implementation never blocks it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pybroker.controller.metadata import PartitionAssignment, TopicMetadata
+from pybroker.controller.requests import LiveBroker
+
+
+class ControllerMovedError(Exception):
+    """This broker's controller epoch is no longer the newest: another controller was elected
+    (Kafka's ControllerMovedException). The controller resigns."""
+
+
+@dataclass
+class StoreListener:
+    """What a store notifies, each on the event loop; every callback may be left unset. The
+    controller watches the first three; every broker watches ``on_topic_configs_changed``."""
+
+    on_brokers_changed: Callable[[], None] = lambda: None
+    on_topics_changed: Callable[[], None] = lambda: None
+    on_topic_deletions: Callable[[], None] = lambda: None
+    on_controller_changed: Callable[[], None] = lambda: None
+    on_topic_configs_changed: Callable[[str], None] = field(default=lambda name: None)
+
+
+class ControllerStore(Protocol):
+    cluster_id: str
+
+    # --- brokers and the controller ------------------------------------------------------------
+
+    async def register_broker(self, broker: LiveBroker) -> int:
+        """Announce this broker; returns its broker epoch."""
+        ...
+
+    async def live_brokers(self) -> dict[int, tuple[LiveBroker, int]]:
+        """Every registered broker with its broker epoch."""
+        ...
+
+    async def try_become_controller(self, broker_id: int) -> int | None:
+        """Try to become the controller; the new controller epoch, or None when another broker
+        is the controller."""
+        ...
+
+    async def controller_id(self) -> int | None:
+        ...
+
+    # --- the admin path (any broker) ------------------------------------------------------------
+
+    async def create_topic(
+        self, name: str, topic_id: uuid.UUID, assignment: list[list[int]], configs: dict[str, str]
+    ) -> None:
+        """Record a new topic (configs first, then the assignment); raises TopicExistsError."""
+        ...
+
+    async def add_partitions(self, name: str, assignment: list[list[int]]) -> None:
+        """Replace ``name``'s assignment by a longer one (the existing partitions unchanged)."""
+        ...
+
+    async def mark_topic_for_deletion(self, name: str) -> None:
+        ...
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        ...
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        """The config overrides of ``name`` as last notified (empty when none)."""
+        ...
+
+    async def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
+        """A block of producer ids no other broker ever gets: ``(first, last)`` inclusive."""
+        ...
+
+    # --- the controller -------------------------------------------------------------------------
+
+    async def topic_names(self) -> set[str]:
+        ...
+
+    async def read_topics(self, names: Iterable[str]) -> dict[str, TopicMetadata]:
+        """These topics (those that exist) with their assignments and partition states (leader
+        -1 and leader epoch -1 for a partition that has no state yet)."""
+        ...
+
+    async def topics_marked_for_deletion(self) -> set[str]:
+        ...
+
+    async def write_partition_states(
+        self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
+    ) -> None:
+        """Write these partition states (each with its new partition epoch), fenced by the
+        controller epoch: raises ControllerMovedError when another controller was elected."""
+        ...
+
+    async def remove_topic(self, controller_epoch: int, name: str) -> None:
+        """Delete a topic whose replicas are all deleted, and its deletion marker (fenced)."""
+        ...
+
+    async def close(self) -> None:
+        ...

@@ -1,0 +1,165 @@
+"""Topic administration as any broker performs it: validate, then write the request to the store.
+
+Owns Kafka's ``ZkAdminManager`` path: CreateTopics (and auto-creation), CreatePartitions,
+DeleteTopics and topic config changes are validated here with Kafka's errors, the replica
+assignment is computed over the live brokers of the metadata cache, and the result is written to
+the `ControllerStore`. The controller then elects leaders and tells every broker; the requests
+that must answer after that wait on the metadata cache (Kafka's DelayedCreatePartitions and
+DelayedDeleteTopics). This module never decides leaders and never touches a log.
+
+Producer ids are handed out here too, from blocks the store allocates (Kafka's
+``ProducerIdManager``): a block is used only once the store has it durably.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from pybroker.controller.metadata import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    TopicExistsError,
+    UnknownTopicError,
+    validate_topic_name,
+)
+from pybroker.controller.store import ControllerStore
+from pybroker.log.config import validate_topic_configs
+from pybroker.server.config import BrokerConfig
+from pybroker.server.metadata_cache import MetadataCache
+
+log = logging.getLogger(__name__)
+
+UNTIMED_WAIT_MS = 5000
+
+
+class AdminManager:
+    """Topic creation, growth, deletion and config changes, requested by this broker's clients."""
+
+    def __init__(self, broker_id: int, config: BrokerConfig, store: ControllerStore, metadata_cache: MetadataCache) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.store = store
+        self.metadata_cache = metadata_cache
+        self._next_producer_id = 0
+        self._producer_id_block_end = -1  # last id of the current block (inclusive)
+
+    # --- creation ------------------------------------------------------------------------------
+
+    def _live_broker_ids(self) -> list[int]:
+        return sorted(self.metadata_cache.live_brokers) or [self.broker_id]
+
+    def check_new_topic(self, name: str, num_partitions: int, replication_factor: int) -> None:
+        """Raise the error CreateTopics would report, without creating anything."""
+        validate_topic_name(name)
+        if self.metadata_cache.topic(name) is not None:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        if num_partitions < 1:
+            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+        if replication_factor < 1:
+            raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+        brokers = len(self._live_broker_ids())
+        if replication_factor > brokers:
+            raise InvalidReplicationFactorError(
+                f"Unable to replicate the partition {replication_factor} time(s): The target "
+                f"replication factor of {replication_factor} cannot be reached because only "
+                f"{brokers} broker(s) are registered."
+            )
+
+    def assign_replicas(self, num_partitions: int, replication_factor: int, first_partition: int = 0) -> list[list[int]]:
+        """Replica lists for new partitions, spread over the live brokers."""
+        brokers = self._live_broker_ids()
+        return [
+            [brokers[(index + r) % len(brokers)] for r in range(replication_factor)]
+            for index in range(first_partition, first_partition + num_partitions)
+        ]
+
+    async def create_topic(
+        self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None],
+        assignment: list[list[int]] | None = None,
+    ) -> uuid.UUID:
+        """Validate and record a new topic (-1: the broker defaults); returns its id. Raises the
+        metadata and config errors CreateTopics reports. The controller elects its leaders next;
+        `wait_for_leaders` waits for them."""
+        if assignment is None:
+            if num_partitions == -1:
+                num_partitions = self.config.get("num.partitions")
+            if replication_factor == -1:
+                replication_factor = self.config.get("default.replication.factor")
+            self.check_new_topic(name, num_partitions, replication_factor)
+            assignment = self.assign_replicas(num_partitions, replication_factor)
+        else:
+            self.check_new_topic(name, len(assignment), len(assignment[0]))
+        checked = validate_topic_configs(configs)
+        topic_id = uuid.uuid4()
+        await self.store.create_topic(name, topic_id, assignment, checked)
+        log.info("Created topic %s with %d partition(s)", name, len(assignment))
+        return topic_id
+
+    async def wait_for_leaders(self, names: list[str], timeout_ms: int, partition_counts: dict[str, int] | None = None) -> bool:
+        """Until every partition of ``names`` has a leader in the metadata cache. A timeout of 0
+        or less asks for no waiting (Kafka then answers at once): here it still waits, at most
+        `UNTIMED_WAIT_MS`, and reports success either way, so that a client which looks at the
+        metadata next sees what it created."""
+        counts = partition_counts or {}
+
+        def ready() -> bool:
+            return all(
+                (t := self.metadata_cache.topic(n)) is not None and t.has_all_leaders
+                and len(t.partitions) >= counts.get(n, 0)
+                for n in names
+            )
+        if timeout_ms <= 0:
+            await self.metadata_cache.wait_for(ready, UNTIMED_WAIT_MS)
+            return True
+        return await self.metadata_cache.wait_for(ready, timeout_ms)
+
+    def check_partition_increase(self, name: str, new_count: int) -> int:
+        """The current partition count; raises what CreatePartitions would report."""
+        current = self.metadata_cache.partition_count(name)
+        if current is None:
+            raise UnknownTopicError(f"The topic '{name}' does not exist.")
+        if new_count < current:
+            raise InvalidPartitionsError(
+                f"The topic {name} currently has {current} partition(s); {new_count} would not be an increase."
+            )
+        if new_count == current:
+            raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
+        return current
+
+    async def create_partitions(self, name: str, new_count: int, assignment: list[list[int]] | None = None) -> None:
+        current = self.check_partition_increase(name, new_count)
+        topic = self.metadata_cache.topic(name)
+        assert topic is not None
+        existing = [list(topic.partitions[i].replicas) for i in range(current)]
+        replication = len(existing[0]) if existing else 1
+        added = assignment if assignment is not None else self.assign_replicas(new_count - current, replication, current)
+        await self.store.add_partitions(name, existing + [list(r) for r in added])
+
+    # --- deletion and configs ------------------------------------------------------------------
+
+    async def delete_topic(self, name: str, timeout_ms: int) -> bool:
+        """Mark ``name`` for deletion; True once the metadata cache no longer has it."""
+        await self.store.mark_topic_for_deletion(name)
+        deleted = await self.metadata_cache.wait_for(
+            lambda: self.metadata_cache.topic(name) is None, timeout_ms if timeout_ms > 0 else UNTIMED_WAIT_MS
+        )
+        return deleted or timeout_ms <= 0
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        await self.store.set_topic_configs(name, validate_topic_configs(configs))
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        return self.store.topic_configs(name)
+
+    # --- producer ids --------------------------------------------------------------------------
+
+    async def allocate_producer_id(self) -> int:
+        """A producer id unique in the cluster and across restarts."""
+        while self._next_producer_id > self._producer_id_block_end:
+            first, last = await self.store.allocate_producer_id_block(self.broker_id)
+            if last > self._producer_id_block_end:
+                self._next_producer_id, self._producer_id_block_end = first, last
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return producer_id
