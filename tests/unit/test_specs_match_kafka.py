@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
+from pybroker.protocol.schema import field
 from pybroker.protocol.specs import REQUESTS, RESPONSES
 from tests.tools import check_specs
 
@@ -33,3 +36,29 @@ def test_delete_records_v3_is_kip_1343():
         "name": "LeaderOnly", "type": "bool", "versions": "3+", "default": "false",
         "about": spec["fields"][-1]["about"],
     }
+
+
+def test_the_comparison_notices_a_map_key_difference(tmp_path, capsys):
+    """Kafka's ``mapKey`` is compared too, both ways."""
+    for path in check_specs.KEPT.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    topics = tmp_path / "CreateTopicsRequest.json"
+    text = topics.read_text()
+    assert text.count('"mapKey": true') == 3
+    topics.write_text(text.replace('"mapKey": true', '"mapKey": false', 1))
+    heartbeat = tmp_path / "HeartbeatRequest.json"
+    heartbeat.write_text(heartbeat.read_text().replace('"name": "GroupId",', '"name": "GroupId", "mapKey": true,'))
+    assert check_specs.main([str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "CreateTopicsRequest.topics.name: mapKey False vs True" in out
+    assert "HeartbeatRequest.group_id: mapKey True vs False" in out
+
+
+def test_map_key_is_recorded_and_only_on_primitive_fields():
+    assert field("Name", "string", "0+", map_key=True).map_key
+    assert not field("Name", "string", "0+").map_key
+    for bad in ("[]int32", "records"):
+        with pytest.raises(ValueError, match="map key"):
+            field("X", bad, "0+", map_key=True)
+    with pytest.raises(ValueError, match="map key"):
+        field("X", "Sub", "0+", map_key=True, fields=[field("Y", "int32")])
