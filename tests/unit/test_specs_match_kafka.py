@@ -47,7 +47,8 @@ def test_the_comparison_notices_a_map_key_difference(tmp_path, capsys):
     assert text.count('"mapKey": true') == 3
     topics.write_text(text.replace('"mapKey": true', '"mapKey": false', 1))
     heartbeat = tmp_path / "HeartbeatRequest.json"
-    heartbeat.write_text(heartbeat.read_text().replace('"name": "GroupId",', '"name": "GroupId", "mapKey": true,'))
+    text = heartbeat.read_text()
+    heartbeat.write_text(text.replace('"name": "GroupId",', '"name": "GroupId", "mapKey": true,'))
     assert check_specs.main([str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "CreateTopicsRequest.topics.name: mapKey False vs True" in out
@@ -62,3 +63,21 @@ def test_map_key_is_recorded_and_only_on_primitive_fields():
             field("X", bad, "0+", map_key=True)
     with pytest.raises(ValueError, match="map key"):
         field("X", "Sub", "0+", map_key=True, fields=[field("Y", "int32")])
+
+
+def test_a_common_struct_is_compared_wherever_it_is_used(tmp_path, capsys):
+    """LeaderAndIsrPartitionState is one of Kafka's ``commonStructs``, used by the v0-1 ungrouped
+    list and by each v2+ topic: a change in it is reported at both places."""
+    for path in check_specs.KEPT.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    lisr = tmp_path / "LeaderAndIsrRequest.json"
+    text = lisr.read_text()
+    old = '{ "name": "PartitionEpoch", "type": "int32"'
+    assert text.count(old) == 1
+    lisr.write_text(text.replace(old, '{ "name": "PartitionEpoch", "type": "int64"'))
+    assert check_specs.main([str(tmp_path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert sorted(out) == [
+        "LeaderAndIsrRequest.topic_states.partition_states.partition_epoch: type int64 vs int32",
+        "LeaderAndIsrRequest.ungrouped_partition_states.partition_epoch: type int64 vs int32",
+    ]

@@ -8,8 +8,9 @@ partition whose leader is -2 is being deleted. The response is a single error co
 
 Supported: v6 (the first flexible version) and v7, which adds topic ids. Fields of other
 versions (the v0 single host/port, v0-4's ungrouped partition list, v8's migration fields) are
-declared so the classes carry them; they are never on the wire here. ``UpdateMetadataPartitionState``
-is one of Kafka's common structs, declared once and used at both places.
+declared so the classes carry them; they are never on the wire here.
+``UpdateMetadataPartitionState`` is one of Kafka's common structs, declared once and used at both
+places.
 """
 
 from pybroker.protocol.schema import field, request, response, struct
