@@ -2,7 +2,8 @@
 
 A spec is plain data. `field(...)` declares one field by its Kafka name (``PartitionIndex``), its
 type, the versions it exists in, and optionally the versions it may be null in, the versions it is
-a tagged field in (and its tag), its default and whether it is ignorable. Struct-typed fields
+a tagged field in (and its tag), its default, whether it is ignorable and whether it is a map key.
+Struct-typed fields
 (``"[]TopicProduceData"`` or ``"LeaderIdAndEpoch"``) carry their own nested ``fields=[...]``.
 `request(...)` / `response(...)` wrap a field list into a `Message` with its API key, the versions
 this broker supports and the versions that use the flexible (compact + tagged) encoding.
@@ -10,7 +11,10 @@ this broker supports and the versions that use the flexible (compact + tagged) e
 The codec (`codec.py`) and the class builder (`messages.py`) read these objects; nothing here does
 any encoding. ``ignorable`` has Kafka's meaning: a request may silently drop the field at a
 version that lacks it; for a non-ignorable field the codec refuses to encode a request whose value
-is not the default at such a version (responses always drop absent fields).
+is not the default at such a version (responses always drop absent fields). ``map_key`` is Kafka's
+``mapKey``: the field is (part of) the key by which Kafka's generated Java indexes the elements of
+the array the struct is in. It changes nothing on the wire; it is recorded so a spec states
+everything Kafka's definition does (and `tests/tools/check_specs.py` compares it).
 
 Type names: ``int8 int16 int32 int64 uint16 float64 bool string bytes records uuid``, ``[]T`` for
 an array of any of those (except records) or of a struct, and a capitalised name for a struct.
@@ -177,6 +181,7 @@ class Field:
     default: Any
     ignorable: bool
     struct: Struct | None = None
+    map_key: bool = False
 
     @property
     def is_array(self) -> bool:
@@ -314,6 +319,7 @@ def field(
     ignorable: bool = False,
     fields: Sequence[Field] | None = None,
     struct: Struct | None = None,
+    map_key: bool = False,
 ) -> Field:
     """Declare one field.
 
@@ -322,6 +328,7 @@ def field(
     to reuse a struct declared elsewhere, like Kafka's common structs).
     ``versions``/``nullable``/``tagged``: version ranges; ``tag`` is required when ``tagged`` is set.
     ``default``: Kafka's default (omitted: 0, False, "", b"", zero UUID, [], None for records).
+    ``map_key``: Kafka's ``mapKey`` (no wire effect); only for primitive, non-array fields.
     """
     vers = VersionRange.parse(versions)
     null = VersionRange.parse(nullable)
@@ -329,6 +336,8 @@ def field(
     if (tag is None) != tagv.empty:
         raise ValueError(f"field {kafka_name}: tag and tagged versions go together")
     elem = type[2:] if type.startswith("[]") else type
+    if map_key and (type.startswith("[]") or elem not in PRIMITIVES or type == "records"):
+        raise ValueError(f"field {kafka_name}: a map key must be a primitive, not {type}")
     st: Struct | None = None
     if elem in PRIMITIVES:
         if fields is not None or struct is not None:
@@ -365,6 +374,7 @@ def field(
         default=dflt,
         ignorable=ignorable,
         struct=st,
+        map_key=map_key,
     )
 
 

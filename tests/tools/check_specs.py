@@ -6,7 +6,8 @@ For every request/response in `pybroker.protocol.specs` it reads ``<Name>.json``
 (default: ``tests/data/kafka-messages``, Kafka's files kept as test data, with KIP-1343's v3
 applied to DeleteRecords; see the README there) and compares, field by field and recursively:
 order, snake_case names, types, versions, nullable versions, tagged versions and tags, defaults,
-ignorable flags and struct names, plus the API key and flexible versions, and that our supported
+ignorable and mapKey flags and struct names (a struct Kafka lists in ``commonStructs`` is compared
+wherever a field uses it), plus the API key and flexible versions, and that our supported
 range lies inside Kafka's valid range. Differences are printed; the exit status is 1 if there are
 any. ``tests/unit/test_specs_match_kafka.py`` runs it in the test suite; point DIR at a Kafka
 checkout's ``clients/src/main/resources/common/message`` to compare with another Kafka version
@@ -78,6 +79,8 @@ def compare(path: str, theirs: list[dict[str, Any]], ours: tuple[Field, ...],
             errors.append(f"{p}: tag {k.get('tag')} vs {f.tag}")
         if bool(k.get("ignorable", False)) != f.ignorable:
             errors.append(f"{p}: ignorable {k.get('ignorable', False)} vs {f.ignorable}")
+        if bool(k.get("mapKey", False)) != f.map_key:
+            errors.append(f"{p}: mapKey {k.get('mapKey', False)} vs {f.map_key}")
         if f.struct is None or f.is_array:
             d = kafka_default(k)
             if d != f.default or type(d) is not type(f.default):

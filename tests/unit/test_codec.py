@@ -370,8 +370,11 @@ def test_supported_versions_and_flexibility() -> None:
     assert codec.request_header_version(7, 0) == 0
     assert codec.response_header_version(18, 3) == 0
     assert codec.response_header_version(3, 9) == 1
+    assert codec.supported_versions(4) == (4, 5)
+    assert codec.request_header_version(7, 3) == 2
+    assert codec.is_flexible(56, 0)
     with pytest.raises(KeyError):
-        codec.supported_versions(4)
+        codec.supported_versions(58)  # Envelope: no spec
 
 
 def test_large_counts_use_multibyte_varints() -> None:

@@ -4,10 +4,10 @@ from pybroker.protocol.schema import field, request, response
 
 REQUEST = request(33, "AlterConfigs", "0-2", "2+", [
     field("Resources", "[]AlterConfigsResource", "0+", fields=[
-        field("ResourceType", "int8", "0+"),
-        field("ResourceName", "string", "0+"),
+        field("ResourceType", "int8", "0+", map_key=True),
+        field("ResourceName", "string", "0+", map_key=True),
         field("Configs", "[]AlterableConfig", "0+", fields=[
-            field("Name", "string", "0+"),
+            field("Name", "string", "0+", map_key=True),
             field("Value", "string", "0+", nullable="0+"),
         ]),
     ]),

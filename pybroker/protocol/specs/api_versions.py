@@ -14,14 +14,14 @@ REQUEST = request(18, "ApiVersions", "0-3", "3+", [
 RESPONSE = response(18, "ApiVersions", "0-3", "3+", [
     field("ErrorCode", "int16", "0+"),
     field("ApiKeys", "[]ApiVersion", "0+", fields=[
-        field("ApiKey", "int16", "0+"),
+        field("ApiKey", "int16", "0+", map_key=True),
         field("MinVersion", "int16", "0+"),
         field("MaxVersion", "int16", "0+"),
     ]),
     field("ThrottleTimeMs", "int32", "1+", ignorable=True),
     field("SupportedFeatures", "[]SupportedFeatureKey", "3+", tagged="3+", tag=0,
           ignorable=True, fields=[
-              field("Name", "string", "3+"),
+              field("Name", "string", "3+", map_key=True),
               field("MinVersion", "int16", "3+"),
               field("MaxVersion", "int16", "3+"),
           ]),
@@ -29,7 +29,7 @@ RESPONSE = response(18, "ApiVersions", "0-3", "3+", [
           ignorable=True),
     field("FinalizedFeatures", "[]FinalizedFeatureKey", "3+", tagged="3+", tag=2,
           ignorable=True, fields=[
-              field("Name", "string", "3+"),
+              field("Name", "string", "3+", map_key=True),
               field("MaxVersionLevel", "int16", "3+"),
               field("MinVersionLevel", "int16", "3+"),
           ]),

@@ -4,7 +4,7 @@ from pybroker.protocol.schema import field, request, response
 
 REQUEST = request(37, "CreatePartitions", "0-3", "2+", [
     field("Topics", "[]CreatePartitionsTopic", "0+", fields=[
-        field("Name", "string", "0+"),
+        field("Name", "string", "0+", map_key=True),
         field("Count", "int32", "0+"),
         field("Assignments", "[]CreatePartitionsAssignment", "0+", nullable="0+", fields=[
             field("BrokerIds", "[]int32", "0+"),

@@ -4,15 +4,15 @@ from pybroker.protocol.schema import field, request, response
 
 REQUEST = request(19, "CreateTopics", "2-7", "5+", [
     field("Topics", "[]CreatableTopic", "0+", fields=[
-        field("Name", "string", "0+"),
+        field("Name", "string", "0+", map_key=True),
         field("NumPartitions", "int32", "0+"),
         field("ReplicationFactor", "int16", "0+"),
         field("Assignments", "[]CreatableReplicaAssignment", "0+", fields=[
-            field("PartitionIndex", "int32", "0+"),
+            field("PartitionIndex", "int32", "0+", map_key=True),
             field("BrokerIds", "[]int32", "0+"),
         ]),
         field("Configs", "[]CreatableTopicConfig", "0+", fields=[
-            field("Name", "string", "0+"),
+            field("Name", "string", "0+", map_key=True),
             field("Value", "string", "0+", nullable="0+"),
         ]),
     ]),
@@ -23,7 +23,7 @@ REQUEST = request(19, "CreateTopics", "2-7", "5+", [
 RESPONSE = response(19, "CreateTopics", "2-7", "5+", [
     field("ThrottleTimeMs", "int32", "2+", ignorable=True),
     field("Topics", "[]CreatableTopicResult", "0+", fields=[
-        field("Name", "string", "0+"),
+        field("Name", "string", "0+", map_key=True),
         field("TopicId", "uuid", "7+", ignorable=True),
         field("ErrorCode", "int16", "0+"),
         field("ErrorMessage", "string", "1+", nullable="0+", ignorable=True),

@@ -9,7 +9,7 @@ REQUEST = request(42, "DeleteGroups", "0-2", "2+", [
 RESPONSE = response(42, "DeleteGroups", "0-2", "2+", [
     field("ThrottleTimeMs", "int32", "0+"),
     field("Results", "[]DeletableGroupResult", "0+", fields=[
-        field("GroupId", "string", "0+"),
+        field("GroupId", "string", "0+", map_key=True),
         field("ErrorCode", "int16", "0+"),
     ]),
 ])

@@ -24,9 +24,9 @@ REQUEST = request(21, "DeleteRecords", "0-3", "2+", [
 RESPONSE = response(21, "DeleteRecords", "0-3", "2+", [
     field("ThrottleTimeMs", "int32", "0+"),
     field("Topics", "[]DeleteRecordsTopicResult", "0+", fields=[
-        field("Name", "string", "0+"),
+        field("Name", "string", "0+", map_key=True),
         field("Partitions", "[]DeleteRecordsPartitionResult", "0+", fields=[
-            field("PartitionIndex", "int32", "0+"),
+            field("PartitionIndex", "int32", "0+", map_key=True),
             field("LowWatermark", "int64", "0+"),
             field("LeaderLogStartOffset", "int64", "3+", default=-1),
             field("ErrorCode", "int16", "0+"),

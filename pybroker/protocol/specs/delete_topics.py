@@ -14,7 +14,7 @@ REQUEST = request(20, "DeleteTopics", "1-6", "4+", [
 RESPONSE = response(20, "DeleteTopics", "1-6", "4+", [
     field("ThrottleTimeMs", "int32", "1+", ignorable=True),
     field("Responses", "[]DeletableTopicResult", "0+", fields=[
-        field("Name", "string", "0+", nullable="6+"),
+        field("Name", "string", "0+", nullable="6+", map_key=True),
         field("TopicId", "uuid", "6+", ignorable=True),
         field("ErrorCode", "int16", "0+"),
         field("ErrorMessage", "string", "5+", nullable="5+", default=None, ignorable=True),

@@ -15,7 +15,7 @@ RESPONSE = response(60, "DescribeCluster", "0-1", "0+", [
     field("ClusterId", "string", "0+"),
     field("ControllerId", "int32", "0+", default=-1),
     field("Brokers", "[]DescribeClusterBroker", "0+", fields=[
-        field("BrokerId", "int32", "0+"),
+        field("BrokerId", "int32", "0+", map_key=True),
         field("Host", "string", "0+"),
         field("Port", "int32", "0+"),
         field("Rack", "string", "0+", nullable="0+", default=None),

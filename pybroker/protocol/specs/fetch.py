@@ -77,7 +77,7 @@ RESPONSE = response(1, "Fetch", "4-12", "12+", [
         ]),
     ]),
     field("NodeEndpoints", "[]NodeEndpoint", "16+", tagged="16+", tag=0, fields=[
-        field("NodeId", "int32", "16+"),
+        field("NodeId", "int32", "16+", map_key=True),
         field("Host", "string", "16+"),
         field("Port", "int32", "16+"),
         field("Rack", "string", "16+", nullable="16+", default=None),

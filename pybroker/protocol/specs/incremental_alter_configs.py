@@ -4,11 +4,11 @@ from pybroker.protocol.schema import field, request, response
 
 REQUEST = request(44, "IncrementalAlterConfigs", "0-1", "1+", [
     field("Resources", "[]AlterConfigsResource", "0+", fields=[
-        field("ResourceType", "int8", "0+"),
-        field("ResourceName", "string", "0+"),
+        field("ResourceType", "int8", "0+", map_key=True),
+        field("ResourceName", "string", "0+", map_key=True),
         field("Configs", "[]AlterableConfig", "0+", fields=[
-            field("Name", "string", "0+"),
-            field("ConfigOperation", "int8", "0+"),
+            field("Name", "string", "0+", map_key=True),
+            field("ConfigOperation", "int8", "0+", map_key=True),
             field("Value", "string", "0+", nullable="0+"),
         ]),
     ]),

@@ -10,7 +10,7 @@ REQUEST = request(11, "JoinGroup", "0-7", "6+", [
     field("GroupInstanceId", "string", "5+", nullable="5+", default=None),
     field("ProtocolType", "string", "0+"),
     field("Protocols", "[]JoinGroupRequestProtocol", "0+", fields=[
-        field("Name", "string", "0+"),
+        field("Name", "string", "0+", map_key=True),
         field("Metadata", "bytes", "0+"),
     ]),
     field("Reason", "string", "8+", nullable="8+", default=None, ignorable=True),

@@ -18,7 +18,7 @@ REQUEST = request(3, "Metadata", "0-12", "9+", [
 RESPONSE = response(3, "Metadata", "0-12", "9+", [
     field("ThrottleTimeMs", "int32", "3+", ignorable=True),
     field("Brokers", "[]MetadataResponseBroker", "0+", fields=[
-        field("NodeId", "int32", "0+"),
+        field("NodeId", "int32", "0+", map_key=True),
         field("Host", "string", "0+"),
         field("Port", "int32", "0+"),
         field("Rack", "string", "1+", nullable="1+", default=None, ignorable=True),
@@ -27,7 +27,7 @@ RESPONSE = response(3, "Metadata", "0-12", "9+", [
     field("ControllerId", "int32", "1+", default=-1, ignorable=True),
     field("Topics", "[]MetadataResponseTopic", "0+", fields=[
         field("ErrorCode", "int16", "0+"),
-        field("Name", "string", "0+", nullable="12+"),
+        field("Name", "string", "0+", nullable="12+", map_key=True),
         field("TopicId", "uuid", "10+", ignorable=True),
         field("IsInternal", "bool", "1+", default=False, ignorable=True),
         field("Partitions", "[]MetadataResponsePartition", "0+", fields=[

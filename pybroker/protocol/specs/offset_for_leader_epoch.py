@@ -5,7 +5,7 @@ from pybroker.protocol.schema import field, request, response
 REQUEST = request(23, "OffsetForLeaderEpoch", "2-4", "4+", [
     field("ReplicaId", "int32", "3+", default=-2, ignorable=True),
     field("Topics", "[]OffsetForLeaderTopic", "0+", fields=[
-        field("Topic", "string", "0+"),
+        field("Topic", "string", "0+", map_key=True),
         field("Partitions", "[]OffsetForLeaderPartition", "0+", fields=[
             field("Partition", "int32", "0+"),
             field("CurrentLeaderEpoch", "int32", "2+", default=-1, ignorable=True),
@@ -17,7 +17,7 @@ REQUEST = request(23, "OffsetForLeaderEpoch", "2-4", "4+", [
 RESPONSE = response(23, "OffsetForLeaderEpoch", "2-4", "4+", [
     field("ThrottleTimeMs", "int32", "2+", ignorable=True),
     field("Topics", "[]OffsetForLeaderTopicResult", "0+", fields=[
-        field("Topic", "string", "0+"),
+        field("Topic", "string", "0+", map_key=True),
         field("Partitions", "[]EpochEndOffset", "0+", fields=[
             field("ErrorCode", "int16", "0+"),
             field("Partition", "int32", "0+"),

@@ -10,7 +10,7 @@ REQUEST = request(0, "Produce", "3-9", "9+", [
     field("Acks", "int16", "0+"),
     field("TimeoutMs", "int32", "0+"),
     field("TopicData", "[]TopicProduceData", "0+", fields=[
-        field("Name", "string", "0+"),
+        field("Name", "string", "0+", map_key=True),
         field("PartitionData", "[]PartitionProduceData", "0+", fields=[
             field("Index", "int32", "0+"),
             field("Records", "records", "0+", nullable="0+"),
@@ -20,7 +20,7 @@ REQUEST = request(0, "Produce", "3-9", "9+", [
 
 RESPONSE = response(0, "Produce", "3-9", "9+", [
     field("Responses", "[]TopicProduceResponse", "0+", fields=[
-        field("Name", "string", "0+"),
+        field("Name", "string", "0+", map_key=True),
         field("PartitionResponses", "[]PartitionProduceResponse", "0+", fields=[
             field("Index", "int32", "0+"),
             field("ErrorCode", "int16", "0+"),
@@ -40,7 +40,7 @@ RESPONSE = response(0, "Produce", "3-9", "9+", [
     ]),
     field("ThrottleTimeMs", "int32", "1+", default=0, ignorable=True),
     field("NodeEndpoints", "[]NodeEndpoint", "10+", tagged="10+", tag=0, fields=[
-        field("NodeId", "int32", "10+"),
+        field("NodeId", "int32", "10+", map_key=True),
         field("Host", "string", "10+"),
         field("Port", "int32", "10+"),
         field("Rack", "string", "10+", nullable="10+", default=None),
