@@ -208,16 +208,9 @@ class ZooKeeperClient:
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
         )
         client = cls(zk, loop, hosts)
-        connected = loop.create_future()
-
-        def on_state(state: str) -> None:
-            if state == KazooState.CONNECTED and not connected.done():
-                connected.set_result(None)
-
-        client.add_state_listener(on_state)
         try:
-            zk.start_async()  # only starts kazoo's threads; the connection is made by them
-            await asyncio.wait_for(connected, connection_timeout_ms / 1000)
+            zk.start_async()  # only starts kazoo's threads; they make the connection
+            await asyncio.wait_for(client.wait_until_connected(), connection_timeout_ms / 1000)
         except TimeoutError:
             await client.close()
             raise ZooKeeperConnectionError(
@@ -227,8 +220,6 @@ class ZooKeeperClient:
         except BaseException:
             await client.close()
             raise
-        finally:
-            client.remove_state_listener(on_state)
         return client
 
     # -- session ------------------------------------------------------------------------------

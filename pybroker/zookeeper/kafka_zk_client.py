@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -55,6 +55,7 @@ from pybroker.zookeeper.client import (
     ZooKeeperClient,
 )
 from pybroker.zookeeper.znodes import (
+    BROKER_IDS_PATH,
     CLUSTER_ID_PATH,
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
@@ -110,6 +111,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 _MAX_PRODUCER_ID = 2**63 - 1
 
 
@@ -119,6 +121,14 @@ class ControllerMovedError(Exception):
 
 class BrokerIdInUseError(NodeExistsError):
     """``/brokers/ids/<id>`` belongs to another live session: another broker has this id."""
+
+
+class _OwnedByAnotherSession(NodeExistsError):
+    """A checked ephemeral exists and belongs to a session that is neither ours nor our last."""
+
+    def __init__(self, path: str, owner: int) -> None:
+        super().__init__(f"{path} is owned by ZooKeeper session 0x{owner:x}")
+        self.owner = owner
 
 
 @dataclass
@@ -199,11 +209,10 @@ class KafkaZkClient:
         """Create ``/brokers/ids/<id>`` for this session; returns the broker epoch (its czxid)."""
         try:
             stat = await self._checked_ephemeral_create(info.path, encode_broker_info(info))
-        except BrokerIdInUseError:
-            raise
-        except NodeExistsError as e:
+        except _OwnedByAnotherSession as e:
             raise BrokerIdInUseError(
-                f"broker id {info.broker_id} is in use: {info.path} belongs to another live ZooKeeper session ({e})"
+                f"broker id {info.broker_id} is already registered at {info.path} by another live ZooKeeper "
+                f"session (0x{e.owner:x}): is another broker running with broker.id={info.broker_id}?"
             ) from None
         endpoints = ",".join(e.connection_string for e in info.endpoints)
         log.info("Registered broker %d at path %s with addresses: %s, czxid (broker epoch): %d",
@@ -236,13 +245,13 @@ class KafkaZkClient:
                         pass
                     continue
                 if owner != session:
-                    raise NodeExistsError(f"{path} exists and is owned by ZooKeeper session 0x{owner:x}, not ours (0x{session or 0:x})") from None
+                    raise _OwnedByAnotherSession(path, owner) from None
             self._registration_session_id = self.zk.session_id
             return stat
 
     async def get_broker_ids(self, watch: WatchCallback | None = None) -> list[int]:
         """The registered broker ids, sorted (``watch``: a child watch on ``/brokers/ids``)."""
-        return sorted(int(c) for c in await self._children_or_empty("/brokers/ids", watch))
+        return sorted(int(c) for c in await self._children_or_empty(BROKER_IDS_PATH, watch))
 
     async def get_broker(self, broker_id: int, watch: WatchCallback | None = None) -> tuple[BrokerInfo, int] | None:
         """A broker's registration and its broker epoch, or None if it is not registered."""
@@ -427,9 +436,9 @@ class KafkaZkClient:
             for data, stat in (f,)
         }
 
-    async def _fenced_per_op(self, ops: Mapping[TopicPartition, ZkOp], epoch_zk_version: int) -> dict[TopicPartition, Any]:
-        """One fenced transaction per partition, pipelined: each result or its kazoo error.
-        `ControllerMovedError` (from any of them) wins over everything else."""
+    async def _fenced_per_op(self, ops: Mapping[K, ZkOp], epoch_zk_version: int) -> dict[K, Any]:
+        """One fenced transaction per key (partition, topic...), pipelined: per key its result or
+        its kazoo error. `ControllerMovedError` (from any of them) wins over everything else."""
         keys = list(ops)
         outcomes = await asyncio.gather(
             *(self._controller_op(ops[k], epoch_zk_version) for k in keys), return_exceptions=True
@@ -448,7 +457,7 @@ class KafkaZkClient:
         """Create the state znodes (and their missing parents), fenced: per partition the new
         partition epoch (0), or the error (`NodeExistsError` if it already had a state)."""
         topics = sorted({tp.topic for tp in states})
-        parents = {TopicPartition(t, -1): CreateOp(topic_partitions_path(t)) for t in topics}
+        parents = {t: CreateOp(topic_partitions_path(t)) for t in topics}
         await self._fenced_per_op(parents, epoch_zk_version)  # NodeExistsError is fine here
         await self._fenced_per_op({tp: CreateOp(topic_partition_path(tp)) for tp in states}, epoch_zk_version)
         created = await self._fenced_per_op(
@@ -530,7 +539,7 @@ class KafkaZkClient:
     async def delete_topic_deletions(self, topics: Iterable[str], epoch_zk_version: int) -> None:
         """Remove deletion marks (fenced); marks already gone are fine."""
         await self._fenced_per_op(
-            {TopicPartition(t, -1): DeleteOp(delete_topic_path(t)) for t in topics}, epoch_zk_version
+            {t: DeleteOp(delete_topic_path(t)) for t in topics}, epoch_zk_version
         )
 
     # -- configs --------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pybroker.types import TopicPartition
 from pybroker.zookeeper import znodes
 from pybroker.zookeeper.client import (
     BadVersionError,
+    ConnectionLoss,
     CreateOp,
     MultiOpError,
     NodeExistsError,
@@ -77,7 +78,7 @@ def test_broker_epoch_is_the_czxid_and_an_id_is_registered_once(connect_string):
         assert json.loads(data)["endpoints"] == ["PLAINTEXT://127.0.0.1:9092"]
         assert await a.register_broker(broker_info(1)) == epoch  # ours already: same node
 
-        with pytest.raises(BrokerIdInUseError, match="broker id 1 is in use"):
+        with pytest.raises(BrokerIdInUseError, match="broker id 1 is already registered .* broker.id=1"):
             await b.register_broker(broker_info(1, port=9093))
         epoch_2 = await b.register_broker(broker_info(2, port=9093))
         assert epoch_2 > epoch
@@ -157,14 +158,33 @@ def test_one_controller_wins_and_the_deposed_one_is_fenced(connect_string):
     run_with_clients(connect_string, 3, scenario)
 
 
-def test_an_election_whose_reply_was_lost_is_recognised_as_won(connect_string):
+def lose_the_first_reply(zk_client):
+    """The next multi reaches ZooKeeper and applies, but its reply is lost (ConnectionLoss)."""
+    real_multi, lost = zk_client.zk.multi, []
+
+    async def multi(ops):
+        results = await real_multi(ops)
+        if not lost:
+            lost.append(ops)
+            raise ConnectionLoss()
+        return results
+
+    zk_client.zk.multi = multi
+    return lost
+
+
+def test_requests_whose_reply_was_lost_are_resent_and_recognised_as_won(connect_string):
     async def scenario(zk_client):
-        epoch, version = await zk_client.register_controller_and_increment_epoch(1)
-        # What a resent request finds after its first attempt won: /controller names us and the
-        # epoch is the one we meant to write.
-        assert await zk_client._check_controller_and_epoch(1, epoch) == (epoch, version)
-        with pytest.raises(ControllerMovedError):
-            await zk_client._check_controller_and_epoch(2, epoch)
+        await zk_client.create_top_level_paths()
+        lost = lose_the_first_reply(zk_client)
+        # Resent, the election finds /controller naming us and the epoch it meant to write.
+        assert await zk_client.register_controller_and_increment_epoch(1) == (1, 1)
+        assert lost and await zk_client.get_controller_id() == 1
+
+        lost = lose_the_first_reply(zk_client)
+        # Resent, the registration finds its own ephemeral: the epoch is that node's czxid.
+        epoch = await zk_client.register_broker(broker_info(1))
+        assert lost and epoch == (await zk_client.zk.exists("/brokers/ids/1")).czxid
 
     run_with_clients(connect_string, 1, scenario)
 
