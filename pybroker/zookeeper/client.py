@@ -6,7 +6,8 @@ loop that called `ZooKeeperClient.connect`:
 
 - Operations are kazoo's ``*_async`` calls, which only queue the request; the result is handed
   to an asyncio future through ``loop.call_soon_threadsafe`` by a ``rawlink`` callback on
-  kazoo's completion thread. Only the recursive delete runs in the default executor.
+  kazoo's completion thread. Only the recursive delete and `close` (which joins kazoo's
+  threads) run in the default executor.
 - ``watch=`` callbacks and state listeners are re-posted to the loop the same way, so they run
   on the loop thread, one at a time, in the order kazoo saw them. They must not block; real
   work (reads, elections) belongs in a task fed by them. After `close` none is delivered, and a
