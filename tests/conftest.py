@@ -1,7 +1,8 @@
 """Shared test fixtures: real pybroker processes on free loopback ports, and polling helpers.
 
 Every broker a test starts is a separate ``python -m pybroker serve`` process with its own data
-directory; fixtures stop each one by its PID when the test (or module) ends.
+directory; fixtures stop each one by its PID when the test (or module) ends. The same holds for
+the ZooKeeper server of the ``zookeeper`` fixture (one per module, see ``tests/zookeeper.py``).
 
 Every test is also checked against its brokers' logs: an ERROR or CRITICAL entry, or a traceback,
 written while the test ran fails it, unless the test declares the entry with
@@ -213,3 +214,18 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 def topic_name(request: pytest.FixtureRequest) -> str:
     """A topic name unique to the test."""
     return "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:80] + f"-{os.getpid()}"
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One ZooKeeper server per test module (``tests/zookeeper.py``: free port, fresh data
+    directory, 250 ms ticks, 1 s minimum session), stopped by its PID at the end. Fails, rather
+    than skips, the tests using it when ZooKeeper is not installed."""
+    from tests.zookeeper import ZooKeeperProcess  # imported here: only these tests need kazoo
+
+    server = ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

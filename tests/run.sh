@@ -5,9 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 
-if ! command -v kcat >/dev/null 2>&1; then
+# kcat for the CLI tests; ZooKeeper (with its Java runtime) for the cluster-mode tests. Not
+# zookeeperd: that one is a system service.
+apt_packages=()
+command -v kcat >/dev/null 2>&1 || apt_packages+=(kcat)
+[ -f /usr/share/java/zookeeper.jar ] || apt_packages+=(zookeeper)
+if [ "${#apt_packages[@]}" -gt 0 ]; then
   apt-get update -qq
-  apt-get install -y -qq kcat >/dev/null
+  apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
 fi
 python3 -m pip install -q -e '.[test]'
 
