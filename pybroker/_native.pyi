@@ -95,6 +95,71 @@ def validate_batches(records: Buffer, max_message_bytes: int) -> RecordsInfo:
     batch, ``RecordTooLargeError`` for an oversize batch.
     """
 
+@final
+class ReplicatedRecordsInfo:
+    """Summary of a record set fetched from a partition leader (immutable); see
+    ``validate_replicated_batches``. Offsets and epochs are the batches' own."""
+
+    @property
+    def valid_bytes(self) -> int:
+        """Bytes of the complete batches, from the start of the set: a trailing partial batch
+        is not counted. Append ``records[:valid_bytes]``."""
+    @property
+    def batch_count(self) -> int:
+        """Complete batches (0 for an empty set or a lone partial batch)."""
+    @property
+    def record_count(self) -> int:
+        """Offsets the complete batches consume: sum of ``lastOffsetDelta + 1``."""
+    @property
+    def first_offset(self) -> int:
+        """``baseOffset`` of the first batch; -1 when ``batch_count == 0``."""
+    @property
+    def last_offset(self) -> int:
+        """``baseOffset + lastOffsetDelta`` of the last batch; -1 when ``batch_count == 0``."""
+    @property
+    def max_timestamp(self) -> int:
+        """Largest batch ``maxTimestamp`` (-1 when no batch has one >= 0)."""
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        """Last offset of the first batch holding ``max_timestamp``; -1 when there is none."""
+    @property
+    def last_leader_epoch(self) -> int:
+        """``partitionLeaderEpoch`` of the last batch; -1 when ``batch_count == 0``."""
+    @property
+    def offsets_monotonic(self) -> bool:
+        """True when every batch's ``baseOffset`` is above the previous batch's last offset
+        (gaps allowed, as in a compacted log)."""
+    @property
+    def epoch_starts(self) -> list[tuple[int, int]]:
+        """``(epoch, base offset)`` of each batch whose ``partitionLeaderEpoch`` is above the
+        ``latest_epoch`` passed in and above every earlier batch's, in log order: exactly the
+        leader-epoch cache entries appending the set creates (Kafka assigns each batch's epoch
+        at its base offset)."""
+    @property
+    def producer_batches(self) -> list[tuple[int, int, int, int, int, int, int]]:
+        """``(producer_id, producer_epoch, first_sequence, last_sequence, first_offset,
+        last_offset, max_timestamp)`` of every non-control batch with ``producerId >= 0``, in
+        log order (the arguments of ``ProducerStateManager.update``). ``last_sequence`` is
+        ``baseSequence + lastOffsetDelta``, wrapping past 2**31 - 1 to 0 like Kafka."""
+
+def validate_replicated_batches(records: Buffer, latest_epoch: int) -> ReplicatedRecordsInfo:
+    """Walk a record set fetched from a partition leader once (a follower's append): every
+    complete batch is checked for ``batchLength >= 49``, magic 2, a known codec,
+    ``lastOffsetDelta >= 0``, ``recordsCount >= 0`` and its CRC-32C, and summarised with its
+    own offsets and partition leader epoch. ``latest_epoch`` is the latest epoch of the
+    follower's leader-epoch cache (-1 for none); see ``ReplicatedRecordsInfo.epoch_starts``.
+
+    What Kafka's follower path (``UnifiedLog.appendAsFollower``) does not check is not checked
+    here either: no ``max.message.bytes`` limit (the leader accepted the batch), no
+    ``baseOffset == 0`` rule, any number of batches. An empty set, or a set ending with a
+    partial batch (a fetch may cut one), is not an error: the walk stops before the partial
+    batch (``valid_bytes``). Offsets going backwards are reported (``offsets_monotonic``), not
+    raised. Large buffers are walked with the GIL released; nothing is modified.
+
+    Raises ``CorruptRecordError`` for a complete batch that fails a check, or a batch length
+    below 49.
+    """
+
 def build_batch(
     records: Sequence[tuple[Buffer | None, Buffer | None]],
     timestamp: int,

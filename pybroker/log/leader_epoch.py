@@ -116,7 +116,8 @@ class LeaderEpochCache:
         return True
 
     def flush(self) -> None:
-        self.write(self._entries)
+        # A copy: `write` remembers what the file holds, and `assign` changes the list in place.
+        self.write(list(self._entries))
 
     def write(self, entries: list[tuple[int, int]], *, sync: bool = True) -> bool:
         """Write ``entries`` (a snapshot of ``entries``, e.g. from a worker thread) to the file,

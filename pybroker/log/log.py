@@ -3,7 +3,10 @@
 Owns the ordered list of native ``Segment`` objects of one ``<topic>-<partition>`` directory and
 the offsets Kafka's ``UnifiedLog`` tracks: the log end offset (LEO), the high watermark, the log
 start offset (which may sit inside a segment — KIP-107's soft delete), and the recovery point
-(everything below it is known to be fsynced). Record bytes never pass through Python code here:
+(everything below it is known to be fsynced). A leader appends produced records
+(``append_as_leader``: offsets and its epoch assigned); a follower appends its leader's batches as
+they are (``append_as_follower``) and truncates where its log diverged (``truncate_to``,
+``truncate_fully_and_start_at``). Record bytes never pass through Python code here:
 validation, offset assignment, indexing, reading and truncation are single calls into Rust.
 Retention (``delete_old_segments``) decides from segment metadata only: base offsets, sizes,
 largest timestamps, file mtimes.
@@ -44,6 +47,23 @@ class InvalidRecordError(Exception):
     """Records that are well-formed but not acceptable (INVALID_RECORD, 87)."""
 
 
+class UnexpectedAppendOffsetError(Exception):
+    """A follower append whose first offset is below the log end offset (Kafka's
+    UnexpectedAppendOffsetException). Carries the set's ``first_offset`` and ``last_offset``: when
+    the log is empty at its start offset and the set straddles it (the leader's log start offset
+    fell inside a batch), Kafka's ``Partition`` restarts the log at ``first_offset`` and appends
+    again."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+class OffsetsOutOfOrderError(Exception):
+    """A follower append whose batches' offsets do not increase (Kafka's OffsetsOutOfOrderException)."""
+
+
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
@@ -59,6 +79,9 @@ class LogAppendInfo:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
     record_count: int
     duplicate: bool = False
+    # partitionLeaderEpoch of the last appended batch (-1 when unknown): a follower's next
+    # lastFetchedEpoch.
+    last_leader_epoch: int = -1
 
 
 def write_partition_metadata(partition_dir: str, topic_id: str) -> None:
@@ -203,8 +226,19 @@ class Log:
         return sum(segment.size for segment in self.segments)
 
     def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark to ``offset`` clamped to [log start offset, log end offset]
+        (Kafka's ``updateHighWatermark``); it may go down. Returns the new value."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
         return self.high_watermark
+
+    def maybe_update_high_watermark(self, leader_high_watermark: int) -> int | None:
+        """A follower's high watermark after a fetch: the leader's, clamped as
+        ``update_high_watermark`` does, so min(leader HW, own LEO) and never below the log start
+        offset; it may go down. Returns the new value if it changed, else None (Kafka's
+        ``maybeUpdateHighWatermark``)."""
+        old = self.high_watermark
+        new = self.update_high_watermark(leader_high_watermark)
+        return None if new == old else new
 
     def maybe_increment_log_start_offset(self, new_offset: int, reason: str) -> bool:
         """Move the log start offset forward (never back, never past the high watermark)."""
@@ -259,7 +293,7 @@ class Log:
                     duplicate.last_offset, -1, info.record_count, duplicate=True,
                 )
             self.producer_state.check(producer_id, info.producer_epoch, first_seq)
-        self._maybe_roll(info.size, info.max_timestamp, info.record_count, now_ms)
+        self._maybe_roll(info.size, info.max_timestamp, self.log_end_offset + info.record_count - 1, now_ms)
         first_offset = self.log_end_offset
         log_append_time = now_ms if self.config.log_append_time else -1
         last_offset, max_timestamp, offset_of_max = self.active_segment.append(
@@ -275,31 +309,98 @@ class Log:
             )
         self.unflushed_messages += info.record_count
         return LogAppendInfo(
-            first_offset, last_offset, max_timestamp, offset_of_max, log_append_time, info.record_count
+            first_offset, last_offset, max_timestamp, offset_of_max, log_append_time, info.record_count,
+            last_leader_epoch=leader_epoch,
         )
 
-    def _maybe_roll(self, incoming_bytes: int, incoming_max_timestamp: int, record_count: int, now_ms: int) -> None:
+    def append_as_follower(self, records: memoryview, now_ms: int | None = None) -> LogAppendInfo:
+        """Append a record set fetched from the partition leader as it is: the batches keep
+        their offsets and partition leader epochs (Kafka's ``appendAsFollower``).
+
+        One native walk validates the set (``validate_replicated_batches``: structure and CRC
+        of every batch; like Kafka's follower, no max.message.bytes limit, no rule on the
+        number of batches) and reports the epochs that start in it and its idempotent batches.
+        A trailing partial batch is dropped. The first batch must not start below the log end
+        offset (a later start is a gap, legal as in Kafka: a compacted leader log has them).
+        The log rolls under the leader path's rules, to a segment based at the set's first
+        offset. Each new epoch is assigned at its first batch's base offset; producer state is
+        updated without Kafka's duplicate and sequence checks (the leader made them).
+
+        Returns the appended range; an empty set (or a lone partial batch) appends nothing and
+        returns ``first_offset == last_offset == -1``, ``record_count == 0``. Raises
+        ``_native.CorruptRecordError``, ``UnexpectedAppendOffsetError`` or
+        ``OffsetsOutOfOrderError``; nothing is appended then.
+        """
+        info = _native.validate_replicated_batches(records, self.leader_epoch_cache.latest_epoch)
+        if info.batch_count == 0:
+            return LogAppendInfo(-1, -1, -1, -1, -1, 0)
+        if not info.offsets_monotonic:
+            raise OffsetsOutOfOrderError(
+                f"Out of order offsets found in append to {self.topic_partition}: the batches of "
+                f"offsets {info.first_offset} to {info.last_offset} do not increase"
+            )
+        end_offset = self.log_end_offset
+        if info.first_offset < end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"Unexpected offset in append to {self.topic_partition}. First offset "
+                f"{info.first_offset} is less than the next offset {end_offset}. Last offset in "
+                f"append: {info.last_offset}. Log start offset = {self.log_start_offset}",
+                info.first_offset, info.last_offset,
+            )
+        if now_ms is None:
+            now_ms = int(time.time() * 1000)
+        self._maybe_roll(info.valid_bytes, info.max_timestamp, info.last_offset, now_ms, info.first_offset)
+        if info.valid_bytes < len(records):
+            records = memoryview(records)[: info.valid_bytes]
+        last_offset, max_timestamp, offset_of_max = self.active_segment.append(records, -1, -1, -1)
+        for epoch, start_offset in info.epoch_starts:
+            self.assign_leader_epoch(epoch, start_offset)
+        self.unflushed_messages += info.record_count
+        for producer_batch in info.producer_batches:
+            self.producer_state.update(*producer_batch)
+        return LogAppendInfo(
+            info.first_offset, last_offset, max_timestamp, offset_of_max, -1, info.record_count,
+            last_leader_epoch=info.last_leader_epoch,
+        )
+
+    def _maybe_roll(
+        self,
+        incoming_bytes: int,
+        incoming_max_timestamp: int,
+        last_offset: int,
+        now_ms: int,
+        roll_offset: int | None = None,
+    ) -> None:
+        """Kafka's ``LogSegment.shouldRoll`` before appending ``incoming_bytes`` that end at
+        ``last_offset``: roll when the active segment would pass segment.bytes, its first
+        timestamp (or, with none, its file's mtime) is older than segment.ms less the jitter, an
+        index is full, or ``last_offset`` does not fit its int32 relative offsets (only this rule
+        applies to an empty segment). The new segment starts at ``roll_offset`` if that is
+        beyond the log end offset (a follower's set after a gap)."""
         segment = self.active_segment
         size = segment.size
-        if size == 0:
+        overflow = last_offset - segment.base_offset > INT32_MAX
+        if size == 0 and not overflow:
             return
         first_timestamp = segment.first_batch_timestamp
         if first_timestamp >= 0:
             waited = incoming_max_timestamp - first_timestamp
         else:
             waited = now_ms - segment.last_modified_ms
-        last_offset = self.log_end_offset + record_count - 1
         if (
-            size > self.config.segment_bytes - incoming_bytes
+            overflow
+            or size > self.config.segment_bytes - incoming_bytes
             or waited > self.config.segment_ms - self.config.segment_jitter_ms
             or segment.index_is_full
-            or last_offset - segment.base_offset > INT32_MAX
         ):
-            self.roll()
+            self.roll(roll_offset)
 
-    def roll(self) -> _native.Segment:
-        """Start a new active segment at the log end offset."""
+    def roll(self, expected_next_offset: int | None = None) -> _native.Segment:
+        """Start a new active segment at the log end offset, or at ``expected_next_offset`` if
+        that is larger (Kafka's ``roll(expectedNextOffset)``)."""
         new_base = self.log_end_offset
+        if expected_next_offset is not None:
+            new_base = max(new_base, expected_next_offset)
         old = self.active_segment
         if old.size == 0 and old.base_offset == new_base:
             return old
@@ -384,31 +485,60 @@ class Log:
 
     # --- truncation and deletion ---------------------------------------------------------------
 
-    def truncate_to(self, offset: int) -> None:
-        """Remove everything at or above ``offset`` (a follower diverged from its leader)."""
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch holding an offset at or above ``offset`` (a follower diverged from
+        its leader; a batch straddling ``offset`` goes entirely, so the log may end below it).
+        Returns whether anything was removed (Kafka's ``truncateTo``).
+
+        The leader-epoch cache loses its entries from the new log end offset on, even when no
+        record goes (a leader that assigned an epoch and wrote nothing in it before it lost the
+        leadership). Producer state is rebuilt from what remains; the high watermark, the
+        recovery point and the log start offset come down to the new log end offset when above
+        it. Truncating at or below the first segment's base offset empties the log
+        (``truncate_fully_and_start_at(offset)``).
+        """
+        if offset < 0:
+            raise ValueError(f"Cannot truncate partition {self.topic_partition} to a negative offset ({offset})")
         if offset >= self.log_end_offset:
-            return
+            self._truncate_epochs_from_end(self.log_end_offset)
+            return False
+        log.info("%s: truncating to offset %d", self.topic_partition, offset)
         if offset <= self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
-            return
+            return True
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self.segments.pop().delete()
             self._base_offsets.pop()
         self.active_segment.truncate_to(offset)
-        self.recovery_point = min(self.recovery_point, offset)
-        self.high_watermark = min(self.high_watermark, self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        end_offset = self.log_end_offset
+        self.recovery_point = min(self.recovery_point, end_offset)
+        self.high_watermark = min(self.high_watermark, end_offset)
+        self.log_start_offset = min(self.log_start_offset, end_offset)
+        self._truncate_epochs_from_end(end_offset)
         self._rebuild_producer_state()
+        return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start the log empty at ``offset``: the log start offset,
+        the recovery point and the high watermark all become ``offset``; the leader-epoch cache
+        and the producer state are cleared (Kafka's ``truncateFullyAndStartAt``; a follower whose
+        log ends below the leader's log start offset)."""
         for segment in self.segments:
             segment.delete()
         self.segments.clear()
         self._base_offsets.clear()
         self._add_segment(self._open_segment(offset))
         self.log_start_offset = self.recovery_point = self.high_watermark = offset
-        self.leader_epoch_cache.truncate_from_end(offset)
+        self._truncate_epochs_from_end(-1)
         self.producer_state.truncate_and_reload()
+
+    def _truncate_epochs_from_end(self, end_offset: int) -> None:
+        """Drop the leader-epoch entries starting at or after ``end_offset`` (all for -1); the
+        file is written behind, like an assignment."""
+        if self.on_leader_epochs_changed is None:
+            self.leader_epoch_cache.truncate_from_end(end_offset)
+        elif self.leader_epoch_cache.truncate_from_end(end_offset, flush=False):
+            self.on_leader_epochs_changed(self)
 
     # --- retention (Kafka's UnifiedLog.deleteOldSegments) -------------------------------------
 

@@ -336,6 +336,146 @@ pub fn validate_batches(records: &[u8], max_message_bytes: i64) -> Result<Record
     Ok(info)
 }
 
+/// The sequence number of a batch's last record: `base_sequence + last_offset_delta`, wrapping
+/// past `i32::MAX` to 0 as Kafka's `DefaultRecordBatch.incrementSequence` does.
+pub fn last_sequence(base_sequence: i32, last_offset_delta: i32) -> i32 {
+    let value = base_sequence as i64 + last_offset_delta as i64;
+    if value > i32::MAX as i64 {
+        (value - i32::MAX as i64 - 1) as i32
+    } else {
+        value as i32
+    }
+}
+
+/// What the producer-state bookkeeping needs of one batch that carries a producer id (and is
+/// not a control batch), in [`ReplicatedRecordsInfo::producer_batches`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerBatch {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub first_sequence: i32,
+    pub last_sequence: i32,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+}
+
+/// Summary of a record set fetched from a partition leader, computed by
+/// [`validate_replicated_batches`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicatedRecordsInfo {
+    /// Bytes of the complete batches: a trailing partial batch is left out (a fetch may end
+    /// with one), so the follower appends `records[..valid_bytes]`.
+    pub valid_bytes: usize,
+    pub batch_count: usize,
+    /// Offsets the complete batches consume: the sum of `lastOffsetDelta + 1`.
+    pub record_count: i64,
+    /// `baseOffset` of the first batch (-1 when there is no complete batch).
+    pub first_offset: i64,
+    /// Last offset of the last batch (-1 when there is no complete batch).
+    pub last_offset: i64,
+    /// Largest `maxTimestamp` of the batches (-1 if none is >= 0).
+    pub max_timestamp: i64,
+    /// Last offset of the first batch holding `max_timestamp` (-1 if there is none).
+    pub offset_of_max_timestamp: i64,
+    /// `partitionLeaderEpoch` of the last batch (-1 when there is no complete batch).
+    pub last_leader_epoch: i32,
+    /// Whether every batch starts after the previous one's last offset.
+    pub offsets_monotonic: bool,
+    /// `(epoch, base offset)` of each batch whose `partitionLeaderEpoch` is above both the
+    /// `latest_epoch` passed in and every earlier batch's epoch, in order: the leader-epoch cache
+    /// entries the append creates.
+    pub epoch_starts: Vec<(i32, i64)>,
+    /// Every non-control batch with a producer id, in order.
+    pub producer_batches: Vec<ProducerBatch>,
+}
+
+/// Walks a record set fetched from a partition leader once, checking every complete batch as
+/// Kafka's follower append does (`UnifiedLog.appendAsFollower`): `batchLength >= 49`, magic 2, a
+/// known codec, `lastOffsetDelta >= 0`, `recordsCount >= 0` and the CRC-32C.
+///
+/// Unlike [`validate_batches`] (the produce path) there is no size limit (Kafka's follower
+/// passes `ignoreRecordSize`: the leader already accepted the batch), an empty set is not an
+/// error, and a trailing partial batch is not an error either: the walk stops before it and
+/// `valid_bytes` excludes it (Kafka's batch iterator stops there and the follower trims it).
+/// Offsets and epochs are reported, not changed.
+pub fn validate_replicated_batches(
+    records: &[u8],
+    latest_epoch: i32,
+) -> Result<ReplicatedRecordsInfo> {
+    let mut info = ReplicatedRecordsInfo {
+        valid_bytes: 0,
+        batch_count: 0,
+        record_count: 0,
+        first_offset: -1,
+        last_offset: -1,
+        max_timestamp: NO_TIMESTAMP,
+        offset_of_max_timestamp: -1,
+        last_leader_epoch: -1,
+        offsets_monotonic: true,
+        epoch_starts: Vec::new(),
+        producer_batches: Vec::new(),
+    };
+    let mut latest = latest_epoch;
+    let mut pos = 0usize;
+    while records.len() - pos >= LOG_OVERHEAD {
+        let batch_length = get_i32(records, pos + BATCH_LENGTH_OFFSET);
+        if batch_length < MIN_BATCH_LENGTH {
+            return Err(StorageError::corrupt(format!(
+                "record batch length {batch_length} at position {pos} is below the minimum of {MIN_BATCH_LENGTH}"
+            )));
+        }
+        let size = batch_length as usize + LOG_OVERHEAD;
+        if size > records.len() - pos {
+            break;
+        }
+        let batch = &records[pos..pos + size];
+        let header =
+            BatchHeader::parse(batch).ok_or_else(|| StorageError::corrupt("short batch"))?;
+        if header.magic != CURRENT_MAGIC {
+            return Err(StorageError::corrupt(format!(
+                "unsupported record batch magic {} at position {pos} (only magic 2 is accepted)",
+                header.magic
+            )));
+        }
+        check_crc(batch)?;
+        header.check_structure()?;
+
+        let last_offset = header.last_offset();
+        if info.batch_count == 0 {
+            info.first_offset = header.base_offset;
+        } else if header.base_offset <= info.last_offset {
+            info.offsets_monotonic = false;
+        }
+        if header.max_timestamp > info.max_timestamp {
+            info.max_timestamp = header.max_timestamp;
+            info.offset_of_max_timestamp = last_offset;
+        }
+        if header.partition_leader_epoch > latest {
+            latest = header.partition_leader_epoch;
+            info.epoch_starts.push((latest, header.base_offset));
+        }
+        if header.producer_id >= 0 && !header.is_control() {
+            info.producer_batches.push(ProducerBatch {
+                producer_id: header.producer_id,
+                producer_epoch: header.producer_epoch,
+                first_sequence: header.base_sequence,
+                last_sequence: last_sequence(header.base_sequence, header.last_offset_delta),
+                first_offset: header.base_offset,
+                last_offset,
+                max_timestamp: header.max_timestamp,
+            });
+        }
+        info.record_count += header.last_offset_delta as i64 + 1;
+        info.last_offset = last_offset;
+        info.last_leader_epoch = header.partition_leader_epoch;
+        info.batch_count += 1;
+        pos += size;
+        info.valid_bytes = pos;
+    }
+    Ok(info)
+}
+
 /// Where one batch of an appended record set landed, as computed by [`assign_offsets`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AssignedBatch {
@@ -671,6 +811,159 @@ mod tests {
         assert_eq!(h.max_timestamp, 999_999);
         assert_eq!(out[1].max_timestamp, 999_999);
         validate_batches(&set, 1 << 20).unwrap();
+    }
+
+    /// A batch of `n` records stamped with `base_offset` and `epoch`, as a leader stores it.
+    fn stamped(n: usize, base_offset: i64, epoch: i32) -> Vec<u8> {
+        let mut b = simple_batch(n, 1000 + base_offset, 4);
+        assign_offsets(&mut b, base_offset, epoch, -1, &mut Vec::new()).unwrap();
+        b
+    }
+
+    #[test]
+    fn last_sequence_wraps_like_kafka() {
+        assert_eq!(last_sequence(7, 2), 9);
+        assert_eq!(last_sequence(i32::MAX - 1, 1), i32::MAX);
+        assert_eq!(last_sequence(i32::MAX - 1, 2), 0);
+        assert_eq!(last_sequence(i32::MAX, 5), 4);
+    }
+
+    #[test]
+    fn replicated_set_reports_offsets_epochs_and_producers() {
+        // Epochs 0, 0, 2, 5 (the follower's cache is at -1), then 4 (never below the latest).
+        let mut set = Vec::new();
+        for (n, base, epoch) in [(2, 10, 0), (1, 12, 0), (3, 13, 2), (1, 16, 5), (2, 17, 4)] {
+            set.extend(stamped(n, base, epoch));
+        }
+        let info = validate_replicated_batches(&set, -1).unwrap();
+        assert_eq!(info.valid_bytes, set.len());
+        assert_eq!(info.batch_count, 5);
+        assert_eq!(info.record_count, 9);
+        assert_eq!((info.first_offset, info.last_offset), (10, 18));
+        assert_eq!(info.last_leader_epoch, 4);
+        assert!(info.offsets_monotonic);
+        assert_eq!(info.epoch_starts, vec![(0, 10), (2, 13), (5, 16)]);
+        // simple_batch timestamps: 1000 + base, +1 per record; the largest is in the last batch.
+        assert_eq!(
+            (info.max_timestamp, info.offset_of_max_timestamp),
+            (1018, 18)
+        );
+        // build_raw_batch: producer 1234, epoch 5, base sequence 7.
+        assert_eq!(info.producer_batches.len(), 5);
+        assert_eq!(
+            info.producer_batches[2],
+            ProducerBatch {
+                producer_id: 1234,
+                producer_epoch: 5,
+                first_sequence: 7,
+                last_sequence: 9,
+                first_offset: 13,
+                last_offset: 15,
+                max_timestamp: 1015,
+            }
+        );
+        // Epochs the cache already has are not reported again.
+        let info = validate_replicated_batches(&set, 2).unwrap();
+        assert_eq!(info.epoch_starts, vec![(5, 16)]);
+        assert!(validate_replicated_batches(&set, 5)
+            .unwrap()
+            .epoch_starts
+            .is_empty());
+    }
+
+    #[test]
+    fn replicated_set_skips_control_and_non_idempotent_batches_for_producer_state() {
+        let payload = encode_records(
+            1,
+            &[TestRecord {
+                timestamp: 1,
+                key: None,
+                value: b"v",
+            }],
+        );
+        let mut set = build_raw_batch(
+            0,
+            CONTROL_FLAG_MASK | TRANSACTIONAL_FLAG_MASK,
+            0,
+            1,
+            1,
+            1,
+            &payload,
+        );
+        let mut plain = build_raw_batch(1, 0, 0, 1, 1, 1, &payload);
+        put_i64(&mut plain, PRODUCER_ID_OFFSET, -1);
+        let crc = crc32c(&plain[ATTRIBUTES_OFFSET..]);
+        plain[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        set.extend(plain);
+        let info = validate_replicated_batches(&set, -1).unwrap();
+        assert_eq!(info.batch_count, 2);
+        assert!(info.producer_batches.is_empty());
+        // No epoch stamped (-1): nothing for the epoch cache.
+        assert!(info.epoch_starts.is_empty());
+    }
+
+    #[test]
+    fn replicated_set_has_no_size_limit_and_tolerates_a_trailing_partial_batch() {
+        let big = stamped(100, 0, 1);
+        let mut set = big.clone();
+        set.extend(stamped(1, 100, 1));
+        let full = validate_replicated_batches(&set, -1).unwrap();
+        assert_eq!((full.batch_count, full.valid_bytes), (2, set.len()));
+        for cut in [1, 11, 12, 40, 61, 70] {
+            let info = validate_replicated_batches(&set[..set.len() - cut], -1).unwrap();
+            assert_eq!(info.batch_count, 1, "cut {cut}");
+            assert_eq!(info.valid_bytes, big.len());
+            assert_eq!(info.last_offset, 99);
+        }
+        let partial_only = validate_replicated_batches(&big[..30], -1).unwrap();
+        assert_eq!((partial_only.batch_count, partial_only.valid_bytes), (0, 0));
+        assert_eq!(
+            (partial_only.first_offset, partial_only.last_offset),
+            (-1, -1)
+        );
+        let empty = validate_replicated_batches(&[], -1).unwrap();
+        assert_eq!((empty.batch_count, empty.record_count), (0, 0));
+    }
+
+    #[test]
+    fn replicated_set_rejects_damaged_batches() {
+        let good = stamped(2, 0, 0);
+        let mut bad_crc = good.clone();
+        let last = bad_crc.len() - 1;
+        bad_crc[last] ^= 0x01;
+        let mut bad_magic = good.clone();
+        bad_magic[MAGIC_OFFSET] = 1;
+        let mut short_length = good.clone();
+        put_i32(&mut short_length, BATCH_LENGTH_OFFSET, 48);
+        for (name, damaged) in [
+            ("crc", bad_crc),
+            ("magic", bad_magic),
+            ("length", short_length),
+        ] {
+            // Damage in a later batch rejects the whole set.
+            let mut set = good.clone();
+            set.extend(damaged);
+            assert!(
+                matches!(
+                    validate_replicated_batches(&set, -1),
+                    Err(StorageError::Corrupt(_))
+                ),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn replicated_set_reports_offsets_that_go_backwards() {
+        for (second_base, monotonic) in [(2, true), (5, true), (1, false), (0, false)] {
+            let mut set = stamped(2, 0, 0);
+            set.extend(stamped(1, second_base, 0));
+            let info = validate_replicated_batches(&set, -1).unwrap();
+            assert_eq!(
+                info.offsets_monotonic, monotonic,
+                "second batch at {second_base}"
+            );
+        }
     }
 
     #[test]

@@ -31,7 +31,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::batch::{self, RecordsInfo};
+use crate::batch::{self, RecordsInfo, ReplicatedRecordsInfo};
 use crate::builder::{self, KeyValue, ProducerFields};
 use crate::columnar::{
     self, ArrowBinary, BinaryColumn, EncodeInput, EncodeOptions, HeadersColumn, Int32Column,
@@ -268,6 +268,101 @@ fn validate_batches(
     };
     drop(buffer);
     result.map(PyRecordsInfo::from).map_err(to_py_err)
+}
+
+/// Summary of a record set fetched from a partition leader.
+#[pyclass(
+    frozen,
+    get_all,
+    module = "pybroker._native",
+    name = "ReplicatedRecordsInfo"
+)]
+struct PyReplicatedRecordsInfo {
+    valid_bytes: usize,
+    batch_count: usize,
+    record_count: i64,
+    first_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    last_leader_epoch: i32,
+    offsets_monotonic: bool,
+    epoch_starts: Vec<(i32, i64)>,
+    producer_batches: Vec<(i64, i16, i32, i32, i64, i64, i64)>,
+}
+
+impl From<ReplicatedRecordsInfo> for PyReplicatedRecordsInfo {
+    fn from(i: ReplicatedRecordsInfo) -> Self {
+        PyReplicatedRecordsInfo {
+            valid_bytes: i.valid_bytes,
+            batch_count: i.batch_count,
+            record_count: i.record_count,
+            first_offset: i.first_offset,
+            last_offset: i.last_offset,
+            max_timestamp: i.max_timestamp,
+            offset_of_max_timestamp: i.offset_of_max_timestamp,
+            last_leader_epoch: i.last_leader_epoch,
+            offsets_monotonic: i.offsets_monotonic,
+            epoch_starts: i.epoch_starts,
+            producer_batches: i
+                .producer_batches
+                .iter()
+                .map(|b| {
+                    (
+                        b.producer_id,
+                        b.producer_epoch,
+                        b.first_sequence,
+                        b.last_sequence,
+                        b.first_offset,
+                        b.last_offset,
+                        b.max_timestamp,
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+#[pymethods]
+impl PyReplicatedRecordsInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "ReplicatedRecordsInfo(valid_bytes={}, batch_count={}, record_count={}, first_offset={}, \
+             last_offset={}, max_timestamp={}, offset_of_max_timestamp={}, last_leader_epoch={}, \
+             offsets_monotonic={}, epoch_starts={:?}, producer_batches={})",
+            self.valid_bytes,
+            self.batch_count,
+            self.record_count,
+            self.first_offset,
+            self.last_offset,
+            self.max_timestamp,
+            self.offset_of_max_timestamp,
+            self.last_leader_epoch,
+            py_bool(self.offsets_monotonic),
+            self.epoch_starts,
+            self.producer_batches.len(),
+        )
+    }
+}
+
+/// Walks a record set fetched from a partition leader once and summarises it (follower append).
+#[pyfunction]
+fn validate_replicated_batches(
+    py: Python<'_>,
+    records: &Bound<'_, PyAny>,
+    latest_epoch: i32,
+) -> PyResult<PyReplicatedRecordsInfo> {
+    let (buffer, raw) = contiguous_buffer(records)?;
+    // SAFETY: `buffer` is held until the end of this function.
+    let result = if raw.len >= DETACH_THRESHOLD {
+        py.detach(move || {
+            batch::validate_replicated_batches(unsafe { raw.as_slice() }, latest_epoch)
+        })
+    } else {
+        batch::validate_replicated_batches(unsafe { raw.as_slice() }, latest_epoch)
+    };
+    drop(buffer);
+    result.map(PyReplicatedRecordsInfo::from).map_err(to_py_err)
 }
 
 /// A key or value passed to `build_batch`: `bytes` are borrowed, other bytes-like objects copied.
@@ -1214,12 +1309,14 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crc32c, m)?)?;
     m.add_function(wrap_pyfunction!(sync_filesystem, m)?)?;
     m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(validate_replicated_batches, m)?)?;
     m.add_function(wrap_pyfunction!(build_batch, m)?)?;
     m.add_function(wrap_pyfunction!(read_records, m)?)?;
     m.add_function(wrap_pyfunction!(encode_partitioned_batches, m)?)?;
     m.add_function(wrap_pyfunction!(decode_record_batches, m)?)?;
     m.add_class::<PyDecodedRecords>()?;
     m.add_class::<PyRecordsInfo>()?;
+    m.add_class::<PyReplicatedRecordsInfo>()?;
     m.add_class::<PyBatchHeader>()?;
     m.add_class::<PySegment>()?;
     m.add_class::<PyLogRegion>()?;

@@ -28,6 +28,13 @@ def test_assign_persists_and_ignores_old_epochs(tmp_path):
     assert LeaderEpochCache(str(tmp_path)).entries == [(1, 0)]
 
 
+def test_every_assignment_reaches_the_file(tmp_path):
+    cache = cache_with(tmp_path, [(0, 0), (2, 10), (4, 30)])
+    assert LeaderEpochCache(str(tmp_path)).entries == [(0, 0), (2, 10), (4, 30)]
+    cache.assign(5, 20)  # supersedes the entry at 30
+    assert LeaderEpochCache(str(tmp_path)).entries == [(0, 0), (2, 10), (5, 20)]
+
+
 def test_truncation(tmp_path):
     cache = cache_with(tmp_path, [(0, 0), (2, 10), (4, 30)])
     cache.truncate_from_start(15)

@@ -119,6 +119,53 @@ def test_validate_batches_errors():
     assert _native.validate_batches(good, len(good)).batch_count == 1
 
 
+# --- validate_replicated_batches ---------------------------------------------------------------
+
+
+def stamped(timestamps: list[int], base_offset: int, epoch: int, value: bytes = b"value", **fields: int) -> bytes:
+    """A batch as a leader stores it: base offset and partition leader epoch set."""
+    batch = bytearray(build_batch(timestamps, value, **fields))
+    struct.pack_into(">qii", batch, 0, base_offset, struct.unpack_from(">i", batch, 8)[0], epoch)
+    return bytes(batch)
+
+
+def test_validate_replicated_batches_summary():
+    data = (
+        stamped([10, 30], 100, 0)
+        + stamped([20], 102, 0, producer_id=42, producer_epoch=3, base_sequence=2**31 - 1)
+        + stamped([5, 6, 7], 110, 2, producer_id=42, producer_epoch=3, base_sequence=0)
+        + stamped([8], 113, 5, attributes=0x30, producer_id=42, producer_epoch=3)  # a control batch
+        + stamped([1], 114, 4)
+    )
+    info = _native.validate_replicated_batches(memoryview(data), -1)
+    assert info.valid_bytes == len(data)
+    assert (info.batch_count, info.record_count) == (5, 8)
+    assert (info.first_offset, info.last_offset, info.last_leader_epoch) == (100, 114, 4)
+    assert (info.max_timestamp, info.offset_of_max_timestamp) == (30, 101)
+    assert info.offsets_monotonic
+    assert info.epoch_starts == [(0, 100), (2, 110), (5, 113)]
+    assert info.producer_batches == [(42, 3, 2**31 - 1, 2**31 - 1, 102, 102, 20), (42, 3, 0, 2, 110, 112, 7)]
+    assert _native.validate_replicated_batches(data, 2).epoch_starts == [(5, 113)]
+    assert "ReplicatedRecordsInfo(" in repr(info)
+    with pytest.raises(AttributeError):
+        info.valid_bytes = 1  # type: ignore[misc]
+
+
+def test_validate_replicated_batches_is_lenient_where_a_follower_is():
+    big = stamped([1] * 100, 0, 0, value=b"x" * 1000)
+    # No max.message.bytes here, an empty set is fine, a trailing partial batch is left out.
+    assert _native.validate_replicated_batches(big, -1).batch_count == 1
+    assert _native.validate_replicated_batches(b"", -1).batch_count == 0
+    partial = _native.validate_replicated_batches(big + big[:100], -1)
+    assert (partial.batch_count, partial.valid_bytes) == (1, len(big))
+    backwards = _native.validate_replicated_batches(stamped([1, 2], 5, 0) + stamped([3], 6, 0), -1)
+    assert not backwards.offsets_monotonic
+    bad_crc = bytearray(big)
+    bad_crc[-1] ^= 1
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        _native.validate_replicated_batches(bad_crc, -1)
+
+
 # --- append / read ----------------------------------------------------------------------------
 
 
