@@ -77,6 +77,7 @@ class Broker:
             ),
             retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"),
             scheduler=self.scheduler,
+            time=self.time,
         )
         self.socket_server = SocketServer(
             config.listeners, RequestDispatcher(self), config.get("socket.request.max.bytes")

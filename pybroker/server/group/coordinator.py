@@ -3,7 +3,8 @@
 Owns the protocol logic of JoinGroup (with KIP-394's member-id round trip and KIP-345's static
 members), SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
 DescribeGroups, DeleteGroups and OffsetDelete, and the timers that drive rebalances (join phase,
-initial rebalance delay, sessions, pending syncs) through two purgatories. It follows Kafka's
+initial rebalance delay, sessions, pending syncs) through two purgatories, whose deadlines are
+timers of the injected ``Scheduler`` (a mock clock's in tests). It follows Kafka's
 ``GroupCoordinator`` closely, so its decisions and error codes are Kafka's; the API handlers only
 translate messages. Group state lives in ``GroupMetadata``; persistence is the metadata manager's.
 
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pybroker.protocol.errors import ErrorCode
-from pybroker.scheduler import ScheduledTask, Scheduler
+from pybroker.scheduler import SYSTEM_TIME, ScheduledTask, Scheduler, Time
 from pybroker.server.group.delayed_operations import (
     DelayedHeartbeat,
     DelayedJoin,
@@ -36,7 +37,6 @@ from pybroker.server.group.member import MemberMetadata
 from pybroker.server.group.metadata_manager import GroupMetadataManager
 from pybroker.server.group.records import OffsetAndMetadata
 from pybroker.server.purgatory import Purgatory
-from pybroker.server.replica_manager import now_ms
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -121,14 +121,16 @@ class GroupCoordinator:
 
     def __init__(
         self, manager: GroupMetadataManager, config: GroupConfig, retention_check_interval_ms: int,
-        scheduler: Scheduler,
+        scheduler: Scheduler, time: Time = SYSTEM_TIME,
     ) -> None:
         self.manager = manager
         self.config = config
         self.retention_check_interval_ms = retention_check_interval_ms
         self.scheduler = scheduler
-        self.rebalance_purgatory = Purgatory("Rebalance")
-        self.heartbeat_purgatory = Purgatory("Heartbeat")
+        self.time = time
+        # Their deadlines are the scheduler's timers, so a test with a mock scheduler drives them.
+        self.rebalance_purgatory = Purgatory("Rebalance", scheduler)
+        self.heartbeat_purgatory = Purgatory("Heartbeat", scheduler)
         self.active = False
         self._expiry_task: ScheduledTask | None = None
 
@@ -198,7 +200,7 @@ class GroupCoordinator:
             if not is_unknown_member:
                 respond(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
                 return
-            group = self.manager.add_group(GroupMetadata(join.group_id, GroupState.EMPTY, now_ms()))
+            group = self.manager.add_group(GroupMetadata(join.group_id, GroupState.EMPTY, self.time.milliseconds()))
         if not self._accept_joining_member(group, member_id):
             respond(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
             if group.remove(member_id) is not None:
@@ -420,7 +422,7 @@ class GroupCoordinator:
             )
         else:
             operation = DelayedJoin(self, group, group.rebalance_timeout_ms)
-        group.transition_to(GroupState.PREPARING_REBALANCE, now_ms())
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.time.milliseconds())
         log.info("Preparing to rebalance group %s with old generation %d (%s)", group.group_id,
                  group.generation_id, reason)
         self.rebalance_purgatory.try_complete_else_watch(operation, [join_key(group.group_id)])
@@ -450,7 +452,7 @@ class GroupCoordinator:
                 DelayedJoin(self, group, group.rebalance_timeout_ms), [join_key(group.group_id)]
             )
             return
-        group.init_next_generation(now_ms())
+        group.init_next_generation(self.time.milliseconds())
         if group.is_state(GroupState.EMPTY):
             log.info("Group %s with generation %d is now empty", group.group_id, group.generation_id)
 
@@ -580,7 +582,7 @@ class GroupCoordinator:
                 return
             for member_id, member in group.members.items():
                 member.assignment = assignment.get(member_id, b"")
-            group.transition_to(GroupState.STABLE, now_ms())
+            group.transition_to(GroupState.STABLE, self.time.milliseconds())
             self._propagate_assignment(group, ErrorCode.NONE)
 
         self.manager.store_group(group, assignment, stored)
@@ -739,7 +741,7 @@ class GroupCoordinator:
                 respond(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
                 return
             # A group that only stores offsets here (no group management).
-            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, now_ms()))
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.time.milliseconds()))
         error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if error is None and group.is_state(GroupState.COMPLETING_REBALANCE):
             # A current member that has not got its assignment yet: let it finish the rebalance.
@@ -870,7 +872,7 @@ class GroupCoordinator:
             if group is None or group.is_state(GroupState.DEAD):
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.is_state(GroupState.EMPTY):
-                group.transition_to(GroupState.DEAD, now_ms())
+                group.transition_to(GroupState.DEAD, self.time.milliseconds())
                 deletable.append(group)
                 results[group_id] = ErrorCode.NONE
             else:
