@@ -203,8 +203,11 @@ class GroupCoordinator:
             group = self.manager.add_group(GroupMetadata(join.group_id, GroupState.EMPTY, self.time.milliseconds()))
         if not self._accept_joining_member(group, member_id):
             respond(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
-            if group.remove(member_id) is not None:
-                self._after_member_removed(group, member_id, "the group is full")
+            # As Kafka: a member (only one that has not rejoined a rebalance gets here) or a
+            # pending member id is dropped, without a rebalance of its own; the join phase is
+            # checked below, so it no longer waits for either.
+            group.remove(member_id)
+            self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member_id))
         elif is_unknown_member:
             self._join_new_member(group, join, respond)
         else:
@@ -444,8 +447,7 @@ class GroupCoordinator:
                      ", ".join(m.member_id for m in gone))
         if group.is_state(GroupState.DEAD):
             return
-        group.elect_leader_among_joined()
-        if group.members and group.leader_id is None:
+        if not group.elect_new_joined_leader() and group.members:
             # Only static members that have not rejoined are left: wait for them or their sessions.
             log.warning("Group %s could not complete its rebalance: no member rejoined", group.group_id)
             self.rebalance_purgatory.try_complete_else_watch(
@@ -553,14 +555,19 @@ class GroupCoordinator:
             if member.awaiting_sync is not None and not member.awaiting_sync.done():
                 member.awaiting_sync.set_result(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
             member.awaiting_sync = future
-            group.pending_sync_members.discard(member_id)
+            self._remove_pending_sync_member(group, member_id)
             if group.is_leader(member_id):
                 self._store_assignment(group, generation_id, member_id, assignments)
         else:  # Stable: hand out the current assignment
-            group.pending_sync_members.discard(member_id)
+            self._remove_pending_sync_member(group, member_id)
             member = group.get(member_id)
             respond(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment))
             self._complete_and_schedule_next_heartbeat(group, member)
+
+    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+        """The member's SyncGroup came: once every member's has, the pending-sync deadline is done."""
+        group.pending_sync_members.discard(member_id)
+        self.rebalance_purgatory.check_and_complete(sync_key(group.group_id))
 
     def _store_assignment(
         self, group: GroupMetadata, generation_id: int, leader_id: str, assignments: dict[str, bytes]
@@ -671,6 +678,12 @@ class GroupCoordinator:
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
         # A member removed while its JoinGroup waits is told to join again from scratch.
         self._invoke_join(member, JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.UNKNOWN_MEMBER_ID))
+        # So is one whose SyncGroup waits (its LeaveGroup may follow that SyncGroup on the same
+        # connection, whose replies go out in request order: an unanswered SyncGroup would hold
+        # back the LeaveGroup's answer too). Kafka mutes the connection instead, so never meets it.
+        sync, member.awaiting_sync = member.awaiting_sync, None
+        if sync is not None and not sync.done():
+            sync.set_result(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         self._after_member_removed(group, member.member_id, reason)
 
