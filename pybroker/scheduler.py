@@ -4,9 +4,10 @@ Owns the broker's notion of now, `Time` (wall-clock milliseconds for timestamps 
 monotonic milliseconds for intervals), and its timed background work, `Scheduler`: run an action
 after a delay, once or every period (Kafka's kafka-log-retention, the checkpoint writers, the
 removal of ``.deleted`` files, offset expiry). A run that fails is logged and does not stop the
-next one. Components take a `Time` and a `Scheduler` instead of calling ``time.time()`` or
-``asyncio.sleep``, so that tests can drive them with a mock clock (``tests/mock_time.py``) and
-never sleep.
+next one. It also sets one-shot timers (``call_later``) for deadlines that are mostly cancelled
+before they fire, such as the group coordinator's purgatories'. Components take a `Time` and a
+`Scheduler` instead of calling ``time.time()``, ``asyncio.sleep`` or ``loop.call_later``, so that
+tests can drive them with a mock clock (``tests/mock_time.py``) and never sleep.
 
 `AsyncioScheduler` runs everything on the event loop that calls ``schedule``; an action may be a
 plain function or return an awaitable. Periodic runs keep a fixed rate (Kafka's
@@ -62,9 +63,20 @@ class ScheduledTask(Protocol):
         ...
 
 
+class Timer(Protocol):
+    def cancel(self) -> None:
+        """The callback will not run (if it has not yet)."""
+        ...
+
+
 class Scheduler(Protocol):
     def schedule(self, name: str, action: Action, delay_ms: float, period_ms: float | None = None) -> ScheduledTask:
         """Run ``action`` after ``delay_ms``, then every ``period_ms`` (None: once)."""
+        ...
+
+    def call_later(self, delay_ms: float, callback: Callable[[], object]) -> Timer:
+        """Call ``callback`` (plain, quick) once after ``delay_ms``: a deadline, such as a
+        purgatory's, that is set and cancelled far more often than it fires."""
         ...
 
     async def shutdown(self) -> None:
@@ -82,6 +94,9 @@ class AsyncioScheduler:
         scheduled = _AsyncioTask(name, action, delay_ms, period_ms, self._scheduled.discard)
         self._scheduled.add(scheduled)
         return scheduled
+
+    def call_later(self, delay_ms: float, callback: Callable[[], object]) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback)
 
     async def shutdown(self) -> None:
         scheduled = list(self._scheduled)

@@ -63,6 +63,10 @@ class MockScheduler:
         heapq.heappush(self._queue, (task.due_ms, next(self._order), task))
         return task
 
+    def call_later(self, delay_ms: float, callback: Action) -> MockTask:
+        """A one-shot timer: a task like any other, run by ``tick`` when due."""
+        return self.schedule("timer", callback, delay_ms)
+
     def tasks(self, name: str) -> list[MockTask]:
         """The scheduled (not cancelled) tasks called ``name``."""
         return [task for _, _, task in self._queue if task.name == name and not task.cancelled]

@@ -96,6 +96,7 @@ class Broker:
             ),
             retention_check_interval_ms=config.get("offsets.retention.check.interval.ms"),
             scheduler=self.scheduler,
+            time=self.time,
         )
         self.broker_control = BrokerControl(
             self.replica_manager, self.metadata_cache, self.group_coordinator, lambda: self.broker_epoch

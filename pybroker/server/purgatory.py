@@ -2,18 +2,23 @@
 
 Owns the generic delayed-operation mechanism used by delayed produce (acks=all waiting for the
 high watermark), delayed fetch (long poll until ``min_bytes`` or ``max_wait_ms``) and delayed
-delete-records (waiting for the low watermark). An operation is watched under one or more keys
+delete-records (waiting for the low watermark), and by the group coordinator's join, sync and
+session deadlines. An operation is watched under one or more keys
 (e.g. a topic partition); whoever changes the state behind a key calls ``check_and_complete(key)``;
 an operation completes exactly once, either because ``try_complete`` found its condition true or
 because its deadline passed (then ``on_complete`` runs, followed by ``on_expiration``).
 
-Everything runs on the event loop thread; deadlines are event-loop timers (a heap).
+Everything runs on the event loop thread. Deadlines are event-loop timers (a heap), or the timers
+of the ``Scheduler`` a purgatory is given (as Kafka's purgatories are given their ``Timer``): a test
+that injects ``tests/mock_time.MockScheduler`` decides when they fall due.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Hashable, Iterable
+
+from pybroker.scheduler import Scheduler, Timer
 
 
 class DelayedOperation:
@@ -22,7 +27,7 @@ class DelayedOperation:
     def __init__(self, delay_ms: int) -> None:
         self.delay_ms = max(delay_ms, 0)
         self._completed = False
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Timer | None = None
         self._keys: tuple[Hashable, ...] = ()
         self._purgatory: Purgatory | None = None
 
@@ -63,8 +68,9 @@ class DelayedOperation:
 class Purgatory:
     """Operations of one kind, watched by key, completed by events or by their deadlines."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, scheduler: Scheduler | None = None) -> None:
         self.name = name
+        self.scheduler = scheduler  # None: deadlines are event-loop timers
         self._watchers: dict[Hashable, dict[DelayedOperation, None]] = {}
 
     def __len__(self) -> int:
@@ -92,8 +98,10 @@ class Purgatory:
         operation._purgatory = self
         for key in operation._keys:
             self._watchers.setdefault(key, {})[operation] = None
-        loop = asyncio.get_running_loop()
-        operation._timer = loop.call_later(operation.delay_ms / 1000, operation._expire)
+        if self.scheduler is None:
+            operation._timer = asyncio.get_running_loop().call_later(operation.delay_ms / 1000, operation._expire)
+        else:
+            operation._timer = self.scheduler.call_later(operation.delay_ms, operation._expire)
 
     def check_and_complete(self, key: Hashable) -> int:
         """Re-check the operations watching ``key``; returns how many completed."""

@@ -681,6 +681,76 @@ def test_members_that_do_not_rejoin_in_time_are_dropped_unless_static(broker, gr
     scenario(broker.bootstrap, body)
 
 
+@pytest.mark.parametrize("protocol", ["eager", "cooperative"])
+def test_member_that_only_heartbeats_is_dropped_at_the_rebalance_timeout(broker, group_id, protocol):
+    """A consumer that stops polling (past max.poll.interval.ms) while its heartbeat thread goes
+    on never rejoins a rebalance: its heartbeats get REBALANCE_IN_PROGRESS and keep its session
+    alive, so only the rebalance timeout can drop it. Then the member that rejoined gets a
+    generation of its own and the group is Stable. Cooperative: the rebalance b misses is the
+    second, started by a's rejoin after revoking what the first took from it."""
+    async def body(s: Session) -> None:
+        admin = await s.conn()
+        a = await s.member(group_id, session_ms=10_000, rebalance_ms=800)
+        b = await s.member(group_id, session_ms=10_000, rebalance_ms=800)
+        await form_group(admin, [a, b])
+        if protocol == "cooperative":
+            a.protocols = [("range", consumer_subscription("t", "u"))]
+            a_first = asyncio.ensure_future(a.join_once())
+            await wait_state(admin, group_id, "PreparingRebalance")
+            await asyncio.gather(a_first, b.join_once())
+            await sync_all([a, b])
+            a.protocols = [("range", consumer_subscription("t"))]
+        generation = a.generation
+        started = time.monotonic()  # before a's rejoin starts the 0.8 s rebalance
+        a_join = asyncio.ensure_future(a.join_once())
+        await wait_state(admin, group_id, "PreparingRebalance")
+        heartbeats = []
+
+        async def b_heartbeats() -> bool:
+            heartbeats.append(await b.heartbeat())
+            return a_join.done()
+
+        await eventually(b_heartbeats, timeout=10, interval=0.05, message="the join phase to end without b")
+        joined = await a_join
+        assert time.monotonic() - started >= 0.8
+        # the last heartbeat may have come after b was dropped
+        assert set(heartbeats[:-1]) == {E.REBALANCE_IN_PROGRESS}
+        assert heartbeats[-1] in (E.REBALANCE_IN_PROGRESS, E.UNKNOWN_MEMBER_ID)
+        assert (joined.error_code, joined.generation_id) == (E.NONE, generation + 1)
+        assert [m.member_id for m in joined.members] == [a.member_id]
+        assert await b.heartbeat() == E.UNKNOWN_MEMBER_ID
+        await sync_all([a])
+        described = await describe(admin, group_id)
+        assert (described.group_state, [m.member_id for m in described.members]) == ("Stable", [a.member_id])
+
+    scenario(broker.bootstrap, body)
+
+
+def test_leave_group_behind_a_waiting_sync_group_is_answered(broker, group_id):
+    """b's SyncGroup waits for the leader's assignment when b leaves on the same connection (its
+    consumer closed, or its max.poll.interval.ms passed, mid-rebalance). Replies go out in request
+    order, so the LeaveGroup's answer follows the SyncGroup's: the coordinator answers that
+    SyncGroup (UNKNOWN_MEMBER_ID) as it removes b, or b's connection would answer nothing again."""
+    async def body(s: Session) -> None:
+        admin = await s.conn()
+        a, b = await s.member(group_id), await s.member(group_id)
+        await form_group(admin, [a])
+        await rebalance(admin, [b], [a])
+        assert a.joined.leader == a.member_id
+        b_sync = asyncio.ensure_future(b.sync())
+        b_leave = asyncio.ensure_future(b.leave())
+        synced, left = await asyncio.wait_for(asyncio.gather(b_sync, b_leave), timeout=5)
+        assert (synced.error_code, bytes(synced.assignment)) == (E.UNKNOWN_MEMBER_ID, b"")
+        assert (left.error_code, [m.error_code for m in left.members]) == (E.NONE, [E.NONE])
+        # the leader's assignment comes too late: it completes a new rebalance alone
+        assert (await a.sync()).error_code == E.REBALANCE_IN_PROGRESS
+        rejoined = await a.join_once()
+        assert [m.member_id for m in rejoined.members] == [a.member_id]
+        await sync_all([a])
+
+    scenario(broker.bootstrap, body)
+
+
 def test_members_that_never_sync_are_dropped(broker, group_id):
     async def body(s: Session) -> None:
         admin = await s.conn()

@@ -235,6 +235,38 @@ def test_leaving_member_hands_its_partitions_to_the_rest(broker, topic_name, gro
     assert sorted(got_after) == sorted(after)
 
 
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_member_that_stops_polling_in_a_rebalance_does_not_hold_up_the_others(start_broker, topic_name, group_name,
+                                                                            strategy):
+    """b's application stops polling just as c joins. librdkafka hands b the rebalance's
+    revocation only inside poll, so b never completes the rebalance (eager: it never rejoins;
+    cooperative: it rejoins once, then never gives up the partitions the next assignment takes
+    away), while its background thread goes on heartbeating. Once max.poll.interval.ms (the
+    rebalance timeout librdkafka sends) has passed, b is out of the group (dropped by the
+    coordinator at the rebalance timeout, or by its own LeaveGroup when librdkafka sees the poll
+    interval pass, whichever comes first) and a and c share the partitions."""
+    own = start_broker(**{"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 500})
+    create_topic(own.bootstrap, topic_name, 4)
+    config = {"session.timeout.ms": 1000, "heartbeat.interval.ms": 200, "max.poll.interval.ms": 3000,
+              "partition.assignment.strategy": strategy, "log_level": 2}  # quiet about b's poll interval
+    members: list[GroupConsumer] = []
+    try:
+        a, b = (GroupConsumer(own.bootstrap, group_name, topic_name, name, **config) for name in ("a", "b"))
+        members += [a, b]
+        poll_until([a, b], lambda: balanced([a, b], 4, 2), timeout=15, message="a and b with 2 partitions each")
+        b_id = b.consumer.memberid()
+        c = GroupConsumer(own.bootstrap, group_name, topic_name, "c", **config)  # b stops polling now
+        members.append(c)
+        started = time.monotonic()
+        poll_until([a, c], lambda: balanced([a, c], 4, 2), timeout=15, message="a and c with 2 partitions each")
+        assert time.monotonic() - started < 3 + 6  # the rebalance timeout, then a second rebalance at most
+        described = describe_group(own.bootstrap, group_name)
+        assert b_id not in {m.member_id for m in described.members} and len(described.members) == 2
+    finally:
+        for member in reversed(members):
+            member.close()
+
+
 # --- committed offsets survive a broker restart -------------------------------------------------
 
 @pytest.mark.parametrize("stop", ["clean", "kill-9"])

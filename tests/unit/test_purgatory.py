@@ -3,6 +3,7 @@
 import asyncio
 
 from pybroker.server.purgatory import DelayedOperation, Purgatory
+from tests.mock_time import MockScheduler, MockTime
 
 
 class WaitFor(DelayedOperation):
@@ -57,5 +58,24 @@ def test_expires_at_deadline():
         while not op.is_completed and loop.time() < deadline:
             await asyncio.sleep(0.005)
         assert op.completions == 1 and op.expired and purgatory.watched("a") == 0
+
+    asyncio.run(run())
+
+
+def test_deadlines_on_an_injected_scheduler_follow_its_clock():
+    async def run():
+        scheduler = MockScheduler(MockTime())
+        purgatory = Purgatory("t", scheduler)
+        expiring, completed = WaitFor(1000, {"value": 0}, 1), WaitFor(1000, {"value": 0}, 1)
+        purgatory.try_complete_else_watch(expiring, ["a"])
+        purgatory.try_complete_else_watch(completed, ["b"])
+        await scheduler.advance(999)
+        assert not expiring.is_completed
+        completed.state["value"] = 1
+        assert purgatory.check_and_complete("b") == 1  # its deadline is cancelled
+        await scheduler.advance(1)
+        assert expiring.expired and not completed.expired
+        assert expiring.completions == completed.completions == 1 and len(purgatory) == 0
+        assert scheduler.tasks("timer") == []  # no deadline left behind
 
     asyncio.run(run())

@@ -3,7 +3,8 @@
 Owns the protocol logic of JoinGroup (with KIP-394's member-id round trip and KIP-345's static
 members), SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
 DescribeGroups, DeleteGroups and OffsetDelete, and the timers that drive rebalances (join phase,
-initial rebalance delay, sessions, pending syncs) through two purgatories. It follows Kafka's
+initial rebalance delay, sessions, pending syncs) through two purgatories, whose deadlines are
+timers of the injected ``Scheduler`` (a mock clock's in tests). It follows Kafka's
 ``GroupCoordinator`` closely, so its decisions and error codes are Kafka's; the API handlers only
 translate messages. Group state lives in ``GroupMetadata``; persistence is the metadata manager's.
 
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pybroker.protocol.errors import ErrorCode
-from pybroker.scheduler import ScheduledTask, Scheduler
+from pybroker.scheduler import SYSTEM_TIME, ScheduledTask, Scheduler, Time
 from pybroker.server.group.delayed_operations import (
     DelayedHeartbeat,
     DelayedJoin,
@@ -36,7 +37,6 @@ from pybroker.server.group.member import MemberMetadata
 from pybroker.server.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from pybroker.server.group.records import OffsetAndMetadata
 from pybroker.server.purgatory import Purgatory
-from pybroker.server.replica_manager import now_ms
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -121,14 +121,16 @@ class GroupCoordinator:
 
     def __init__(
         self, manager: GroupMetadataManager, config: GroupConfig, retention_check_interval_ms: int,
-        scheduler: Scheduler,
+        scheduler: Scheduler, time: Time = SYSTEM_TIME,
     ) -> None:
         self.manager = manager
         self.config = config
         self.retention_check_interval_ms = retention_check_interval_ms
         self.scheduler = scheduler
-        self.rebalance_purgatory = Purgatory("Rebalance")
-        self.heartbeat_purgatory = Purgatory("Heartbeat")
+        self.time = time
+        # Their deadlines are the scheduler's timers, so a test with a mock scheduler drives them.
+        self.rebalance_purgatory = Purgatory("Rebalance", scheduler)
+        self.heartbeat_purgatory = Purgatory("Heartbeat", scheduler)
         self.active = False
         self._expiry_task: ScheduledTask | None = None
 
@@ -220,11 +222,14 @@ class GroupCoordinator:
             if not is_unknown_member:
                 respond(JoinResult(member_id, ErrorCode.UNKNOWN_MEMBER_ID))
                 return
-            group = self.manager.add_group(GroupMetadata(join.group_id, GroupState.EMPTY, now_ms()))
+            group = self.manager.add_group(GroupMetadata(join.group_id, GroupState.EMPTY, self.time.milliseconds()))
         if not self._accept_joining_member(group, member_id):
             respond(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.GROUP_MAX_SIZE_REACHED))
-            if group.remove(member_id) is not None:
-                self._after_member_removed(group, member_id, "the group is full")
+            # As Kafka: a member (only one that has not rejoined a rebalance gets here) or a
+            # pending member id is dropped, without a rebalance of its own; the join phase is
+            # checked below, so it no longer waits for either.
+            group.remove(member_id)
+            self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member_id))
         elif is_unknown_member:
             self._join_new_member(group, join, respond)
         else:
@@ -442,7 +447,7 @@ class GroupCoordinator:
             )
         else:
             operation = DelayedJoin(self, group, group.rebalance_timeout_ms)
-        group.transition_to(GroupState.PREPARING_REBALANCE, now_ms())
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.time.milliseconds())
         log.info("Preparing to rebalance group %s with old generation %d (%s)", group.group_id,
                  group.generation_id, reason)
         self.rebalance_purgatory.try_complete_else_watch(operation, [join_key(group.group_id)])
@@ -464,15 +469,14 @@ class GroupCoordinator:
                      ", ".join(m.member_id for m in gone))
         if group.is_state(GroupState.DEAD):
             return
-        group.elect_leader_among_joined()
-        if group.members and group.leader_id is None:
+        if not group.elect_new_joined_leader() and group.members:
             # Only static members that have not rejoined are left: wait for them or their sessions.
             log.warning("Group %s could not complete its rebalance: no member rejoined", group.group_id)
             self.rebalance_purgatory.try_complete_else_watch(
                 DelayedJoin(self, group, group.rebalance_timeout_ms), [join_key(group.group_id)]
             )
             return
-        group.init_next_generation(now_ms())
+        group.init_next_generation(self.time.milliseconds())
         if group.is_state(GroupState.EMPTY):
             log.info("Group %s with generation %d is now empty", group.group_id, group.generation_id)
 
@@ -573,14 +577,19 @@ class GroupCoordinator:
             if member.awaiting_sync is not None and not member.awaiting_sync.done():
                 member.awaiting_sync.set_result(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
             member.awaiting_sync = future
-            group.pending_sync_members.discard(member_id)
+            self._remove_pending_sync_member(group, member_id)
             if group.is_leader(member_id):
                 self._store_assignment(group, generation_id, member_id, assignments)
         else:  # Stable: hand out the current assignment
-            group.pending_sync_members.discard(member_id)
+            self._remove_pending_sync_member(group, member_id)
             member = group.get(member_id)
             respond(SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment))
             self._complete_and_schedule_next_heartbeat(group, member)
+
+    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+        """The member's SyncGroup came: once every member's has, the pending-sync deadline is done."""
+        group.pending_sync_members.discard(member_id)
+        self.rebalance_purgatory.check_and_complete(sync_key(group.group_id))
 
     def _store_assignment(
         self, group: GroupMetadata, generation_id: int, leader_id: str, assignments: dict[str, bytes]
@@ -602,7 +611,7 @@ class GroupCoordinator:
                 return
             for member_id, member in group.members.items():
                 member.assignment = assignment.get(member_id, b"")
-            group.transition_to(GroupState.STABLE, now_ms())
+            group.transition_to(GroupState.STABLE, self.time.milliseconds())
             self._propagate_assignment(group, ErrorCode.NONE)
 
         self.manager.store_group(group, assignment, stored)
@@ -691,6 +700,12 @@ class GroupCoordinator:
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
         # A member removed while its JoinGroup waits is told to join again from scratch.
         self._invoke_join(member, JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.UNKNOWN_MEMBER_ID))
+        # So is one whose SyncGroup waits (its LeaveGroup may follow that SyncGroup on the same
+        # connection, whose replies go out in request order: an unanswered SyncGroup would hold
+        # back the LeaveGroup's answer too). Kafka mutes the connection instead, so never meets it.
+        sync, member.awaiting_sync = member.awaiting_sync, None
+        if sync is not None and not sync.done():
+            sync.set_result(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         self._after_member_removed(group, member.member_id, reason)
 
@@ -761,7 +776,7 @@ class GroupCoordinator:
                 respond(dict.fromkeys(offsets, ErrorCode.ILLEGAL_GENERATION))
                 return
             # A group that only stores offsets here (no group management).
-            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, now_ms()))
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.time.milliseconds()))
         error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
         if error is None and group.is_state(GroupState.COMPLETING_REBALANCE):
             # A current member that has not got its assignment yet: let it finish the rebalance.
@@ -893,7 +908,7 @@ class GroupCoordinator:
             if group is None or group.is_state(GroupState.DEAD):
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.is_state(GroupState.EMPTY):
-                group.transition_to(GroupState.DEAD, now_ms())
+                group.transition_to(GroupState.DEAD, self.time.milliseconds())
                 deletable.append(group)
                 results[group_id] = ErrorCode.NONE
             else:

@@ -119,6 +119,7 @@ class GroupMetadata:
             self._protocol_votes[name] = self._protocol_votes.get(name, 0) + 1
 
     def remove(self, member_id: str) -> MemberMetadata | None:
+        self.pending_members.discard(member_id)
         member = self.members.pop(member_id, None)
         if member is None:
             return None
@@ -176,11 +177,19 @@ class GroupMetadata:
     def not_yet_rejoined(self) -> list[MemberMetadata]:
         return [m for m in self.members.values() if not m.is_awaiting_join]
 
-    def elect_leader_among_joined(self) -> None:
-        """After a rebalance, make sure the leader is a member that rejoined."""
-        if self.leader_id in self.members and self.members[self.leader_id].is_awaiting_join:
-            return
-        self.leader_id = next((m.member_id for m in self.members.values() if m.is_awaiting_join), None)
+    def elect_new_joined_leader(self) -> bool:
+        """After a join phase, make sure the leader is a member that rejoined (Kafka's
+        ``maybeElectNewJoinedLeader``): False when no member rejoined, the leader then staying."""
+        leader = self.members.get(self.leader_id or "")
+        if leader is None:
+            return False
+        if leader.is_awaiting_join:
+            return True
+        joined = next((m.member_id for m in self.members.values() if m.is_awaiting_join), None)
+        if joined is None:
+            return False
+        self.leader_id = joined
+        return True
 
     # --- protocols ------------------------------------------------------------------------------
 

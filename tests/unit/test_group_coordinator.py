@@ -1,0 +1,562 @@
+"""The group coordinator's rebalance timing against a mock clock: no broker, no sockets, no sleeps.
+
+A ``GroupCoordinator`` runs over an in-memory group store, with its purgatories' deadlines on a
+``MockScheduler``: each test says exactly how much time passes, so "answered at the rebalance
+timeout, not a millisecond before" is checked as such. Members speak through the coordinator's
+handlers the way the API handlers do, and keep every answer they get.
+
+The cases are Kafka's (``GroupCoordinator``): a member that stops polling past
+``max.poll.interval.ms`` during a rebalance (the Java client's and librdkafka's rebalance timeout)
+never rejoins, whether it falls silent or its heartbeat thread keeps going; the join phase then
+ends at the rebalance timeout without it, in an eager rebalance as in the second rebalance of a
+cooperative one. Last, a seeded random walk checks that whatever the members did, a group whose
+other members fall silent or only heartbeat stabilizes around the one member that behaves, and
+that no JoinGroup or SyncGroup is left unanswered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pybroker.protocol.consumer_protocol import ConsumerSubscription, encode_subscription
+from pybroker.protocol.errors import ErrorCode as E
+from pybroker.server.group.coordinator import (
+    GroupConfig,
+    GroupCoordinator,
+    JoinRequest,
+    JoinResult,
+    SyncResult,
+)
+from pybroker.server.group.delayed_operations import join_key, sync_key
+from pybroker.server.group.group_metadata import GroupMetadata, GroupState
+from pybroker.types import TopicPartition
+from tests.mock_time import MockScheduler, MockTime
+
+GROUP = "g"
+PR, CR, STABLE = GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE
+SESSION_MS, REBALANCE_MS = 1000, 3000
+
+
+def subscription(*owned: int) -> bytes:
+    """A consumer's JoinGroup metadata for topic t, with the partitions it owns (as the
+    cooperative assignor sends them)."""
+    return encode_subscription(ConsumerSubscription(["t"], owned_partitions=[TopicPartition("t", p) for p in owned],
+                                                    version=1))
+
+
+class InMemoryGroupStore:
+    """The coordinator's ``GroupMetadataManager``, minus ``__consumer_offsets``: every group is
+    local and loaded, and every write succeeds at once."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, GroupMetadata] = {}
+        self.loading_partitions: set[int] = set()
+
+    def partition_for(self, group_id: str) -> int:
+        return 0
+
+    def is_local(self, group_id: str) -> bool:
+        return True
+
+    def is_loading(self, group_id: str) -> bool:
+        return False
+
+    def load_partitions(self) -> list[GroupMetadata]:
+        return []
+
+    def get_group(self, group_id: str) -> GroupMetadata | None:
+        return self.groups.get(group_id)
+
+    def add_group(self, group: GroupMetadata) -> GroupMetadata:
+        return self.groups.setdefault(group.group_id, group)
+
+    def store_group(self, group: GroupMetadata, assignments: dict[str, bytes], callback: Callable[[E], None]) -> None:
+        callback(E.NONE)
+
+    def store_offsets(self, group: GroupMetadata, offsets: dict[TopicPartition, Any],
+                      callback: Callable[[dict[TopicPartition, E]], None]) -> None:
+        callback(dict.fromkeys(offsets, E.NONE))
+
+    def expire_offsets(self) -> int:
+        return 0
+
+
+class Cluster:
+    """A coordinator, its mock clock, and the time since the test began."""
+
+    def __init__(self, **config: Any) -> None:
+        self.time = MockTime()
+        self.scheduler = MockScheduler(self.time)
+        settings = {"min_session_timeout_ms": 100, "initial_rebalance_delay_ms": 0, **config}
+        self.coordinator = GroupCoordinator(InMemoryGroupStore(), GroupConfig(**settings), 600_000,
+                                            self.scheduler, self.time)
+        self.coordinator.startup()
+        self.start = self.time.monotonic_ms()
+
+    @property
+    def now(self) -> float:
+        return self.time.monotonic_ms() - self.start
+
+    @property
+    def group(self) -> GroupMetadata:
+        group = self.coordinator.manager.get_group(GROUP)
+        assert group is not None
+        return group
+
+    async def advance(self, ms: float) -> None:
+        """Move the clock, run the deadlines that fell due, deliver the answers they gave."""
+        await self.scheduler.advance(ms)
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Without moving the clock: run the deadlines due now (e.g. an initial rebalance delay of
+        0) and let the event loop deliver the answers given. The coordinator answers a waiting
+        request by completing a future, whose callback runs on the loop's next turns."""
+        await self.scheduler.tick()
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    def member(self, name: str, **kwargs: Any) -> Member:
+        return Member(self, name, **kwargs)
+
+
+class Pending:
+    """A request's answer, once it comes."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.answers: list[Any] = []
+        self.answered_at: float | None = None
+
+    def __call__(self, answer: Any) -> None:
+        self.answers.append(answer)
+        self.answered_at = self.cluster.now
+
+    @property
+    def done(self) -> bool:
+        return bool(self.answers)
+
+    @property
+    def result(self) -> Any:
+        assert len(self.answers) == 1, f"answered {len(self.answers)} times: {self.answers}"
+        return self.answers[0]
+
+
+class Member:
+    """One consumer, speaking through the coordinator's handlers as the API handlers do."""
+
+    def __init__(self, cluster: Cluster, name: str, *, session_ms: int = SESSION_MS,
+                 rebalance_ms: int = REBALANCE_MS, instance: str | None = None) -> None:
+        self.cluster, self.name, self.instance = cluster, name, instance
+        self.session_ms, self.rebalance_ms = session_ms, rebalance_ms
+        self.metadata = subscription()
+        self.member_id = ""
+        self.generation = -1
+        self.joined: JoinResult | None = None
+        self.requests: list[tuple[str, Pending]] = []
+
+    def join_request(self) -> JoinRequest:
+        return JoinRequest(
+            group_id=GROUP, member_id=self.member_id, group_instance_id=self.instance,
+            require_known_member_id=self.instance is None, client_id=self.name, client_host="/127.0.0.1",
+            rebalance_timeout_ms=self.rebalance_ms, session_timeout_ms=self.session_ms,
+            protocol_type="consumer", protocols=[("range", self.metadata)],
+        )
+
+    def send_join(self) -> Pending:
+        """One JoinGroup; its answer may wait for the join phase to end."""
+        pending = Pending(self.cluster)
+        self.requests.append(("JoinGroup", pending))
+        self.cluster.coordinator.handle_join_group(self.join_request(), pending)
+        return pending
+
+    def took(self, joined: JoinResult) -> JoinResult:
+        """Adopt what a JoinGroup answered, as a client does."""
+        if joined.error in (E.NONE, E.MEMBER_ID_REQUIRED):
+            self.member_id = joined.member_id
+        if joined.error == E.NONE:
+            self.generation, self.joined = joined.generation_id, joined
+        elif joined.error == E.UNKNOWN_MEMBER_ID:
+            self.member_id, self.generation = "", -1
+        return joined
+
+    async def join(self) -> Pending:
+        """JoinGroup, with KIP-394's member-id round trip for a new dynamic member."""
+        pending = self.send_join()
+        await self.cluster.settle()
+        if pending.done and pending.result.error == E.MEMBER_ID_REQUIRED:
+            self.took(pending.result)
+            pending = self.send_join()
+            await self.cluster.settle()
+        return pending
+
+    @property
+    def is_leader(self) -> bool:
+        return self.joined is not None and self.joined.leader_id == self.member_id
+
+    def send_sync(self) -> Pending:
+        assert self.joined is not None
+        assignments = {m: f"{m} of generation {self.generation}".encode() for m, _, _ in self.joined.members}
+        pending = Pending(self.cluster)
+        self.requests.append(("SyncGroup", pending))
+        self.cluster.coordinator.handle_sync_group(
+            GROUP, self.generation, self.member_id, self.instance, "consumer", "range",
+            assignments if self.is_leader else {}, pending,
+        )
+        return pending
+
+    def heartbeat(self) -> E:
+        return self.cluster.coordinator.handle_heartbeat(GROUP, self.member_id, self.instance, self.generation)
+
+    def leave(self) -> E:
+        error, members = self.cluster.coordinator.handle_leave_group(GROUP, [(self.member_id, self.instance)])
+        assert error == E.NONE
+        return members[0]
+
+    def unanswered(self) -> list[str]:
+        return [kind for kind, pending in self.requests if not pending.done]
+
+
+def run(scenario: Callable[[], Any]) -> Any:
+    return asyncio.run(scenario())
+
+
+@pytest.fixture(autouse=True)
+def no_errors_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """A deadline whose action raised is only logged by the scheduler: fail the test on it."""
+    with caplog.at_level(logging.ERROR):
+        yield
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, errors
+
+
+async def joined_generation(*pendings: Pending) -> list[JoinResult]:
+    await pendings[0].cluster.settle()
+    assert all(p.done for p in pendings), "a JoinGroup is still waiting"
+    return [p.result for p in pendings]
+
+
+async def stable_group(cluster: Cluster, *members: Member) -> None:
+    """The members form a group (one join phase), sync, and it is Stable; the first is the leader."""
+    first = await members[0].join()
+    members[0].took(first.result)  # a lone member's join phase ends at once
+    if len(members) > 1:
+        pendings = [await m.join() for m in members[1:]]  # a rebalance the first member must rejoin
+        pendings.insert(0, members[0].send_join())
+        for member, result in zip(members, await joined_generation(*pendings), strict=True):
+            member.took(result)
+    await sync(*members)
+    assert cluster.group.is_state(STABLE)
+    assert members[0].is_leader
+
+
+async def sync(*members: Member) -> list[SyncResult]:
+    pendings = [m.send_sync() for m in members if not m.is_leader] + [m.send_sync() for m in members if m.is_leader]
+    await members[0].cluster.settle()
+    results = [p.result for p in pendings]
+    assert all(r.error == E.NONE for r in results), results
+    return results
+
+
+async def heartbeats_until(cluster: Cluster, member: Member, done: Callable[[], bool], limit_ms: float,
+                           interval_ms: int = 200) -> list[E]:
+    """``member`` heartbeats every ``interval_ms`` (and does nothing else) until ``done()``."""
+    answers = []
+    while not done():
+        assert cluster.now <= limit_ms, f"still waiting at {cluster.now} ms"
+        await cluster.advance(interval_ms)
+        if not done():
+            answers.append(member.heartbeat())
+    return answers
+
+
+# --- a member stops polling during a rebalance ------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", ["eager", "cooperative"])
+@pytest.mark.parametrize("stopped", ["heartbeats only", "silent"])
+def test_member_that_stops_polling_in_a_rebalance_is_dropped_and_the_rest_stabilize(protocol, stopped):
+    """A and B are Stable; a rebalance starts and A rejoins; B has stopped polling, so it never
+    rejoins. If B's heartbeat thread keeps going it is dropped exactly at the rebalance timeout
+    (max.poll.interval.ms), not a moment before; if it fell silent, when its session ends. Then
+    A's JoinGroup is answered with a generation of A alone, A syncs, and the group is Stable.
+
+    Cooperative: the rebalance B misses is the second one. In the first, B rejoined and kept its
+    partitions while A revoked some; A's rejoin after revoking them starts the second."""
+
+    async def scenario() -> None:
+        cluster = Cluster()
+        a, b = cluster.member("a"), cluster.member("b")
+        await stable_group(cluster, a, b)
+        if protocol == "cooperative":
+            a.metadata = subscription(0, 1)
+            a_join = a.send_join()  # a's subscription changed: the first rebalance
+            assert cluster.group.is_state(PR)
+            b_join = b.send_join()
+            for member, result in zip((a, b), await joined_generation(a_join, b_join), strict=True):
+                member.took(result)
+            await sync(a, b)
+            a.metadata = subscription(0)  # revoked partition 1: rejoin for the second rebalance
+        started = cluster.now
+        generation = a.generation
+        a_join = a.send_join()
+        assert cluster.group.is_state(PR)
+        await cluster.settle()
+        assert not a_join.done
+
+        if stopped == "heartbeats only":
+            answers = await heartbeats_until(cluster, b, lambda: a_join.done, started + REBALANCE_MS)
+            assert set(answers) == {E.REBALANCE_IN_PROGRESS}
+            assert a_join.answered_at == started + REBALANCE_MS
+        else:
+            while not a_join.done:
+                assert cluster.now < started + REBALANCE_MS
+                await cluster.advance(100)
+            assert a_join.answered_at == started + SESSION_MS  # b's session, restarted by its sync
+
+        joined = a.took(a_join.result)
+        assert (joined.error, joined.generation_id) == (E.NONE, generation + 1)
+        assert joined.leader_id == a.member_id
+        assert [m for m, _, _ in joined.members] == [a.member_id]
+        assert b.heartbeat() == E.UNKNOWN_MEMBER_ID
+        assert (await sync(a))[0].assignment == f"{a.member_id} of generation {a.generation}".encode()
+        assert cluster.group.is_state(STABLE) and list(cluster.group.members) == [a.member_id]
+        assert len(cluster.coordinator.rebalance_purgatory) == 0  # no join or sync deadline left
+        assert a.unanswered() == b.unanswered() == []
+
+    run(scenario)
+
+
+def test_member_awaiting_join_is_not_expired_by_its_session():
+    """B rejoined and waits in JoinGroup far beyond its own session timeout (a member waiting
+    for the rebalance counts as alive); the leader A only heartbeats. At the rebalance timeout A
+    is dropped and B, now the leader, gets the generation."""
+
+    async def scenario() -> None:
+        cluster = Cluster()
+        a, b = cluster.member("a"), cluster.member("b")
+        await stable_group(cluster, a, b)
+        b.metadata = subscription(0, 1, 2, 3)
+        b_join = b.send_join()
+        assert cluster.group.is_state(PR)
+        await heartbeats_until(cluster, a, lambda: b_join.done, REBALANCE_MS + cluster.now)
+        assert b_join.answered_at is not None and b_join.answered_at > 2 * SESSION_MS
+        joined = b.took(b_join.result)
+        assert joined.leader_id == b.member_id and [m for m, _, _ in joined.members] == [b.member_id]
+        assert a.heartbeat() == E.UNKNOWN_MEMBER_ID
+
+    run(scenario)
+
+
+def test_rebalance_timeout_is_the_largest_of_the_members():
+    """The join phase waits as long as the most patient member's rebalance timeout allows."""
+
+    async def scenario() -> None:
+        cluster = Cluster()
+        a, b = cluster.member("a", rebalance_ms=1000), cluster.member("b", rebalance_ms=5000)
+        await stable_group(cluster, a, b)
+        started = cluster.now
+        a_join = a.send_join()
+        await heartbeats_until(cluster, b, lambda: a_join.done, started + 5000)
+        assert a_join.answered_at == started + 5000
+
+    run(scenario)
+
+
+# --- no request left waiting ------------------------------------------------------------------------
+
+
+def test_leaving_member_gets_an_answer_to_its_waiting_sync_group():
+    """B's SyncGroup waits for the leader's assignment when B leaves (its consumer is closed, or
+    its max.poll.interval.ms passed). The SyncGroup is answered (UNKNOWN_MEMBER_ID) at once: a
+    client's LeaveGroup pipelined behind it on the same connection is answered only after it, so
+    an unanswered one would hold back every later answer on that connection. The leader's
+    SyncGroup then finds a rebalance, which A completes alone."""
+
+    async def scenario() -> None:
+        cluster = Cluster()
+        a, b = cluster.member("a"), cluster.member("b")
+        await stable_group(cluster, a, b)
+        b.metadata = subscription(0, 1, 2, 3)
+        pendings = [b.send_join(), a.send_join()]
+        for member, result in zip((b, a), await joined_generation(*pendings), strict=True):
+            member.took(result)
+        assert cluster.group.is_state(CR) and a.is_leader
+        b_sync = b.send_sync()
+        await cluster.settle()
+        assert not b_sync.done
+        assert b.leave() == E.NONE
+        await cluster.settle()
+        assert b_sync.result.error == E.UNKNOWN_MEMBER_ID
+        assert cluster.group.is_state(PR)
+        assert a.send_sync().result.error == E.REBALANCE_IN_PROGRESS
+        a.took((await joined_generation(a.send_join()))[0])
+        await sync(a)
+        assert b.unanswered() == []
+
+    run(scenario)
+
+
+def test_pending_member_refused_for_group_size_no_longer_holds_the_join_phase():
+    """A member id handed out (KIP-394) whose JoinGroup is then refused because the group is
+    full is forgotten, as Kafka forgets it: the join phase does not wait for it to expire."""
+
+    async def scenario() -> None:
+        cluster = Cluster(max_size=2)
+        a, b, late = cluster.member("a"), cluster.member("b"), cluster.member("late", session_ms=10_000)
+        await stable_group(cluster, a)
+        late_first = late.send_join()  # a member id while there is room
+        await cluster.settle()
+        assert late.took(late_first.result).error == E.MEMBER_ID_REQUIRED
+        b_join = await b.join()  # b takes the last place: a rebalance
+        a_join = a.send_join()
+        await cluster.settle()
+        assert not a_join.done and not b_join.done  # the join phase waits for the pending member id
+        refused = late.send_join()
+        await cluster.settle()
+        assert refused.result.error == E.GROUP_MAX_SIZE_REACHED
+        assert a_join.answered_at == b_join.answered_at == cluster.now  # at once, not 10 s later
+        assert late.member_id not in cluster.group.pending_members
+
+    run(scenario)
+
+
+def test_sync_deadline_ends_when_every_member_has_synced():
+    """Kafka's pending-sync deadline is completed by the last SyncGroup, not left to expire."""
+
+    async def scenario() -> None:
+        cluster = Cluster()
+        a, b = cluster.member("a"), cluster.member("b")
+        first = await a.join()
+        a.took(first.result)
+        assert cluster.coordinator.rebalance_purgatory.watched(sync_key(GROUP)) == 1
+        await sync(a)
+        assert cluster.coordinator.rebalance_purgatory.watched(sync_key(GROUP)) == 0
+        b_join = await b.join()
+        a_join = a.send_join()
+        a.took(a_join.result if a_join.done else (await joined_generation(a_join))[0])
+        b.took(b_join.result)
+        b_sync = b.send_sync()
+        assert cluster.coordinator.rebalance_purgatory.watched(sync_key(GROUP)) == 1  # a has not synced
+        await sync(a)
+        assert b_sync.result.error == E.NONE
+        assert len(cluster.coordinator.rebalance_purgatory) == 0
+
+    run(scenario)
+
+
+def test_leader_stays_when_no_member_rejoined():
+    """Static members keep their place when they miss a join phase (KIP-345). If no member
+    rejoined at all, the phase starts over (Kafka's "could not complete rebalance") and the group
+    keeps its leader; the static leader's rejoin then ends the next phase with it as leader."""
+
+    async def scenario() -> None:
+        cluster = Cluster()
+        s1 = cluster.member("s1", instance="s1", session_ms=10_000)  # sessions outlast two join phases
+        s2 = cluster.member("s2", instance="s2", session_ms=10_000)
+        dynamic = cluster.member("d")
+        await stable_group(cluster, s1, s2, dynamic)
+        assert dynamic.leave() == E.NONE  # a rebalance nobody rejoins in time
+        assert cluster.group.is_state(PR)
+        await cluster.advance(REBALANCE_MS)
+        assert cluster.group.is_state(PR) and cluster.group.leader_id == s1.member_id
+        assert cluster.coordinator.rebalance_purgatory.watched(join_key(GROUP)) == 1
+        s1_join = s1.send_join()
+        await cluster.advance(REBALANCE_MS)
+        joined = s1.took(s1_join.result)
+        assert joined.leader_id == s1.member_id
+        assert sorted(m for m, _, _ in joined.members) == sorted([s1.member_id, s2.member_id])
+
+    run(scenario)
+
+
+# --- a random walk ----------------------------------------------------------------------------------
+
+
+async def random_walk(seed: int) -> None:
+    """Members do random things (join, rejoin with other metadata, sync, heartbeat, leave, let
+    time pass; some static, some joining without KIP-394, some twice at once); then one member
+    behaves like a polling consumer while the others fall silent or only heartbeat. The group
+    must end Stable with that member alone, and every request must have had its answer."""
+    rnd = random.Random(seed)
+    cluster = Cluster(initial_rebalance_delay_ms=rnd.choice([0, 0, 300, 3000]), max_size=rnd.choice([2, 3, 100]))
+    members = [
+        cluster.member(f"m{i}", session_ms=rnd.choice([500, 1000, 3000]), rebalance_ms=rnd.choice([1000, 3000, 5000]),
+                       instance=f"s{i}" if rnd.random() < 0.2 else None)
+        for i in range(rnd.randint(2, 4))
+    ]
+    joins: dict[str, Pending] = {}
+    for _ in range(rnd.randint(20, 80)):
+        m = rnd.choice(members)
+        action = rnd.choice(["join", "join", "heartbeat", "heartbeat", "sync", "leave", "wait", "wait", "metadata"])
+        if action == "join" and (m.name not in joins or rnd.random() < 0.2):
+            joins[m.name] = m.send_join()
+        elif action == "heartbeat" and m.member_id:
+            m.heartbeat()
+        elif action == "sync" and m.joined is not None and m.generation == m.joined.generation_id:
+            m.send_sync()
+        elif action == "leave" and m.member_id:
+            m.leave()
+        elif action == "metadata":
+            m.metadata = subscription(rnd.choice([0, 1]))
+        elif action == "wait":
+            await cluster.advance(rnd.choice([10, 100, 400, 1000, 3000]))
+        await cluster.settle()
+        for name, pending in list(joins.items()):
+            if pending.done:
+                del joins[name]
+                next(x for x in members if x.name == name).took(pending.answers[-1])
+        group = cluster.coordinator.manager.get_group(GROUP)
+        waiting_joins = cluster.coordinator.rebalance_purgatory.watched(join_key(GROUP))
+        if group is not None:  # exactly one join phase while the group prepares a rebalance
+            assert waiting_joins == (1 if group.is_state(PR) else 0), f"seed {seed}: {group}, {waiting_joins}"
+
+    a, others = members[0], members[1:]
+    others_heartbeat = rnd.random() < 0.6
+    last_forced = -1e9
+    for _ in range(1000):
+        group = cluster.group
+        if a.name in joins:
+            pass
+        elif a.generation < 0 or group.is_state(PR) or not group.has(a.member_id):
+            if a.member_id and not group.has(a.member_id) and a.member_id not in group.pending_members:
+                a.member_id = ""
+            joins[a.name] = a.send_join()
+        elif group.is_state(CR) and a.generation == group.generation_id and not any(
+                k == "SyncGroup" and not p.done for k, p in a.requests):
+            a.send_sync()
+        elif group.is_state(STABLE) and len(group.members) > 1 and others_heartbeat and cluster.now - last_forced > 6000:
+            last_forced = cluster.now  # the others only heartbeat: a rebalance must drop them
+            a.metadata = subscription(0) if a.metadata != subscription(0) else subscription(1)
+            joins[a.name] = a.send_join()
+        elif a.heartbeat() in (E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION):
+            a.generation = -1
+        if others_heartbeat:
+            for m in others:
+                if m.member_id and m.generation > 0 and m.heartbeat() in (
+                        E.UNKNOWN_MEMBER_ID, E.ILLEGAL_GENERATION, E.FENCED_INSTANCE_ID):
+                    m.generation = -1
+        await cluster.advance(100)
+        if a.name in joins and joins[a.name].done:
+            a.took(joins.pop(a.name).answers[-1])
+        group = cluster.group
+        if group.is_state(STABLE) and list(group.members) == [a.member_id]:
+            left = [(m.name, m.unanswered()) for m in others if m.unanswered()]
+            assert not left, f"seed {seed}: requests never answered: {left}"
+            return
+    raise AssertionError(f"seed {seed}: not Stable with {a.member_id} alone after 100 s: {cluster.group} "
+                         f"members {list(cluster.group.members)}")
+
+
+def test_random_walks_end_stable_with_every_request_answered():
+    async def scenario() -> None:
+        for seed in range(300):
+            await random_walk(seed)
+
+    run(scenario)
