@@ -23,6 +23,10 @@ from pybroker.controller.metadata import (
     UnknownTopicError,
     validate_topic_name,
 )
+from pybroker.controller.replica_assignment import (
+    assign_replicas_to_brokers,
+    assignment_for_new_partitions,
+)
 from pybroker.controller.store import ControllerStore
 from pybroker.log.config import validate_topic_configs
 from pybroker.server.config import BrokerConfig
@@ -66,13 +70,17 @@ class AdminManager:
                 f"{brokers} broker(s) are registered."
             )
 
-    def assign_replicas(self, num_partitions: int, replication_factor: int, first_partition: int = 0) -> list[list[int]]:
-        """Replica lists for new partitions, spread over the live brokers."""
-        brokers = self._live_broker_ids()
-        return [
-            [brokers[(index + r) % len(brokers)] for r in range(replication_factor)]
-            for index in range(first_partition, first_partition + num_partitions)
-        ]
+    def _racks(self) -> dict[int, str] | None:
+        """The live brokers' racks when every one has a rack (Kafka then assigns rack-aware)."""
+        racks = {b.broker_id: b.rack for b in self.metadata_cache.live_brokers.values()}
+        return racks if racks and all(racks.values()) else None  # type: ignore[return-value]
+
+    def assign_replicas(self, num_partitions: int, replication_factor: int) -> list[list[int]]:
+        """Replica lists for a new topic's partitions: Kafka's assignment over the live brokers."""
+        assigned = assign_replicas_to_brokers(
+            self._live_broker_ids(), num_partitions, replication_factor, racks=self._racks()
+        )
+        return [assigned[index] for index in range(num_partitions)]
 
     async def create_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None],
@@ -131,10 +139,13 @@ class AdminManager:
         current = self.check_partition_increase(name, new_count)
         topic = self.metadata_cache.topic(name)
         assert topic is not None
-        existing = [list(topic.partitions[i].replicas) for i in range(current)]
-        replication = len(existing[0]) if existing else 1
-        added = assignment if assignment is not None else self.assign_replicas(new_count - current, replication, current)
-        await self.store.add_partitions(name, existing + [list(r) for r in added])
+        existing = {i: list(topic.partitions[i].replicas) for i in range(current)}
+        if assignment is None:
+            new = assignment_for_new_partitions(
+                existing, self._live_broker_ids(), new_count, topic=name, racks=self._racks()
+            )
+            assignment = [new[index] for index in range(current, new_count)]
+        await self.store.add_partitions(name, [existing[i] for i in range(current)] + [list(r) for r in assignment])
 
     # --- deletion and configs ------------------------------------------------------------------
 

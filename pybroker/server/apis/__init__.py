@@ -29,6 +29,7 @@ from pybroker.server.apis import (
     incremental_alter_configs,
     init_producer_id,
     join_group,
+    leader_and_isr,
     leave_group,
     list_groups,
     list_offsets,
@@ -38,7 +39,9 @@ from pybroker.server.apis import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    stop_replica,
     sync_group,
+    update_metadata,
 )
 
 _MODULES: list[ModuleType] = [
@@ -67,6 +70,9 @@ _MODULES: list[ModuleType] = [
     delete_groups,
     offset_delete,
     describe_cluster,
+    leader_and_isr,
+    stop_replica,
+    update_metadata,
     api_versions,
 ]
 

@@ -1,0 +1,26 @@
+"""LeaderAndIsr (4), from the controller: become leader or follower of partitions, as the controller decided.
+
+The request is decoded into its value (`controller/wire.py`) and applied by `BrokerControl`, the
+same path the in-process controller of a single broker takes.
+"""
+
+from __future__ import annotations
+
+from pybroker.controller import wire
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import LeaderAndIsrRequest, LeaderAndIsrResponse
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.LEADER_AND_ISR
+VERSIONS = (4, 5)
+
+
+async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+    value = wire.from_wire(API_KEY, request)
+    return wire.response_to_wire(API_KEY, value, await ctx.broker.broker_control.handle(value))
+
+
+def error_response(request: LeaderAndIsrRequest, version: int, error: ErrorCode) -> LeaderAndIsrResponse:
+    """Kafka's getErrorResponse: ``error`` for the request as a whole."""
+    return LeaderAndIsrResponse(error_code=error)

@@ -1,0 +1,26 @@
+"""UpdateMetadata (6), from the controller: the controller's view of live brokers and partition states, into the metadata cache.
+
+The request is decoded into its value (`controller/wire.py`) and applied by `BrokerControl`, the
+same path the in-process controller of a single broker takes.
+"""
+
+from __future__ import annotations
+
+from pybroker.controller import wire
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import UpdateMetadataRequest, UpdateMetadataResponse
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.UPDATE_METADATA
+VERSIONS = (6, 7)
+
+
+async def handle(ctx: RequestContext, request: UpdateMetadataRequest) -> UpdateMetadataResponse:
+    value = wire.from_wire(API_KEY, request)
+    return wire.response_to_wire(API_KEY, value, await ctx.broker.broker_control.handle(value))
+
+
+def error_response(request: UpdateMetadataRequest, version: int, error: ErrorCode) -> UpdateMetadataResponse:
+    """Kafka's getErrorResponse: ``error`` for the request as a whole."""
+    return UpdateMetadataResponse(error_code=error)
