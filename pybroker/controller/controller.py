@@ -23,6 +23,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from pybroker.controller.channel import ControllerBrokerRequestBatch, ControllerChannelManager
+from pybroker.controller.election import LeaderAndIsr as LeaderAndIsrValue
+from pybroker.controller.election import (
+    elect_controlled_shutdown,
+    elect_offline,
+    remove_replica_from_isr,
+)
 from pybroker.controller.metadata import PartitionAssignment, TopicMetadata
 from pybroker.controller.requests import (
     EPOCH_DURING_DELETE,
@@ -32,7 +38,12 @@ from pybroker.controller.requests import (
     PartitionState,
     StopReplicaPartition,
 )
-from pybroker.controller.store import ControllerMovedError, ControllerStore, StoreListener
+from pybroker.controller.store import (
+    ControllerMovedError,
+    ControllerStore,
+    PartitionEpochConflictError,
+    StoreListener,
+)
 from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 
@@ -49,6 +60,13 @@ class ControllerContext:
     topics: dict[str, TopicMetadata] = field(default_factory=dict)
     topics_being_deleted: set[str] = field(default_factory=set)
     deletions_started: set[str] = field(default_factory=set)  # StopReplica sent, answers pending
+    shutting_down: set[int] = field(default_factory=set)  # brokers in controlled shutdown
+
+    @property
+    def eligible_brokers(self) -> set[int]:
+        """Brokers that may lead or join an ISR: live and not shutting down (Kafka's
+        liveBrokerIds; a shutting-down broker still receives requests)."""
+        return set(self.live_brokers) - self.shutting_down
 
     def state(self, topic: TopicMetadata, index: int, is_new: bool = False) -> PartitionState:
         p = topic.partitions[index]
@@ -66,13 +84,20 @@ class ControllerContext:
 Event = Callable[[], Awaitable[None]]
 
 
+def _value(p: PartitionAssignment) -> LeaderAndIsrValue:
+    """A stored partition state as the election functions take it."""
+    return LeaderAndIsrValue(p.leader, p.leader_epoch, tuple(p.isr), partition_epoch=p.partition_epoch)
+
+
 class Controller:
     """Runs for as long as the broker does; acts while it is the active controller."""
 
     def __init__(
         self, broker_id: int, store: ControllerStore, channels: ControllerChannelManager,
+        unclean_leader_election_default: bool = False,
     ) -> None:
         self.broker_id = broker_id
+        self.unclean_leader_election_default = unclean_leader_election_default
         self.store = store
         self.channels = channels
         self.context = ControllerContext()
@@ -167,6 +192,7 @@ class Controller:
                 )
         self._send(batch)
         await self._on_new_partition_creation(new)
+        await self._elect_offline_partitions()
         await self._resume_topic_deletions()
 
     async def _refresh_brokers(self) -> None:
@@ -179,18 +205,208 @@ class Controller:
         for broker in ctx.live_brokers.values():
             self.channels.add_broker(broker)
 
+    # --- requests from brokers -----------------------------------------------------------------
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
+        """ControlledShutdown (key 7), processed as an event: move away the leadership of every
+        replicated partition ``broker_id`` leads, take it out of the ISRs it follows in, and
+        answer the partitions it still leads (Kafka's doControlledShutdown)."""
+        answer: asyncio.Future[tuple[ErrorCode, list[TopicPartition]]] = asyncio.get_running_loop().create_future()
+
+        async def process() -> None:
+            if not answer.done():
+                answer.set_result(await self._do_controlled_shutdown(broker_id, broker_epoch))
+
+        self._enqueue("ControlledShutdown", process)
+        return await answer
+
+    async def _do_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
+        ctx = self.context
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, []
+        if broker_id not in ctx.live_brokers:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        if 0 <= broker_epoch < ctx.broker_epochs.get(broker_id, -1):
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        ctx.shutting_down.add(broker_id)
+        log.info("Broker %d is shutting down: moving its leaderships away", broker_id)
+        led: list[tuple[TopicMetadata, int, LeaderAndIsrValue, tuple[int, ...]]] = []
+        followed: list[tuple[TopicMetadata, int]] = []
+        for topic in ctx.topics.values():
+            if topic.name in ctx.topics_being_deleted:
+                continue
+            for index, p in enumerate(topic.partitions):
+                if p.leader_epoch < 0 or broker_id not in p.replicas or len(p.replicas) < 2:
+                    continue
+                if p.leader == broker_id:
+                    result = elect_controlled_shutdown(_value(p), p.replicas, ctx.eligible_brokers, ctx.shutting_down)
+                    if result.leader_and_isr is not None:
+                        led.append((topic, index, result.leader_and_isr, result.recipients))
+                else:
+                    followed.append((topic, index))
+        await self._apply_decisions(led)
+        if followed:
+            batch = self._batch()
+            for topic, index in followed:
+                batch.add_stop_replica(
+                    broker_id, StopReplicaPartition(TopicPartition(topic.name, index),
+                                                    topic.partitions[index].leader_epoch, delete=False)
+                )
+            self._send(batch)
+            await self._remove_replicas_from_isr({broker_id}, [(t, i) for t, i in followed])
+        remaining = [
+            TopicPartition(topic.name, index)
+            for topic in ctx.topics.values() for index, p in enumerate(topic.partitions)
+            if p.leader == broker_id and len(p.replicas) > 1
+        ]
+        return ErrorCode.NONE, remaining
+
     # --- events --------------------------------------------------------------------------------
 
     async def _process_broker_change(self) -> None:
+        """Kafka's BrokerChange: brokers that died (their ephemeral node is gone), started, or
+        bounced (registered again with a newer broker epoch: a failure then a start-up)."""
         if not self.active:
             return
-        before = set(self.context.live_brokers)
+        ctx = self.context
+        before, before_epochs = set(ctx.live_brokers), dict(ctx.broker_epochs)
         await self._refresh_brokers()
-        after = set(self.context.live_brokers)
-        if before != after:
+        after = set(ctx.live_brokers)
+        bounced = {b for b in before & after if ctx.broker_epochs[b] > before_epochs.get(b, -1)}
+        dead, started = (before - after) | bounced, (after - before) | bounced
+        ctx.shutting_down -= dead
+        if dead:
+            log.info("Broker(s) %s failed%s", sorted(dead), f" ({sorted(bounced)} bounced)" if bounced else "")
+            await self._on_broker_failure(dead)
+        if started:
+            log.info("Broker(s) %s started", sorted(started))
+            await self._on_broker_startup(started)
+        if not dead and not started and before != after:
             batch = self._batch()
             batch.add_update_metadata(after, [])
             self._send(batch)
+
+    async def _on_broker_failure(self, dead: set[int]) -> None:
+        """Partitions led by a dead broker elect a new leader among their live in-sync replicas;
+        dead replicas leave the ISRs they were in (leader epoch +1). When nothing changed, an
+        UpdateMetadata still tells every broker the new set of live brokers."""
+        changed = await self._elect_offline_partitions()
+        changed += await self._remove_replicas_from_isr(dead)
+        if not changed:
+            batch = self._batch()
+            batch.add_update_metadata(set(self.context.live_brokers), [])
+            self._send(batch)
+
+    async def _on_broker_startup(self, started: set[int]) -> None:
+        """A new broker learns the cluster (the broker list to the others, everything to it), then
+        the state of every partition it hosts (it becomes their follower, or leader where it is
+        the only choice), and leaderless partitions may now elect it."""
+        ctx = self.context
+        batch = self._batch()
+        batch.add_update_metadata(set(ctx.live_brokers) - started, [])
+        self._send(batch)
+        batch = self._batch()
+        batch.add_update_metadata(started, [
+            ctx.state(topic, index) for topic in ctx.topics.values()
+            for index in range(len(topic.partitions)) if topic.partitions[index].leader_epoch >= 0
+        ])
+        self._send(batch)
+        batch = self._batch()
+        for topic in ctx.topics.values():
+            for index, p in enumerate(topic.partitions):
+                hosts = [r for r in p.replicas if r in started]
+                if hosts and p.leader_epoch >= 0:
+                    batch.add_leader_and_isr(hosts, ctx.state(topic, index), set(ctx.live_brokers))
+        self._send(batch)
+        await self._elect_offline_partitions()
+        await self._resume_topic_deletions()
+
+    async def _elect_offline_partitions(self) -> int:
+        """Kafka's triggerOnlinePartitionStateChange: every partition with a state whose leader is
+        not alive runs the offline election (first live in-sync replica in assignment order;
+        an unclean one only where the topic allows it). Returns how many partitions changed."""
+        ctx = self.context
+        decided: list[tuple[TopicMetadata, int, LeaderAndIsrValue, tuple[int, ...]]] = []
+        for topic in ctx.topics.values():
+            if topic.name in ctx.topics_being_deleted:
+                continue
+            unclean = self._unclean_enabled(topic.name)
+            for index, p in enumerate(topic.partitions):
+                if p.leader_epoch < 0 or p.leader in ctx.eligible_brokers:
+                    continue
+                result = elect_offline(_value(p), p.replicas, ctx.eligible_brokers, unclean)
+                if result.leader_and_isr is None:
+                    log.warning("Partition %s-%d has no live in-sync replica (ISR %s); it stays offline",
+                                topic.name, index, p.isr)
+                    continue
+                if result.unclean:
+                    log.warning("Unclean leader election for %s-%d: broker %d was not in sync; records may be lost",
+                                topic.name, index, result.leader_and_isr.leader)
+                decided.append((topic, index, result.leader_and_isr, result.recipients))
+        return await self._apply_decisions(decided)
+
+    async def _remove_replicas_from_isr(
+        self, replicas: set[int], only: list[tuple[TopicMetadata, int]] | None = None
+    ) -> int:
+        """Kafka's OfflineReplica transition: each of ``replicas`` leaves the ISRs it is in (the
+        leader becomes -1 if it led; an ISR never becomes empty), leader epoch +1; the other
+        live replicas are told."""
+        ctx = self.context
+        decided: list[tuple[TopicMetadata, int, LeaderAndIsrValue, tuple[int, ...]]] = []
+        candidates = only if only is not None else [
+            (topic, index) for topic in ctx.topics.values() if topic.name not in ctx.topics_being_deleted
+            for index in range(len(topic.partitions))
+        ]
+        for topic, index in candidates:
+            p = topic.partitions[index]
+            if p.leader_epoch >= 0:
+                original = current = _value(p)
+                for replica in sorted(replicas & set(p.isr)):
+                    current = remove_replica_from_isr(current, replica) or current
+                if current != original:
+                    recipients = tuple(r for r in p.replicas if r in ctx.live_brokers and r not in replicas)
+                    decided.append((topic, index, current, recipients))
+        return await self._apply_decisions(decided)
+
+    async def _apply_decisions(
+        self, decided: list[tuple[TopicMetadata, int, LeaderAndIsrValue, tuple[int, ...]]]
+    ) -> int:
+        """Write the decided states (conditionally on the partition epochs they were based on),
+        then LeaderAndIsr to their recipients and UpdateMetadata to every live broker."""
+        if not decided:
+            return 0
+        ctx = self.context
+        writes: dict[str, dict[int, PartitionAssignment]] = {}
+        for topic, index, value, _ in decided:
+            p = topic.partitions[index]
+            writes.setdefault(topic.name, {})[index] = PartitionAssignment(
+                list(p.replicas), leader=value.leader, leader_epoch=value.leader_epoch, isr=list(value.isr),
+                partition_epoch=p.partition_epoch, controller_epoch=ctx.epoch,
+            )
+        conflicts: set[tuple[str, int]] = set()
+        try:
+            await self.store.write_partition_states(ctx.epoch, writes)
+        except PartitionEpochConflictError as e:
+            conflicts = set(e.partitions)
+            log.warning("%s; they are read again and decided next time", e)
+            for name in {topic for topic, _ in conflicts}:
+                fresh = await self.store.read_topics([name])
+                if name in fresh and name in ctx.topics:
+                    ctx.topics[name].partitions = fresh[name].partitions
+        batch = self._batch()
+        applied = 0
+        for topic, index, _, recipients in decided:
+            if (topic.name, index) in conflicts:
+                continue
+            topic.partitions[index] = writes[topic.name][index]
+            batch.add_leader_and_isr(list(recipients), ctx.state(topic, index), set(ctx.live_brokers))
+            applied += 1
+        self._send(batch)
+        return applied
+
+    def _unclean_enabled(self, topic: str) -> bool:
+        value = self.store.topic_configs(topic).get("unclean.leader.election.enable")
+        return self.unclean_leader_election_default if value is None else value.lower() == "true"
 
     async def _process_topic_change(self) -> None:
         if not self.active:

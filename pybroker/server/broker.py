@@ -17,10 +17,11 @@ import asyncio
 import logging
 import os
 
-from pybroker.controller.channel import ControllerChannelManager
+from pybroker.controller.channel import BrokerChannel, ControllerChannelManager
 from pybroker.controller.controller import Controller
 from pybroker.controller.local_store import LocalStore
 from pybroker.controller.metadata import TopicExistsError
+from pybroker.controller.network_channel import NetworkBrokerChannel
 from pybroker.controller.requests import BrokerEndpoint, LiveBroker
 from pybroker.controller.store import ControllerStore, StoreListener
 from pybroker.log.config import LogConfig
@@ -52,8 +53,14 @@ class Broker:
         log_dirs = config.log_dirs
         os.makedirs(log_dirs[0], exist_ok=True)
         self.cluster_id = read_meta_properties(log_dirs[0]).get("cluster.id") or config.new_cluster_id()
-        self.store_listener = StoreListener(on_topic_configs_changed=self._on_topic_configs_changed)
-        self.store: ControllerStore = LocalStore(log_dirs[0], self.cluster_id, self.store_listener)
+        self.store_listener = StoreListener(
+            on_topic_configs_changed=self._on_topic_configs_changed, on_broker_registered=self._on_broker_registered
+        )
+        # The store is opened in start() in cluster mode (a ZooKeeper session is needed).
+        self.zookeeper_connect: str | None = config.get("zookeeper.connect")
+        self.store: ControllerStore = (
+            _NotConnected() if self.zookeeper_connect else LocalStore(log_dirs[0], self.cluster_id, self.store_listener)
+        )
         self.metadata_cache = MetadataCache(self.node_id)
         self.broker_epoch = -1
         self.time = SYSTEM_TIME
@@ -75,7 +82,6 @@ class Broker:
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache)
         self.log_manager.on_log_start_offset_changed = self.replica_manager.on_log_start_offset_changed
-        self.admin_manager = AdminManager(self.node_id, config, self.store, self.metadata_cache)
         self.authorizer: Authorizer = AllowAllAuthorizer()
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(
@@ -101,9 +107,10 @@ class Broker:
         self.broker_control = BrokerControl(
             self.replica_manager, self.metadata_cache, self.group_coordinator, lambda: self.broker_epoch
         )
+        self.admin_manager = AdminManager(self.node_id, config, self.store, self.metadata_cache)
         self.controller = Controller(
-            self.node_id, self.store,
-            ControllerChannelManager(lambda broker: InProcessBrokerChannel(self.broker_control, broker)),
+            self.node_id, self.store, ControllerChannelManager(self._channel_to),
+            unclean_leader_election_default=config.get("unclean.leader.election.enable"),
         )
         self.controller.listener(self.store_listener)
         self.socket_server = SocketServer(
@@ -126,6 +133,42 @@ class Broker:
         except TopicExistsError:
             pass
         await self.admin_manager.wait_for_leaders([name], INTERNAL_TOPIC_WAIT_MS)
+
+    def _channel_to(self, broker: LiveBroker) -> BrokerChannel:
+        """The controller's channel to ``broker``: in-process to this one, a socket to others."""
+        if broker.broker_id == self.node_id:
+            return InProcessBrokerChannel(self.broker_control, broker)
+        return NetworkBrokerChannel(broker, self.node_id, self.config.get("controller.socket.timeout.ms") / 1000)
+
+    async def _open_store(self) -> None:
+        """Cluster mode: connect to ZooKeeper, and take the cluster id from it (a data dir of
+        another cluster is refused, as Kafka refuses it)."""
+        from pybroker.controller.zk_store import ZooKeeperStore
+        from pybroker.zookeeper.client import ZooKeeperConnectionError
+        from pybroker.zookeeper.kafka_zk_client import BrokerIdInUseError
+
+        assert self.zookeeper_connect is not None
+        session_ms = self.config.get("zookeeper.session.timeout.ms")
+        try:
+            store = await ZooKeeperStore.connect(
+                self.zookeeper_connect, session_ms, self.config.get("zookeeper.connection.timeout.ms") or session_ms,
+                self.node_id, self.cluster_id, self.store_listener,
+            )
+        except (ZooKeeperConnectionError, BrokerIdInUseError) as e:
+            raise RuntimeError(str(e)) from e
+        stored = read_meta_properties(self.config.log_dirs[0]).get("cluster.id")
+        if stored and stored != store.cluster_id:
+            await store.close()
+            raise RuntimeError(
+                f"The Cluster ID {store.cluster_id} doesn't match stored clusterId {stored} in "
+                f"meta.properties of {self.config.log_dirs[0]}: this broker is trying to join the wrong "
+                "cluster. Check zookeeper.connect, or use a fresh log.dirs."
+            )
+        self.cluster_id = self.log_manager.cluster_id = store.cluster_id
+        self.store = self.admin_manager.store = self.controller.store = store
+
+    def _on_broker_registered(self, epoch: int) -> None:
+        self.broker_epoch = epoch
 
     def _on_topic_configs_changed(self, topic: str) -> None:
         self.log_manager.update_config(topic)
@@ -153,6 +196,8 @@ class Broker:
         for key in self.config.unknown:
             log.warning("Ignoring unknown broker property %s", key)
         raise_open_file_limit()
+        if self.zookeeper_connect:
+            await self._open_store()
         self.log_manager.load()
         self.group_coordinator.startup()
         await self.socket_server.start(start_serving=False)
@@ -180,3 +225,10 @@ class Broker:
         await self.store.close()
         await self.log_manager.shutdown()
         log.info("Shut down cleanly")
+
+
+class _NotConnected:
+    """The store of a cluster-mode broker before start() has connected it to ZooKeeper."""
+
+    def __getattr__(self, name: str) -> object:
+        raise RuntimeError("the broker's ZooKeeper store is not connected yet (start() connects it)")
