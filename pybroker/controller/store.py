@@ -34,6 +34,19 @@ class ControllerMovedError(Exception):
     (Kafka's ControllerMovedException). The controller resigns."""
 
 
+class PartitionEpochConflictError(Exception):
+    """Some partition states were not written because their stored partition epoch is not the
+    one the caller based its decision on (Kafka's BADVERSION on a state znode: re-read, decide
+    again). The other states of the same call were written."""
+
+    def __init__(self, partitions: list[tuple[str, int]]) -> None:
+        super().__init__(
+            "partition state(s) changed since they were read: "
+            + ", ".join(f"{topic}-{index}" for topic, index in partitions)
+        )
+        self.partitions = partitions
+
+
 @dataclass
 class StoreListener:
     """What a store notifies, each on the event loop; every callback may be left unset. The
@@ -44,6 +57,9 @@ class StoreListener:
     on_topic_deletions: Callable[[], None] = lambda: None
     on_controller_changed: Callable[[], None] = lambda: None
     on_topic_configs_changed: Callable[[str], None] = field(default=lambda name: None)
+    #: The store registered this broker again by itself (a new ZooKeeper session after the old
+    #: one expired): its new broker epoch.
+    on_broker_registered: Callable[[int], None] = field(default=lambda epoch: None)
 
 
 class ControllerStore(Protocol):
@@ -109,8 +125,17 @@ class ControllerStore(Protocol):
     async def write_partition_states(
         self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
     ) -> None:
-        """Write these partition states (each with its new partition epoch), fenced by the
-        controller epoch: raises ControllerMovedError when another controller was elected."""
+        """Write these partition states, fenced by the controller epoch: raises
+        ControllerMovedError when another controller was elected.
+
+        The partition-epoch convention (Kafka's LeaderAndIsr before and after
+        ``updateLeaderAndIsr``): on the way in, each state's ``partition_epoch`` is the epoch of
+        the stored state the decision was based on (ignored for a partition that has no state
+        yet; the controller passes 0); the state is written only if the stored epoch is still
+        that one. On the way out, each written state's ``partition_epoch`` is its new epoch (0
+        for a state just created, one more on each update) and its ``controller_epoch`` is
+        ``controller_epoch``. States whose stored epoch moved on are left unwritten and
+        reported together by PartitionEpochConflictError, after the others were written."""
         ...
 
     async def remove_topic(self, controller_epoch: int, name: str) -> None:
