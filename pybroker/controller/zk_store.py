@@ -371,7 +371,9 @@ class ZooKeeperStore:
             entity_type, _, name = entity_path.partition("/")
             if entity_type != CONFIG_TYPE_TOPIC:
                 continue  # broker, client, user and ip quotas are not followed here
-            self._configs[name] = await self.client.get_topic_configs(name)
+            configs = await self.client.get_topic_configs(name)
+            if configs or name in self._configs:  # not for a topic deleted meanwhile
+                self._configs[name] = configs
             self.listener.on_topic_configs_changed(name)
 
     # --- brokers and the controller ------------------------------------------------------------

@@ -393,3 +393,36 @@ def test_two_controllers_over_zookeeper(connect_string):
                 await store.close()
 
     asyncio.run(run())
+
+
+def test_the_controller_whose_session_expires_resigns_and_one_is_elected_again(connect_string):
+    async def run():
+        stores, controllers = {}, {}
+        try:
+            for broker_id in (1, 2):
+                listener = StoreListener()
+                stores[broker_id] = store = await open_store(connect_string, broker_id, listener)
+                channels = ControllerChannelManager(lambda b: FakeChannel(b.broker_id, []))
+                controllers[broker_id] = Controller(broker_id, store, channels)
+                controllers[broker_id].listener(listener)
+                await store.register_broker(broker(broker_id))
+                controllers[broker_id].start()
+                await controllers[broker_id].idle()
+            active = next(c for c in controllers.values() if c.active)
+            await expire_session(stores[active.broker_id].zk)
+
+            def one_active_at_epoch_2():
+                return [c.context.epoch for c in controllers.values() if c.active] == [2]
+
+            await wait_for(one_active_at_epoch_2, message="exactly one controller, epoch 2")
+            elected = next(c for c in controllers.values() if c.active)
+            assert await stores[1].controller_id() == elected.broker_id
+            live = await stores[1].live_brokers()
+            assert set(live) == {1, 2} and live[active.broker_id][1] == stores[active.broker_id].broker_epoch
+        finally:
+            for controller in controllers.values():
+                await controller.shutdown()
+            for store in stores.values():
+                await store.close()
+
+    asyncio.run(run())
