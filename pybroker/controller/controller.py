@@ -154,7 +154,9 @@ class Controller:
 
     async def _elect(self) -> None:
         if self.active:
-            return
+            if await self.store.controller_id() == self.broker_id:
+                return
+            self._resign()  # deposed (or our session expired): Kafka's maybeResign, then elect
         epoch = await self.store.try_become_controller(self.broker_id)
         if epoch is None:
             log.info("Broker %s is the controller", await self.store.controller_id())

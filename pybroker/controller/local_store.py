@@ -26,7 +26,7 @@ from pybroker.controller.metadata import (
     UnknownTopicError,
 )
 from pybroker.controller.requests import LiveBroker
-from pybroker.controller.store import StoreListener
+from pybroker.controller.store import PartitionEpochConflictError, StoreListener
 from pybroker.log.file_sync import CoalescingFileWriter
 
 METADATA_FILE = "cluster-metadata.json"
@@ -181,13 +181,26 @@ class LocalStore:
     async def write_partition_states(
         self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
     ) -> None:
+        conflicts: list[tuple[str, int]] = []
         for name, partitions in states.items():
             topic = self._topics.get(name)
             if topic is None:
                 continue
             for index, state in partitions.items():
+                stored = topic.partitions[index]
+                if stored.leader_epoch < 0:  # no state yet: created at epoch 0
+                    new_epoch = 0
+                elif stored.partition_epoch != state.partition_epoch:
+                    conflicts.append((name, index))
+                    continue
+                else:
+                    new_epoch = stored.partition_epoch + 1
+                state.partition_epoch = new_epoch
+                state.controller_epoch = controller_epoch
                 topic.partitions[index] = copy.copy(state)
         await self._save()
+        if conflicts:
+            raise PartitionEpochConflictError(conflicts)
 
     async def remove_topic(self, controller_epoch: int, name: str) -> None:
         self._topics.pop(name, None)

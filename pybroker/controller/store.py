@@ -125,8 +125,17 @@ class ControllerStore(Protocol):
     async def write_partition_states(
         self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
     ) -> None:
-        """Write these partition states (each with its new partition epoch), fenced by the
-        controller epoch: raises ControllerMovedError when another controller was elected."""
+        """Write these partition states, fenced by the controller epoch: raises
+        ControllerMovedError when another controller was elected.
+
+        The partition-epoch convention (Kafka's LeaderAndIsr before and after
+        ``updateLeaderAndIsr``): on the way in, each state's ``partition_epoch`` is the epoch of
+        the stored state the decision was based on (ignored for a partition that has no state
+        yet; the controller passes 0); the state is written only if the stored epoch is still
+        that one. On the way out, each written state's ``partition_epoch`` is its new epoch (0
+        for a state just created, one more on each update) and its ``controller_epoch`` is
+        ``controller_epoch``. States whose stored epoch moved on are left unwritten and
+        reported together by PartitionEpochConflictError, after the others were written."""
         ...
 
     async def remove_topic(self, controller_epoch: int, name: str) -> None:

@@ -1,0 +1,552 @@
+"""The cluster-mode `ControllerStore`: Kafka's ZooKeeper tree, through one `KafkaZkClient`.
+
+Owns one ZooKeeper session of a broker and everything the broker and its controller keep in it,
+in Kafka's layout and JSON (``pybroker.zookeeper.znodes``), so that Kafka's tools read the tree:
+the broker's registration (re-made by the store itself after a session expiry, with a new broker
+epoch), the controller election and its fencing (the ``/controller_epoch`` zkVersion won in the
+election guards every controller write), topics, partition states, deletion markers, config
+overrides with their change notifications, and producer-id blocks. It also owns a cache of every
+topic's config overrides (`topic_configs` is synchronous), filled at connect and kept current by
+following ``/config/changes`` with a sequence-number cursor, as Kafka brokers do.
+
+Watches become `StoreListener` callbacks:
+
+======================================  =============================================
+``/brokers/ids`` (children)             ``on_brokers_changed``
+``/brokers/topics`` (children), and     ``on_topics_changed`` (a new topic also gets
+each ``/brokers/topics/<t>`` (data)     its configs read: ``on_topic_configs_changed``)
+``/admin/delete_topics`` (children)     ``on_topic_deletions``
+``/controller`` (exists)                ``on_controller_changed``
+``/config/changes`` (children)          the named topics' configs are re-read, then
+                                        ``on_topic_configs_changed(name)``
+======================================  =============================================
+
+Concurrency rules: everything runs on the event loop that called `ZooKeeperStore.connect`.
+ZooKeeper watches are one-shot, so a firing only schedules a *refresh*: a task that reads the
+node again with the watch re-armed, and only then calls the listener (a change made between the
+notification and the callback is never lost). Refreshes are coalesced per watched node: one runs
+at a time, and a firing during it makes it run once more. Kazoo drops every pending watch when
+the connection is lost; when the session is CONNECTED again every watch is re-armed and every
+callback fires once (changes may have been missed), after re-registering the broker if the
+session was LOST (Kafka's RegisterBrokerAndReelect). Callbacks run on the loop and must not
+block (the controller's only enqueue events). `close` ends the session: the broker's and the
+controller's ephemerals vanish at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from typing import TypeVar
+
+from pybroker.controller.metadata import PartitionAssignment, TopicMetadata, UnknownTopicError
+from pybroker.controller.requests import BrokerEndpoint, LiveBroker
+from pybroker.controller.store import (
+    ControllerMovedError,
+    PartitionEpochConflictError,
+    StoreListener,
+)
+from pybroker.types import TopicPartition
+from pybroker.zookeeper import kafka_zk_client
+from pybroker.zookeeper.client import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    EventType,
+    KazooException,
+    KazooState,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+    WatchedEvent,
+    ZooKeeperClient,
+)
+from pybroker.zookeeper.kafka_zk_client import BrokerIdInUseError, KafkaZkClient
+from pybroker.zookeeper.znodes import (
+    CONFIG_CHANGE_PREFIX,
+    CONFIG_CHANGES_PATH,
+    CONFIG_TYPE_TOPIC,
+    CONTROLLER_PATH,
+    BrokerInfo,
+    EndPoint,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+    decode_config_change,
+)
+
+__all__ = ["BrokerIdInUseError", "InconsistentClusterIdError", "ZooKeeperStore"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class InconsistentClusterIdError(Exception):
+    """``/cluster/id`` names another cluster than the log directories' ``meta.properties``
+    (Kafka's InconsistentClusterIdException): the broker must not start."""
+
+
+def to_broker_info(broker: LiveBroker) -> BrokerInfo:
+    return BrokerInfo(
+        broker.broker_id,
+        tuple(EndPoint(e.host or None, e.port, e.listener, e.security_protocol) for e in broker.endpoints),
+        rack=broker.rack,
+    )
+
+
+def to_live_broker(info: BrokerInfo) -> LiveBroker:
+    return LiveBroker(
+        info.broker_id,
+        tuple(BrokerEndpoint(e.listener_name, e.host or "", e.port, e.security_protocol) for e in info.endpoints),
+        info.rack,
+    )
+
+
+def _config_sequence(child: str) -> int | None:
+    if not child.startswith(CONFIG_CHANGE_PREFIX):
+        return None
+    try:
+        return int(child[len(CONFIG_CHANGE_PREFIX):])
+    except ValueError:
+        return None
+
+
+class ZooKeeperStore:
+    """`ControllerStore` over a ZooKeeper session. Create it with `connect`."""
+
+    def __init__(self, zk: ZooKeeperClient, broker_id: int, cluster_id: str, listener: StoreListener) -> None:
+        self.zk = zk
+        self.client = KafkaZkClient(zk)
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.listener = listener
+        #: This broker's epoch (the czxid of its registration); None before `register_broker`.
+        self.broker_epoch: int | None = None
+        self._registration: LiveBroker | None = None
+        # The election this store won: its controller epoch and the zkVersion of
+        # /controller_epoch that fences every controller write.
+        self._controller_epoch: int | None = None
+        self._epoch_zk_version: int | None = None
+        self._configs: dict[str, dict[str, str]] = {}
+        self._config_cursor = -1
+        self._watched_topics: set[str] = set()
+        self._stateless: set[TopicPartition] = set()  # read_topics found no state znode
+        self._refreshes: dict[Hashable, asyncio.Task[None]] = {}
+        self._again: set[Hashable] = set()
+        self._last_state: str = KazooState.CONNECTED
+        self._session_lost = False
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls,
+        connect_string: str,
+        session_timeout_ms: int,
+        connection_timeout_ms: int,
+        broker_id: int,
+        proposed_cluster_id: str,
+        listener: StoreListener | None = None,
+    ) -> ZooKeeperStore:
+        """A connected store: Kafka's top-level paths exist, ``cluster_id`` is ``/cluster/id``
+        (written with ``proposed_cluster_id`` by the first broker), the config cache is filled
+        and every watch is armed. The caller compares ``cluster_id`` with meta.properties
+        (`check_cluster_id`) before registering the broker."""
+        zk = await ZooKeeperClient.connect(connect_string, session_timeout_ms, connection_timeout_ms)
+        try:
+            client = KafkaZkClient(zk)
+            await client.create_top_level_paths()
+            cluster_id = await client.get_or_create_cluster_id(proposed_cluster_id)
+            store = cls(zk, broker_id, cluster_id, listener or StoreListener())
+            await store._start()
+        except BaseException:
+            await zk.close()
+            raise
+        return store
+
+    def check_cluster_id(self, stored_cluster_id: str | None) -> None:
+        """Raise `InconsistentClusterIdError` if meta.properties names another cluster."""
+        if stored_cluster_id is not None and stored_cluster_id != self.cluster_id:
+            raise InconsistentClusterIdError(
+                f"The Cluster ID {self.cluster_id} doesn't match stored clusterId {stored_cluster_id} in "
+                "meta.properties. The broker is trying to join the wrong cluster. Configured "
+                "zookeeper.connect may be wrong."
+            )
+
+    async def _start(self) -> None:
+        names = sorted(await self.client.get_all_topics(watch=self._topics_watch))
+        await asyncio.gather(*(self._watch_topic(name) for name in names))
+        configs = await asyncio.gather(*(self.client.get_topic_configs(name) for name in names))
+        self._configs = dict(zip(names, configs, strict=True))
+        children = await self._retry(lambda: self.zk.get_children(CONFIG_CHANGES_PATH, self._config_changes_watch))
+        self._config_cursor = max((s for c in children if (s := _config_sequence(c)) is not None), default=-1)
+        await self.client.get_broker_ids(watch=self._brokers_watch)
+        await self.client.get_topic_deletions(watch=self._deletions_watch)
+        await self._retry(lambda: self.zk.exists(CONTROLLER_PATH, self._controller_watch))
+        self.zk.add_state_listener(self._on_session_state)
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._refreshes.values()):
+            task.cancel()
+        await asyncio.gather(*self._refreshes.values(), return_exceptions=True)
+        await self.zk.close()
+
+    # --- plumbing ------------------------------------------------------------------------------
+
+    async def _retry(self, operation: Callable[[], Awaitable[T]]) -> T:
+        """``operation``, sent again after each ConnectionLoss once connected (as KafkaZkClient)."""
+        while True:
+            try:
+                return await operation()
+            except ConnectionLoss:
+                await self.zk.wait_until_connected()
+
+    def _refresh(self, key: Hashable, refresh: Callable[[], Awaitable[None]]) -> None:
+        """Run ``refresh`` in a task, once more if it is running already."""
+        if self._closed:
+            return
+        if key in self._refreshes:
+            self._again.add(key)
+            return
+        self._refreshes[key] = asyncio.get_running_loop().create_task(
+            self._run_refresh(key, refresh), name=f"zk-refresh-{key}"
+        )
+
+    async def _run_refresh(self, key: Hashable, refresh: Callable[[], Awaitable[None]]) -> None:
+        try:
+            while not self._closed:
+                self._again.discard(key)
+                try:
+                    await refresh()
+                except (SessionExpiredError, ConnectionClosedError) as e:
+                    # The session is gone: the re-sync on reconnection reads everything again.
+                    log.debug("ZooKeeper refresh %s interrupted: %r", key, e)
+                except Exception:
+                    if self._closed:
+                        return
+                    log.exception("ZooKeeper refresh %s failed", key)
+                if key not in self._again:
+                    return
+        finally:
+            self._refreshes.pop(key, None)
+
+    @staticmethod
+    def _fenced_error(e: kafka_zk_client.ControllerMovedError) -> ControllerMovedError:
+        return ControllerMovedError(str(e))
+
+    def _check_epoch(self, controller_epoch: int) -> int:
+        """The epoch zkVersion fencing writes of ``controller_epoch``."""
+        if self._epoch_zk_version is None or controller_epoch != self._controller_epoch:
+            raise ControllerMovedError(
+                f"controller epoch {controller_epoch} is not the one this broker was elected with "
+                f"({self._controller_epoch})"
+            )
+        return self._epoch_zk_version
+
+    # --- session -------------------------------------------------------------------------------
+
+    def _on_session_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self._session_lost = True
+        if state == KazooState.CONNECTED and self._last_state != KazooState.CONNECTED:
+            self._refresh("session", self._resync)
+        self._last_state = state
+
+    async def _resync(self) -> None:
+        """After a reconnection: register again if the session was lost, then re-arm every watch
+        and fire every callback."""
+        if self._session_lost:
+            self._session_lost = False
+            log.info("ZooKeeper session expired and was re-created (0x%x)", self.zk.session_id or 0)
+            if self._registration is not None:
+                try:
+                    await self.register_broker(self._registration)
+                except BrokerIdInUseError:
+                    log.error("Cannot register broker %d again after the ZooKeeper session expired: "
+                              "another live broker registered this id", self.broker_id)
+                else:
+                    self.listener.on_broker_registered(self.broker_epoch or 0)
+        self._watched_topics.clear()
+        self._refresh("brokers", self._refresh_brokers)
+        self._refresh("topics", self._refresh_topics)
+        self._refresh("deletions", self._refresh_deletions)
+        self._refresh("config_changes", self._refresh_config_changes)
+        self._refresh("controller", self._refresh_controller)
+
+    # --- watches -------------------------------------------------------------------------------
+
+    # A watch event of type NONE is kazoo dropping the watch on a connection loss; `_resync`
+    # re-arms it once connected.
+
+    def _brokers_watch(self, event: WatchedEvent) -> None:
+        if event.type != EventType.NONE:
+            self._refresh("brokers", self._refresh_brokers)
+
+    async def _refresh_brokers(self) -> None:
+        await self.client.get_broker_ids(watch=self._brokers_watch)
+        self.listener.on_brokers_changed()
+
+    def _topics_watch(self, event: WatchedEvent) -> None:
+        if event.type != EventType.NONE:
+            self._refresh("topics", self._refresh_topics)
+
+    def _topic_watch(self, event: WatchedEvent) -> None:
+        if event.type == EventType.NONE:
+            return
+        name = event.path.rsplit("/", 1)[-1]
+        if event.type == EventType.DELETED:
+            self._watched_topics.discard(name)  # the child watch on /brokers/topics tells
+            return
+        self._refresh(("topic", name), lambda: self._refresh_topic(name))
+
+    async def _watch_topic(self, name: str) -> bool:
+        """Arm the data watch of a topic znode; False if the topic does not exist."""
+        if await self.client.get_topic_assignment(name, watch=self._topic_watch) is None:
+            return False
+        self._watched_topics.add(name)
+        return True
+
+    async def _refresh_topic(self, name: str) -> None:
+        if not await self._watch_topic(name):
+            self._watched_topics.discard(name)
+        self.listener.on_topics_changed()
+
+    async def _refresh_topics(self) -> None:
+        names = await self.client.get_all_topics(watch=self._topics_watch)
+        self._watched_topics &= names
+        unwatched = sorted(names - self._watched_topics)
+        await asyncio.gather(*(self._watch_topic(name) for name in unwatched))
+        for gone in set(self._configs) - names:
+            del self._configs[gone]
+        # New topics (and, after a reconnection, every topic) get their configs read.
+        configs = await asyncio.gather(*(self.client.get_topic_configs(name) for name in unwatched))
+        changed = []
+        for name, config in zip(unwatched, configs, strict=True):
+            if self._configs.get(name) != config or name not in self._configs:
+                self._configs[name] = config
+                changed.append(name)
+        for name in changed:
+            self.listener.on_topic_configs_changed(name)
+        self.listener.on_topics_changed()
+
+    def _deletions_watch(self, event: WatchedEvent) -> None:
+        if event.type != EventType.NONE:
+            self._refresh("deletions", self._refresh_deletions)
+
+    async def _refresh_deletions(self) -> None:
+        await self.client.get_topic_deletions(watch=self._deletions_watch)
+        self.listener.on_topic_deletions()
+
+    def _controller_watch(self, event: WatchedEvent) -> None:
+        if event.type != EventType.NONE:
+            self._refresh("controller", self._refresh_controller)
+
+    async def _refresh_controller(self) -> None:
+        await self._retry(lambda: self.zk.exists(CONTROLLER_PATH, self._controller_watch))
+        self.listener.on_controller_changed()
+
+    def _config_changes_watch(self, event: WatchedEvent) -> None:
+        if event.type != EventType.NONE:
+            self._refresh("config_changes", self._refresh_config_changes)
+
+    async def _refresh_config_changes(self) -> None:
+        """Process the notifications after the cursor, in sequence order."""
+        children = await self._retry(lambda: self.zk.get_children(CONFIG_CHANGES_PATH, self._config_changes_watch))
+        pending = sorted((s, c) for c in children if (s := _config_sequence(c)) is not None and s > self._config_cursor)
+        for sequence, child in pending:
+            try:
+                data, _ = await self._retry(lambda c=child: self.zk.get(f"{CONFIG_CHANGES_PATH}/{c}"))
+                entity_path = decode_config_change(data)
+            except NoNodeError:
+                entity_path = None  # purged meanwhile
+            except ValueError as e:
+                log.warning("Ignoring the config change notification %s: %s", child, e)
+                entity_path = None
+            self._config_cursor = sequence
+            if entity_path is None:
+                continue
+            entity_type, _, name = entity_path.partition("/")
+            if entity_type != CONFIG_TYPE_TOPIC:
+                continue  # broker, client, user and ip quotas are not followed here
+            configs = await self.client.get_topic_configs(name)
+            if configs or name in self._configs:  # not for a topic deleted meanwhile
+                self._configs[name] = configs
+            self.listener.on_topic_configs_changed(name)
+
+    # --- brokers and the controller ------------------------------------------------------------
+
+    async def register_broker(self, broker: LiveBroker) -> int:
+        """Create ``/brokers/ids/<id>`` (checked ephemeral); the broker epoch. Raises
+        `BrokerIdInUseError` when another live broker has this id. Remembered: after a session
+        expiry the store registers again by itself (``on_broker_registered``)."""
+        epoch = await self.client.register_broker(to_broker_info(broker))
+        self._registration = broker
+        self.broker_epoch = epoch
+        return epoch
+
+    async def live_brokers(self) -> dict[int, tuple[LiveBroker, int]]:
+        return {
+            broker_id: (to_live_broker(info), epoch)
+            for broker_id, (info, epoch) in (await self.client.get_all_brokers()).items()
+        }
+
+    async def try_become_controller(self, broker_id: int) -> int | None:
+        current = await self.client.get_controller_id()
+        if current is not None:
+            if current == broker_id and self._controller_epoch is not None:
+                return self._controller_epoch  # elected already (an election event repeated)
+            return None
+        try:
+            epoch, zk_version = await self.client.register_controller_and_increment_epoch(broker_id)
+        except kafka_zk_client.ControllerMovedError as e:
+            log.info("Broker %d lost the controller election: %s", broker_id, e)
+            return None
+        self._controller_epoch, self._epoch_zk_version = epoch, zk_version
+        return epoch
+
+    async def controller_id(self) -> int | None:
+        return await self.client.get_controller_id()
+
+    # --- the admin path ------------------------------------------------------------------------
+
+    async def create_topic(
+        self, name: str, topic_id: uuid.UUID, assignment: list[list[int]], configs: dict[str, str]
+    ) -> None:
+        await self.client.create_topic(name, dict(enumerate(assignment)), configs, topic_id)
+        self._configs[name] = dict(configs)
+
+    async def add_partitions(self, name: str, assignment: list[list[int]]) -> None:
+        current = await self.client.get_topic_assignment(name)
+        if current is None:
+            raise UnknownTopicError(f"Topic {name} does not exist.")
+        new = dict(current.assignment)
+        for index in range(len(current.assignment), len(assignment)):
+            new[index] = ReplicaAssignment(tuple(assignment[index]))
+        try:
+            await self.client.set_topic_assignment(name, current.topic_id, new)
+        except NoNodeError:
+            raise UnknownTopicError(f"Topic {name} does not exist.") from None
+
+    async def mark_topic_for_deletion(self, name: str) -> None:
+        if not await self.client.topic_exists(name):
+            raise UnknownTopicError(f"Topic {name} does not exist.")
+        try:
+            await self.client.create_delete_topic_path(name)
+        except NodeExistsError:
+            pass  # marked already
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        if not await self.client.topic_exists(name):
+            raise UnknownTopicError(f"Topic {name} does not exist.")
+        await self.client.change_topic_config(name, configs)
+        # Read-your-writes here; the notification brings the same configs to every broker.
+        self._configs[name] = dict(configs)
+        self.listener.on_topic_configs_changed(name)
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        return dict(self._configs.get(name, {}))
+
+    async def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
+        return await self.client.allocate_producer_id_block(broker_id)
+
+    # --- the controller ------------------------------------------------------------------------
+
+    async def topic_names(self) -> set[str]:
+        return await self.client.get_all_topics()
+
+    async def read_topics(self, names: Iterable[str]) -> dict[str, TopicMetadata]:
+        assignments = await self.client.get_replica_assignment_and_topic_ids(names)
+        wanted = [TopicPartition(name, p) for name, a in assignments.items() for p in a.assignment]
+        states, configs = await asyncio.gather(
+            self.client.get_topic_partition_states(wanted),
+            asyncio.gather(*(self.client.get_topic_configs(name) for name in assignments)),
+        )
+        topics: dict[str, TopicMetadata] = {}
+        for (name, found), config in zip(assignments.items(), configs, strict=True):
+            topic_id = found.topic_id
+            if topic_id is None:  # written by a Kafka older than 2.8: give it an id, as Kafka does
+                topic_id = await self._assign_topic_id(name, found.assignment)
+            partitions = []
+            for index in sorted(found.assignment):
+                replicas = list(found.assignment[index].replicas)
+                tp = TopicPartition(name, index)
+                state = states.get(tp)
+                if state is None:
+                    self._stateless.add(tp)
+                    partitions.append(PartitionAssignment(replicas, leader=-1, leader_epoch=-1))
+                    continue
+                self._stateless.discard(tp)
+                leader_and_isr = state.leader_and_isr
+                partitions.append(PartitionAssignment(
+                    replicas, leader_and_isr.leader, leader_and_isr.leader_epoch, list(leader_and_isr.isr),
+                    leader_and_isr.partition_epoch, state.controller_epoch,
+                ))
+            topics[name] = TopicMetadata(name, topic_id, partitions, config)
+        return topics
+
+    async def _assign_topic_id(self, name: str, assignment: dict[int, ReplicaAssignment]) -> uuid.UUID:
+        topic_id = uuid.uuid4()
+        fence = self._epoch_zk_version if self._epoch_zk_version is not None else -1
+        try:
+            await self.client.set_topic_assignment(name, topic_id, assignment, fence)
+        except kafka_zk_client.ControllerMovedError as e:
+            raise self._fenced_error(e) from None
+        log.info("Assigned topic id %s to topic %s", topic_id, name)
+        return topic_id
+
+    async def topics_marked_for_deletion(self) -> set[str]:
+        return set(await self.client.get_topic_deletions())
+
+    async def write_partition_states(
+        self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
+    ) -> None:
+        """See `ControllerStore.write_partition_states` for the partition-epoch convention.
+        A partition ``read_topics`` found without state is created (its ``partitions/<p>``
+        parents too); any other is set conditionally on its partition epoch, and created if
+        it turns out to have no state. Each write is its own transaction fenced by the
+        controller epoch, all of them pipelined."""
+        fence = self._check_epoch(controller_epoch)
+        by_tp = {TopicPartition(name, index): state for name, parts in states.items() for index, state in parts.items()}
+
+        def zk_state(state: PartitionAssignment) -> LeaderIsrAndControllerEpoch:
+            leader_and_isr = LeaderAndIsr(state.leader, state.leader_epoch, tuple(state.isr),
+                                          partition_epoch=state.partition_epoch)
+            return LeaderIsrAndControllerEpoch(leader_and_isr, controller_epoch)
+
+        to_create = {tp: zk_state(s) for tp, s in by_tp.items() if tp in self._stateless}
+        to_set = {tp: zk_state(s) for tp, s in by_tp.items() if tp not in self._stateless}
+        try:
+            outcomes = await self.client.set_topic_partition_states(to_set, fence) if to_set else {}
+            to_create.update({tp: to_set[tp] for tp, r in outcomes.items() if isinstance(r, NoNodeError)})
+            if to_create:
+                outcomes.update(await self.client.create_topic_partition_states(to_create, fence))
+        except kafka_zk_client.ControllerMovedError as e:
+            raise self._fenced_error(e) from None
+        conflicts: list[tuple[str, int]] = []
+        for tp, outcome in sorted(outcomes.items()):
+            if isinstance(outcome, BadVersionError | NodeExistsError):
+                conflicts.append((tp.topic, tp.partition))
+            elif isinstance(outcome, KazooException):
+                raise outcome
+            else:
+                self._stateless.discard(tp)
+                by_tp[tp].partition_epoch = outcome
+                by_tp[tp].controller_epoch = controller_epoch
+        if conflicts:
+            raise PartitionEpochConflictError(conflicts)
+
+    async def remove_topic(self, controller_epoch: int, name: str) -> None:
+        """Delete the topic znode with its partition states, then its configs, then its
+        deletion marker (Kafka's order), each delete fenced."""
+        fence = self._check_epoch(controller_epoch)
+        try:
+            await self.client.delete_topic_znode(name, fence)
+            await self.client.delete_topic_configs([name], fence)
+            await self.client.delete_topic_deletions([name], fence)
+        except kafka_zk_client.ControllerMovedError as e:
+            raise self._fenced_error(e) from None
+        self._configs.pop(name, None)
+        self._stateless = {tp for tp in self._stateless if tp.topic != name}
