@@ -143,7 +143,7 @@ class Broker:
     async def _open_store(self) -> None:
         """Cluster mode: connect to ZooKeeper, and take the cluster id from it (a data dir of
         another cluster is refused, as Kafka refuses it)."""
-        from pybroker.controller.zk_store import ZooKeeperStore
+        from pybroker.controller.zk_store import InconsistentClusterIdError, ZooKeeperStore
         from pybroker.zookeeper.client import ZooKeeperConnectionError
         from pybroker.zookeeper.kafka_zk_client import BrokerIdInUseError
 
@@ -156,14 +156,11 @@ class Broker:
             )
         except (ZooKeeperConnectionError, BrokerIdInUseError) as e:
             raise RuntimeError(str(e)) from e
-        stored = read_meta_properties(self.config.log_dirs[0]).get("cluster.id")
-        if stored and stored != store.cluster_id:
+        try:
+            store.check_cluster_id(read_meta_properties(self.config.log_dirs[0]).get("cluster.id"))
+        except InconsistentClusterIdError as e:
             await store.close()
-            raise RuntimeError(
-                f"The Cluster ID {store.cluster_id} doesn't match stored clusterId {stored} in "
-                f"meta.properties of {self.config.log_dirs[0]}: this broker is trying to join the wrong "
-                "cluster. Check zookeeper.connect, or use a fresh log.dirs."
-            )
+            raise RuntimeError(f"{e} (log.dirs: {', '.join(self.config.log_dirs)})") from e
         self.cluster_id = self.log_manager.cluster_id = store.cluster_id
         self.store = self.admin_manager.store = self.controller.store = store
 

@@ -96,7 +96,8 @@ def test_every_broker_answers_metadata_with_the_whole_cluster(cluster, topic_nam
 def test_clients_produce_and_consume_across_brokers(cluster, topic_name):
     _, brokers = cluster
     servers = bootstrap(brokers)
-    AdminClient({"bootstrap.servers": servers}).create_topics([NewTopic(topic_name, 3, 1)])[topic_name].result(30)
+    admin = AdminClient({"bootstrap.servers": servers})
+    admin.create_topics([NewTopic(topic_name, 3, 1)])[topic_name].result(30)
     producer = Producer({"bootstrap.servers": servers, "acks": "all"})
     sent = {(p, f"{p}-{i}".encode()) for p in range(3) for i in range(20)}
     for partition, value in sorted(sent):
