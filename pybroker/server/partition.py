@@ -6,17 +6,69 @@ offset, as its fetches report them), and the rules derived from them: the high w
 smallest log end offset in the ISR) and the low watermark (the smallest log start offset over the
 leader and every alive replica, which DeleteRecords waits on). The local ``Log`` is owned here
 once the partition is hosted.
+
+Leader side of replication (Kafka's ``Partition``/``Replica``), all on the event loop: the replica
+manager calls ``update_follower_fetch_state`` after each follower fetch it served, and
+``maybe_shrink_isr`` periodically; ISR changes are proposed through an ``IsrChangeSubmitter`` (the
+AlterPartition seam) and applied by ``on_isr_change_committed`` when its answer comes back. Clocks
+come from an injected ``Time`` or ``now_ms`` parameters.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from pybroker.controller.requests import PartitionState
 from pybroker.log.log import Log, LogAppendInfo, OffsetOutOfRangeError
+from pybroker.protocol.errors import ErrorCode
+from pybroker.scheduler import SystemTime, Time
 from pybroker.types import TopicPartition
 
+log = logging.getLogger(__name__)
+
 UNKNOWN_OFFSET = -1
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
+
+
+@dataclass(frozen=True)
+class IsrChangeResult:
+    """The controller's answer to a proposed ISR: the committed ISR and partition epoch, or an
+    error (then the other fields are ignored)."""
+
+    error: ErrorCode = ErrorCode.NONE
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+
+
+class IsrChangeSubmitter(Protocol):
+    """The AlterPartition seam: send a proposed ISR for ``tp`` to the controller."""
+
+    def submit(
+        self, tp: TopicPartition, leader_epoch: int, new_isr: list[int], partition_epoch: int
+    ) -> Awaitable[IsrChangeResult]: ...
+
+
+@dataclass(frozen=True)
+class PendingIsrChange:
+    """An ISR change in flight: ``proposed`` is what was sent; ``expansion`` tells whether the
+    maximal ISR is the proposed one (expand) or the committed one (shrink)."""
+
+    proposed: frozenset[int]
+    expansion: bool
+
+
+@dataclass
+class FollowerFetchOutcome:
+    """What a follower fetch changed on the leader, for the replica manager to complete delayed
+    produce (HW), fetch (HW) and delete-records (low watermark) operations."""
+
+    high_watermark_changed: bool = False
+    log_start_offset_changed: bool = False
+    isr_expansion_proposed: bool = False
 
 
 class NotLeaderError(Exception):
@@ -48,16 +100,40 @@ class ReplicaState:
     log_start_offset: int = UNKNOWN_OFFSET
     last_caught_up_time_ms: int = 0
     last_fetch_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
 
     def reset(self, in_isr: bool, now_ms: int) -> None:
         self.log_end_offset = self.log_start_offset = UNKNOWN_OFFSET
+        self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
+        self.last_fetch_time_ms = 0
         self.last_caught_up_time_ms = now_ms if in_isr else 0
+
+    def update_fetch_state(
+        self, fetch_offset: int, log_start_offset: int, fetch_time_ms: int, leader_end_offset: int
+    ) -> None:
+        """Kafka's ``Replica.updateFetchState``: caught up now if the fetch reached the leader's
+        LEO at this fetch; caught up as of the previous fetch if it reached the LEO the leader had
+        then; otherwise ``last_caught_up_time_ms`` stays."""
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, fetch_time_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, self.last_fetch_time_ms)
+        self.log_end_offset = fetch_offset
+        self.log_start_offset = log_start_offset
+        self.last_fetch_time_ms = fetch_time_ms
+        self.last_fetch_leader_log_end_offset = leader_end_offset
+
+    def is_caught_up(self, leader_end_offset: int, now_ms: int, lag_time_max_ms: int) -> bool:
+        return leader_end_offset == self.log_end_offset or now_ms - self.last_caught_up_time_ms <= lag_time_max_ms
 
 
 class Partition:
     """A hosted partition: its log plus leadership and replica state."""
 
-    def __init__(self, topic_partition: TopicPartition, topic_id: str, local_broker_id: int, log: Log) -> None:
+    def __init__(
+        self, topic_partition: TopicPartition, topic_id: str, local_broker_id: int, log: Log,
+        time: Time | None = None,
+    ) -> None:
         self.topic_partition = topic_partition
         self.topic_id = topic_id
         self.local_broker_id = local_broker_id
@@ -69,6 +145,14 @@ class Partition:
         self.isr: set[int] = set()
         self.remote_replicas: dict[int, ReplicaState] = {}
         self.alive_brokers: frozenset[int] = frozenset()
+        self.time: Time = time or SystemTime()
+        self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        self.pending_isr: PendingIsrChange | None = None
+        self.isr_submitter: IsrChangeSubmitter | None = None
+        # Told (with the partition) when a committed ISR change moved the high watermark, so the
+        # replica manager completes delayed operations; set by the replica manager.
+        self.on_high_watermark_changed: Callable[[Partition], None] | None = None
 
     # --- leadership ----------------------------------------------------------------------------
 
@@ -85,9 +169,11 @@ class Partition:
         self.partition_epoch = state.partition_epoch
         self.replicas = list(state.replicas)
         self.isr = set(state.isr)
+        self.pending_isr = None
         self.alive_brokers = frozenset(r for r in state.replicas if r not in state.offline_replicas)
         if new_epoch:
             self.leader_epoch = state.leader_epoch
+            self.leader_epoch_start_offset = self.log.log_end_offset
             self.log.assign_leader_epoch(state.leader_epoch, self.log.log_end_offset)
             self.remote_replicas = {
                 broker: ReplicaState(broker) for broker in state.replicas if broker != self.local_broker_id
@@ -107,7 +193,9 @@ class Partition:
         self.partition_epoch = state.partition_epoch
         self.replicas = list(state.replicas)
         self.isr = set()
+        self.pending_isr = None
         self.remote_replicas = {}
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
         return new_epoch
 
     def check_leader_epoch(self, requested_epoch: int) -> None:
@@ -136,25 +224,155 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def maybe_increment_high_watermark(self) -> bool:
-        """HW = the smallest log end offset among the ISR (the leader included)."""
-        new_hw = self.log.log_end_offset
-        for broker in self.isr:
-            state = self.remote_replicas.get(broker)
-            if state is not None and state.log_end_offset >= 0:
+    @property
+    def maximal_isr(self) -> set[int]:
+        """The committed ISR plus a pending expansion (a pending shrink still counts the old
+        members): the set the high watermark waits for."""
+        if self.pending_isr is not None and self.pending_isr.expansion:
+            return set(self.pending_isr.proposed)
+        return set(self.isr)
+
+    def is_replica_isr_eligible(self, broker: int) -> bool:
+        """ZooKeeper mode: the broker is alive in the metadata the controller sent."""
+        return broker in self.alive_brokers
+
+    def maybe_increment_high_watermark(self, now_ms: int | None = None) -> bool:
+        """Kafka's ``maybeIncrementLeaderHW``: the leader LEO, lowered to the LEO of every remote
+        replica in the maximal ISR and of every caught-up, ISR-eligible one; moves only forward.
+        True if it moved."""
+        if not self.is_leader:
+            return False
+        now = self.time.milliseconds() if now_ms is None else now_ms
+        leader_end = self.log.log_end_offset
+        new_hw = leader_end
+        maximal = self.maximal_isr
+        for broker, state in self.remote_replicas.items():
+            if broker in maximal or (
+                self.is_replica_isr_eligible(broker)
+                and state.is_caught_up(leader_end, now, self.replica_lag_time_max_ms)
+            ):
                 new_hw = min(new_hw, state.log_end_offset)
-            elif state is not None:
-                new_hw = min(new_hw, self.log.high_watermark)
         if new_hw > self.log.high_watermark:
             self.log.update_high_watermark(new_hw)
             return True
         return False
 
+    # --- follower fetches and the ISR ----------------------------------------------------------
+
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, follower_log_start_offset: int, fetch_time_ms: int,
+        leader_end_offset: int,
+    ) -> FollowerFetchOutcome:
+        """A follower fetch without divergence was served (Kafka's ``updateFollowerFetchState``):
+        record its LEO and log start offset, then try ISR expansion, the HW and the low
+        watermark, in that order."""
+        outcome = FollowerFetchOutcome()
+        state = self.remote_replicas.get(replica_id)
+        if state is None or not self.is_leader:
+            return outcome
+        old_log_start = state.log_start_offset
+        old_hw = self.log.high_watermark
+        state.update_fetch_state(fetch_offset, follower_log_start_offset, fetch_time_ms, leader_end_offset)
+        outcome.log_start_offset_changed = old_log_start != state.log_start_offset
+        outcome.isr_expansion_proposed = self.maybe_expand_isr(replica_id)
+        self.maybe_increment_high_watermark(fetch_time_ms)
+        outcome.high_watermark_changed = self.log.high_watermark != old_hw
+        return outcome
+
+    def _can_add_to_isr(self, broker: int) -> bool:
+        state = self.remote_replicas.get(broker)
+        return (
+            state is not None
+            and broker not in self.isr
+            and self.is_replica_isr_eligible(broker)
+            and state.log_end_offset >= self.log.high_watermark
+            and state.log_end_offset >= self.leader_epoch_start_offset
+        )
+
+    def maybe_expand_isr(self, broker: int) -> bool:
+        """Propose ``isr + broker`` when the follower caught up (LEO ≥ HW and ≥ the start of the
+        current leader epoch) and no change is in flight; counts for the HW at once."""
+        if self.pending_isr is not None or not self.is_leader or not self._can_add_to_isr(broker):
+            return False
+        self._submit(frozenset(self.isr | {broker}), expansion=True)
+        return True
+
+    def out_of_sync_replicas(self, now_ms: int, replica_lag_time_max_ms: int) -> set[int]:
+        leader_end = self.log.log_end_offset
+        return {
+            broker for broker in self.isr
+            if broker != self.local_broker_id and (
+                (state := self.remote_replicas.get(broker)) is None
+                or not state.is_caught_up(leader_end, now_ms, replica_lag_time_max_ms)
+            )
+        }
+
+    def maybe_shrink_isr(self, now_ms: int, replica_lag_time_max_ms: int | None = None) -> bool:
+        """Propose the ISR without the members that are not caught up (Kafka's ``maybeShrinkIsr``);
+        the old ISR keeps holding the HW until the change is committed."""
+        if self.pending_isr is not None or not self.is_leader:
+            return False
+        lag = self.replica_lag_time_max_ms if replica_lag_time_max_ms is None else replica_lag_time_max_ms
+        out = self.out_of_sync_replicas(now_ms, lag)
+        if not out:
+            return False
+        log.info("%s: shrinking ISR from %s by %s", self.topic_partition, sorted(self.isr), sorted(out))
+        self._submit(frozenset(self.isr - out), expansion=False)
+        return True
+
+    def _submit(self, proposed: frozenset[int], expansion: bool) -> None:
+        pending = PendingIsrChange(proposed, expansion)
+        self.pending_isr = pending
+        if self.isr_submitter is None:  # no controller seam: commit locally at once
+            self.on_isr_change_committed(pending, IsrChangeResult(isr=tuple(proposed),
+                                                                  partition_epoch=self.partition_epoch + 1))
+            return
+        awaitable = self.isr_submitter.submit(
+            self.topic_partition, self.leader_epoch, sorted(proposed), self.partition_epoch
+        )
+        task = asyncio.ensure_future(awaitable)
+        task.add_done_callback(lambda done: self._isr_answer(pending, done))
+
+    def _isr_answer(self, pending: PendingIsrChange, done: asyncio.Future[IsrChangeResult]) -> None:
+        if done.cancelled():
+            result = IsrChangeResult(ErrorCode.REQUEST_TIMED_OUT)
+        elif done.exception() is not None:
+            result = IsrChangeResult(ErrorCode.UNKNOWN_SERVER_ERROR)
+        else:
+            result = done.result()
+        if self.on_isr_change_committed(pending, result) and self.on_high_watermark_changed is not None:
+            self.on_high_watermark_changed(self)
+
+    def on_isr_change_committed(self, pending: PendingIsrChange, result: IsrChangeResult) -> bool:
+        """Apply the controller's answer to ``pending`` (ignored if another change or a
+        LeaderAndIsr replaced it). An error drops the pending state (a later fetch or shrink check
+        proposes again); success installs the ISR and partition epoch. True if the HW moved."""
+        if self.pending_isr is not pending:
+            return False
+        self.pending_isr = None
+        if result.error != ErrorCode.NONE:
+            log.info("%s: ISR change to %s failed: %s", self.topic_partition, sorted(pending.proposed),
+                     result.error.name)
+            return False
+        self.isr = set(result.isr)
+        self.partition_epoch = result.partition_epoch
+        return self.maybe_increment_high_watermark()
+
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """acks=all completion for one partition: (done, error)."""
+        if not self.is_leader:
+            return True, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.log.high_watermark >= required_offset:
+            if len(self.maximal_isr) < self.log.config.min_insync_replicas:
+                return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return True, ErrorCode.NONE
+        return False, ErrorCode.NONE
+
     def low_watermark(self) -> int:
         """The smallest log start offset over the leader and every alive remote replica."""
         low = self.require_leader().log_start_offset
         for broker, state in self.remote_replicas.items():
-            if broker in self.alive_brokers:
+            if self.is_replica_isr_eligible(broker):
                 low = min(low, state.log_start_offset)
         return low
 

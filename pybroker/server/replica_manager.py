@@ -5,6 +5,14 @@ appending produce record sets to leaders (with Kafka's per-partition error mappi
 fetches (consumer or follower view), and the purgatories for delayed produce and delayed fetch.
 Handlers in ``server/apis`` translate wire messages to and from these calls; this module never
 sees wire classes.
+
+Leader side of replication: a fetch with ``replica_id >= 0`` is a follower's. It is fenced by its
+CurrentLeaderEpoch, checked for divergence (LastFetchedEpoch → DivergingEpoch), read up to the log
+end offset, answered with the HW as it was before the fetch, and then recorded
+(``Partition.update_follower_fetch_state``), completing delayed produce / fetch / delete-records
+operations whose condition it changed. A parked follower fetch is woken by any append and by any
+move of the leader's log start offset. ``shrink_isrs`` is run every replica.lag.time.max.ms / 2 by
+whoever owns the scheduler. Everything runs on the event loop.
 """
 
 from __future__ import annotations
@@ -28,9 +36,12 @@ from pybroker.log.log import InvalidRecordError, OffsetOutOfRangeError
 from pybroker.log.log_manager import LogManager
 from pybroker.log.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError
 from pybroker.protocol.errors import ErrorCode
+from pybroker.replication.truncation import diverging_epoch
+from pybroker.scheduler import Scheduler, SystemTime, Time
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import (
     FencedLeaderEpochError,
+    IsrChangeSubmitter,
     NotEnoughReplicasError,
     NotLeaderError,
     Partition,
@@ -91,6 +102,7 @@ class FetchPartitionRequest:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1  # a follower's, reported in its fetch
+    last_fetched_epoch: int = -1  # a follower's (Fetch v12+): checked for divergence
 
 
 @dataclass
@@ -101,6 +113,8 @@ class FetchPartitionResult:
     log_start_offset: int = -1
     # The batches read, left in the log file: the response sends them without copying.
     records: _native.LogRegion | bytes = b""
+    # (epoch, end offset) answered to a follower whose log diverged (no records then).
+    diverging_epoch: tuple[int, int] | None = None
 
 
 class DelayedProduce(DelayedOperation):
@@ -127,7 +141,10 @@ class DelayedProduce(DelayedOperation):
             if partition is None or not partition.is_leader:
                 self.results[tp].error = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 self.results[tp].required_offset = -1
-            elif partition.high_watermark >= self.results[tp].required_offset:
+                continue
+            done, error = partition.check_enough_replicas_reach_offset(self.results[tp].required_offset)
+            if done:
+                self.results[tp].error = error
                 self.results[tp].required_offset = -1
         if self._pending():
             return False
@@ -204,7 +221,9 @@ class DelayedDeleteRecords(DelayedOperation):
 
 
 class DelayedFetch(DelayedOperation):
-    """A long poll: waits until ``min_bytes`` are readable or ``max_wait_ms`` passes."""
+    """A long poll: waits until ``min_bytes`` are readable or ``max_wait_ms`` passes. A follower's
+    fetch also completes when a leader's log start offset moved (so DeleteRecords reaches the
+    followers in one round trip), and is answered by ``final_read`` (which records the fetch)."""
 
     def __init__(
         self,
@@ -212,22 +231,31 @@ class DelayedFetch(DelayedOperation):
         min_bytes: int,
         read: Callable[[], tuple[dict[TopicPartition, FetchPartitionResult], int, bool]],
         future: asyncio.Future[dict[TopicPartition, FetchPartitionResult]],
+        log_start_offsets: dict[TopicPartition, int] | None = None,
+        final_read: Callable[[], dict[TopicPartition, FetchPartitionResult]] | None = None,
     ) -> None:
         super().__init__(max_wait_ms)
         self._min_bytes = min_bytes
         self._read = read
         self._future = future
         self._result: dict[TopicPartition, FetchPartitionResult] | None = None
+        self._log_start_offsets = log_start_offsets or {}
+        self._final_read = final_read
 
     def try_complete(self) -> bool:
         results, total, errors = self._read()
-        if total >= self._min_bytes or errors:
+        moved = any(
+            tp in results and results[tp].log_start_offset != offset for tp, offset in self._log_start_offsets.items()
+        )
+        if total >= self._min_bytes or errors or moved:
             self._result = results
             return self.force_complete()
         return False
 
     def on_complete(self) -> None:
-        if self._result is None:
+        if self._final_read is not None:
+            self._result = self._final_read()
+        elif self._result is None:
             self._result = self._read()[0]
         if not self._future.done():
             self._future.set_result(self._result)
@@ -236,14 +264,20 @@ class DelayedFetch(DelayedOperation):
 class ReplicaManager:
     """The partitions hosted by this broker and the operations on them."""
 
-    def __init__(self, broker_id: int, log_manager: LogManager, metadata_cache: MetadataCache) -> None:
+    def __init__(
+        self, broker_id: int, log_manager: LogManager, metadata_cache: MetadataCache,
+        time: Time | None = None, scheduler: Scheduler | None = None,
+        isr_submitter: IsrChangeSubmitter | None = None,
+    ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
+        self.time: Time = time or SystemTime()
+        self.isr_submitter = isr_submitter
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.produce_purgatory = Purgatory("Produce")
-        self.fetch_purgatory = Purgatory("Fetch")
-        self.delete_records_purgatory = Purgatory("DeleteRecords")
+        self.produce_purgatory = Purgatory("Produce", scheduler)
+        self.fetch_purgatory = Purgatory("Fetch", scheduler)
+        self.delete_records_purgatory = Purgatory("DeleteRecords", scheduler)
         self.controller_epoch = 0  # the highest controller epoch seen (fences stale controllers)
 
     # --- the controller's decisions ------------------------------------------------------------
@@ -274,7 +308,7 @@ class ReplicaManager:
             if s.topic_partition not in self.partitions and s.topic_partition.topic in request.topic_ids
         ]
         logs = await self.log_manager.create_logs(wanted) if wanted else {}
-        now = now_ms()
+        now = self.time.milliseconds()
         for state in accepted:
             tp = state.topic_partition
             partition = self.partitions.get(tp)
@@ -285,7 +319,7 @@ class ReplicaManager:
                     continue
                 topic_id = request.topic_ids.get(tp.topic)
                 partition = Partition(tp, topic_id_to_string(topic_id) if topic_id else "", self.broker_id, partition_log)
-                self.partitions[tp] = partition
+                self.host_partition(partition)
             if state.leader == self.broker_id:
                 partition.make_leader(state, now)
                 outcome.leaders.append(partition)
@@ -322,6 +356,28 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
+    def host_partition(self, partition: Partition) -> None:
+        """Start hosting ``partition``: it gets this broker's clock and ISR seam, and tells us
+        when a committed ISR change moved its high watermark."""
+        partition.time = self.time
+        partition.isr_submitter = self.isr_submitter
+        partition.on_high_watermark_changed = lambda p: self.complete_delayed_operations(p.topic_partition)
+        self.partitions[partition.topic_partition] = partition
+
+    def complete_delayed_operations(self, tp: TopicPartition) -> None:
+        """The HW (or the ISR) of ``tp`` moved: re-check everything waiting on it."""
+        for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
+            purgatory.check_and_complete(tp)
+
+    def shrink_isrs(self, replica_lag_time_max_ms: int | None = None) -> None:
+        """Kafka's ``maybeShrinkIsr`` over every led partition (scheduled every lag/2)."""
+        now = self.time.milliseconds()
+        for partition in list(self.partitions.values()):
+            if partition.is_leader:
+                partition.maybe_shrink_isr(now, replica_lag_time_max_ms)
+                if partition.maybe_increment_high_watermark(now):
+                    self.complete_delayed_operations(partition.topic_partition)
+
     def missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
         """Why ``tp`` is not hosted here: it exists elsewhere (6) or not at all (3)."""
         known = self.metadata_cache.contains(tp)
@@ -339,10 +395,10 @@ class ReplicaManager:
         append)."""
         results: dict[TopicPartition, PartitionAppendResult] = {}
         flushes: dict[TopicPartition, asyncio.Future[None]] = {}
-        timestamp = now_ms()
+        timestamp = self.time.milliseconds()
         for tp, records in entries:
             results[tp] = result = self._append_one(tp, records, required_acks, timestamp, internal_topics_allowed)
-            if result.error == ErrorCode.NONE:
+            if result.error in (ErrorCode.NONE, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
                 self.fetch_purgatory.check_and_complete(tp)
                 flush = self.log_manager.maybe_flush_after_append(self.partitions[tp].log)
                 if flush is not None:
@@ -394,9 +450,13 @@ class ReplicaManager:
             log.error("Append to %s failed with a storage error: %s", tp, e)
             return PartitionAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
         required = info.last_offset + 1 if required_acks == -1 else -1
-        if required >= 0 and partition.high_watermark >= required:
-            required = -1
+        error = ErrorCode.NONE
+        if required >= 0:
+            done, error = partition.check_enough_replicas_reach_offset(required)
+            if done:
+                required = -1
         return PartitionAppendResult(
+            error=error,
             base_offset=info.first_offset,
             log_append_time=info.log_append_time,
             log_start_offset=partition.log.log_start_offset,
@@ -445,21 +505,25 @@ class ReplicaManager:
         )
 
     def on_log_start_offset_changed(self, tp: TopicPartition) -> None:
-        """A replica's (or the leader's) log start offset moved: waiting DeleteRecords may be done.
-        (Follower fetches will report theirs here once replication lands.)"""
+        """A replica's (or the leader's) log start offset moved: waiting DeleteRecords may be done,
+        and parked follower fetches answer at once with the new leader log start offset."""
         self.delete_records_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
 
     # --- fetch ---------------------------------------------------------------------------------
 
     def read_from_local_log(
         self, replica_id: int, requests: list[FetchPartitionRequest], max_bytes: int
     ) -> tuple[dict[TopicPartition, FetchPartitionResult], int, bool]:
-        """Read every requested partition; returns (results, bytes read, whether any failed)."""
+        """Read every requested partition; returns (results, bytes read, whether any failed or
+        diverged). A follower (``replica_id >= 0``) reads to the log end offset, after its
+        leader-epoch fencing and divergence check; nothing is recorded of its fetch here."""
         results: dict[TopicPartition, FetchPartitionResult] = {}
         remaining = max_bytes
         total = 0
         errors = False
         min_one = True
+        follower = replica_id >= 0
         for request in requests:
             tp = request.topic_partition
             partition = self.partitions.get(tp)
@@ -470,7 +534,24 @@ class ReplicaManager:
             try:
                 partition_log = partition.require_leader()
                 partition.check_leader_epoch(request.current_leader_epoch)
-                max_offset = partition_log.log_end_offset if replica_id >= 0 else partition_log.high_watermark
+                if follower and replica_id not in partition.remote_replicas:
+                    raise (UnknownLeaderEpochError if request.current_leader_epoch >= 0 else NotLeaderError)(
+                        f"Replica {replica_id} is not a replica of {tp}"
+                    )
+                hw = partition_log.high_watermark
+                if follower and request.last_fetched_epoch >= 0:
+                    diverging = diverging_epoch(
+                        partition_log.leader_epoch_cache, partition_log.log_start_offset,
+                        partition_log.log_end_offset, request.last_fetched_epoch, request.fetch_offset,
+                    )
+                    if diverging is not None:
+                        results[tp] = FetchPartitionResult(
+                            high_watermark=hw, last_stable_offset=hw,
+                            log_start_offset=partition_log.log_start_offset, diverging_epoch=diverging,
+                        )
+                        errors = True
+                        continue
+                max_offset = partition_log.log_end_offset if follower else hw
                 limit = min(request.max_bytes, remaining)
                 region = (
                     partition_log.read_region(request.fetch_offset, limit, max_offset, min_one)
@@ -491,7 +572,6 @@ class ReplicaManager:
                 min_one = False
                 remaining -= len(region)
                 total += len(region)
-            hw = partition_log.high_watermark
             results[tp] = FetchPartitionResult(
                 high_watermark=hw, last_stable_offset=hw,
                 log_start_offset=partition_log.log_start_offset,
@@ -499,17 +579,57 @@ class ReplicaManager:
             )
         return results, total, errors
 
+    def _record_follower_fetch(
+        self, replica_id: int, requests: list[FetchPartitionRequest], results: dict[TopicPartition, FetchPartitionResult]
+    ) -> None:
+        """After a follower fetch was read: record it on each partition that answered without
+        an error or divergence (Kafka's ``updateFollowerFetchState``), and complete what the
+        new HW, ISR or low watermark allows."""
+        now = self.time.milliseconds()
+        for request in requests:
+            tp = request.topic_partition
+            result = results.get(tp)
+            partition = self.partitions.get(tp)
+            if result is None or result.error != ErrorCode.NONE or result.diverging_epoch is not None:
+                continue
+            if partition is None or not partition.is_leader:
+                continue
+            outcome = partition.update_follower_fetch_state(
+                replica_id, request.fetch_offset, request.log_start_offset, now, partition.log.log_end_offset
+            )
+            if outcome.high_watermark_changed:
+                self.complete_delayed_operations(tp)
+            elif outcome.log_start_offset_changed:
+                self.delete_records_purgatory.check_and_complete(tp)
+
+    def _follower_read(
+        self, replica_id: int, requests: list[FetchPartitionRequest], max_bytes: int
+    ) -> dict[TopicPartition, FetchPartitionResult]:
+        results = self.read_from_local_log(replica_id, requests, max_bytes)[0]
+        self._record_follower_fetch(replica_id, requests, results)
+        return results
+
     def fetch_messages(
         self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
         requests: list[FetchPartitionRequest],
     ) -> dict[TopicPartition, FetchPartitionResult] | asyncio.Future[dict[TopicPartition, FetchPartitionResult]]:
-        """Read now if enough is there (or no waiting is wanted), else long-poll in the purgatory."""
+        """Read now if enough is there (or no waiting is wanted), else long-poll in the purgatory.
+        A follower's fetch is recorded when it is answered (at once, or when the parked fetch
+        completes)."""
         results, total, errors = self.read_from_local_log(replica_id, requests, max_bytes)
         if max_wait_ms <= 0 or not requests or total >= min_bytes or errors:
+            if replica_id >= 0:
+                self._record_follower_fetch(replica_id, requests, results)
             return results
+        if replica_id >= 0:
+            # Kafka records the follower's position before parking: the HW may move now.
+            self._record_follower_fetch(replica_id, requests, results)
         future: asyncio.Future[dict[TopicPartition, FetchPartitionResult]] = asyncio.get_running_loop().create_future()
+        follower = replica_id >= 0
         operation = DelayedFetch(
-            max_wait_ms, min_bytes, lambda: self.read_from_local_log(replica_id, requests, max_bytes), future
+            max_wait_ms, min_bytes, lambda: self.read_from_local_log(replica_id, requests, max_bytes), future,
+            log_start_offsets={tp: r.log_start_offset for tp, r in results.items()} if follower else None,
+            final_read=(lambda: self._follower_read(replica_id, requests, max_bytes)) if follower else None,
         )
         # The read above found too little; wait for appends to these partitions (or the deadline).
         self.fetch_purgatory.watch(operation, [r.topic_partition for r in requests])

@@ -29,7 +29,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | asynci
     partitions = [
         FetchPartitionRequest(
             TopicPartition(topic.topic, p.partition), p.fetch_offset, p.partition_max_bytes,
-            p.current_leader_epoch, p.log_start_offset,
+            p.current_leader_epoch, p.log_start_offset, p.last_fetched_epoch,
         )
         for topic in request.topics
         for p in topic.partitions
@@ -65,6 +65,9 @@ def _response(request: FetchRequest, results: dict[TopicPartition, FetchPartitio
                     records=result.records,
                 )
             )
+            if result.diverging_epoch is not None:
+                epoch, end_offset = result.diverging_epoch
+                partitions[-1].diverging_epoch = FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end_offset)
         topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=partitions))
     return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)
 
