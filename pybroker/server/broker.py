@@ -17,6 +17,7 @@ import asyncio
 import logging
 import os
 
+from pybroker.client.connection import BrokerConnection, KafkaClientError
 from pybroker.controller.channel import BrokerChannel, ControllerChannelManager
 from pybroker.controller.controller import Controller
 from pybroker.controller.local_store import LocalStore
@@ -28,6 +29,9 @@ from pybroker.log.config import LogConfig
 from pybroker.log.file_descriptors import raise_open_file_limit
 from pybroker.log.log_manager import LogManager, read_meta_properties
 from pybroker.network.listener import SocketServer
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import ControlledShutdownRequest
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
 from pybroker.server.admin_manager import AdminManager
 from pybroker.server.authorizer import AllowAllAuthorizer, Authorizer
@@ -164,6 +168,47 @@ class Broker:
         self.cluster_id = self.log_manager.cluster_id = store.cluster_id
         self.store = self.admin_manager.store = self.controller.store = store
 
+    async def _controlled_shutdown(self) -> None:
+        """Kafka's controlled shutdown: ask the controller (as this broker's metadata names it) to
+        move this broker's leaderships away, until none is left or the retries run out; then
+        stop anyway (an "unclean" shutdown for the partitions left)."""
+        retries = self.config.get("controlled.shutdown.max.retries")
+        backoff_s = self.config.get("controlled.shutdown.retry.backoff.ms") / 1000
+        for attempt in range(1, retries + 1):
+            try:
+                error, remaining = await self._ask_controller_to_shut_down()
+            except (OSError, TimeoutError, KafkaClientError) as e:
+                error, remaining = None, []
+                log.warning("Controlled shutdown attempt %d failed: %s", attempt, e)
+            if error == ErrorCode.NONE and not remaining:
+                log.info("Controlled shutdown succeeded")
+                return
+            if error is not None:
+                log.warning("Controlled shutdown attempt %d: %s, %d partition(s) still led here",
+                            attempt, error.name, len(remaining))
+            if attempt < retries:
+                await asyncio.sleep(backoff_s)
+        log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
+
+    async def _ask_controller_to_shut_down(self) -> tuple[ErrorCode, list[object]]:
+        controller_id = self.metadata_cache.controller_id
+        if controller_id == self.node_id:
+            return await self.controller.controlled_shutdown(self.node_id, self.broker_epoch)
+        controller = self.metadata_cache.alive_broker(controller_id)
+        endpoint = None if controller is None else controller.endpoint()
+        if endpoint is None:
+            return ErrorCode.NOT_CONTROLLER, []
+        connection = BrokerConnection(endpoint.host, endpoint.port, f"broker-{self.node_id}")
+        try:
+            await connection.connect(self.config.get("controller.socket.timeout.ms") / 1000)
+            answer = await connection.send(
+                ApiKey.CONTROLLED_SHUTDOWN, ControlledShutdownRequest(broker_id=self.node_id, broker_epoch=self.broker_epoch),
+                version=3,
+            )
+        finally:
+            await connection.close()
+        return ErrorCode(answer.error_code), list(answer.remaining_partitions)
+
     def _on_broker_registered(self, epoch: int) -> None:
         self.broker_epoch = epoch
 
@@ -214,6 +259,8 @@ class Broker:
 
     async def shutdown(self) -> None:
         log.info("Shutting down node %d", self.node_id)
+        if self.zookeeper_connect and self.config.get("controlled.shutdown.enable"):
+            await self._controlled_shutdown()
         await self.socket_server.stop()
         await self.controller.shutdown()
         await self.group_coordinator.shutdown()

@@ -137,3 +137,28 @@ def test_another_broker_becomes_controller_when_the_controller_dies(cluster):
         assert int(zk.get("/controller_epoch")[0]) == epoch + 1
     finally:
         zk.stop()
+
+
+def test_a_sigtermed_leader_moves_its_leadership_away_before_it_stops(cluster, topic_name):
+    """Controlled shutdown (key 7): the stopping broker asks the controller to elect other
+    leaders for the replicated partitions it leads and to take it out of the ISRs, then stops."""
+    _, brokers = cluster
+    admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
+    admin.create_topics([NewTopic(topic_name, 3, 3)])[topic_name].result(30)
+
+    def leaders(client: AdminClient) -> dict[int, tuple[int, list[int]]] | None:
+        topic = client.list_topics(topic_name, timeout=10).topics[topic_name]
+        if len(topic.partitions) != 3 or any(p.leader < 0 for p in topic.partitions.values()):
+            return None
+        return {i: (p.leader, sorted(p.isrs)) for i, p in topic.partitions.items()}
+
+    before = wait_until(lambda: leaders(admin), message="leaders of the new topic")
+    stopping = before[0][0]
+    mark = brokers[stopping - 1].log_mark()
+    assert brokers[stopping - 1].stop() == 0
+    assert "Controlled shutdown succeeded" in brokers[stopping - 1].log()[mark:]
+    survivors = AdminClient({"bootstrap.servers": bootstrap(brokers)})
+    after = wait_until(lambda: (found := leaders(survivors)) and all(
+        leader != stopping and stopping not in isr for leader, isr in found.values()) and found,
+        message="leaderships moved away from the stopped broker")
+    assert set(after) == {0, 1, 2}

@@ -15,6 +15,7 @@ from types import ModuleType
 from pybroker.server.apis import (
     alter_configs,
     api_versions,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_groups,
@@ -73,6 +74,7 @@ _MODULES: list[ModuleType] = [
     leader_and_isr,
     stop_replica,
     update_metadata,
+    controlled_shutdown,
     api_versions,
 ]
 
