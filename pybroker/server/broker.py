@@ -225,13 +225,6 @@ class Broker:
             endpoints.append(BrokerEndpoint(endpoint.listener_name, endpoint.host, endpoint.port))
         return LiveBroker(self.node_id, tuple(endpoints), self.config.get("broker.rack"))
 
-    @property
-    def advertised_endpoint(self) -> Endpoint:
-        endpoint = self.config.advertised_listeners[0]
-        if endpoint.port == 0 and self.socket_server.bound:
-            return Endpoint(endpoint.listener_name, endpoint.host, self.socket_server.bound[0][1])
-        return endpoint
-
     # --- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:

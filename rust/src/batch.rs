@@ -283,27 +283,14 @@ pub fn validate_batches(records: &[u8], max_message_bytes: i64) -> Result<Record
                 "trailing partial record batch: {remaining} bytes at position {pos}"
             )));
         }
-        let batch_length = get_i32(records, pos + BATCH_LENGTH_OFFSET);
-        if batch_length < MIN_BATCH_LENGTH {
-            return Err(StorageError::corrupt(format!(
-                "record batch length {batch_length} at position {pos} is below the minimum of {MIN_BATCH_LENGTH}"
-            )));
-        }
-        let size = batch_length as usize + LOG_OVERHEAD;
+        let size = batch_size_at(records, pos)?;
         if size > remaining {
             return Err(StorageError::corrupt(format!(
                 "trailing partial record batch at position {pos}: size {size}, only {remaining} bytes present"
             )));
         }
         let batch = &records[pos..pos + size];
-        let header =
-            BatchHeader::parse(batch).ok_or_else(|| StorageError::corrupt("short batch"))?;
-        if header.magic != CURRENT_MAGIC {
-            return Err(StorageError::corrupt(format!(
-                "unsupported record batch magic {} at position {pos} (only magic 2 is accepted)",
-                header.magic
-            )));
-        }
+        let header = parse_magic2_header(batch, pos)?;
         if size as i64 > max_message_bytes {
             return Err(StorageError::RecordTooLarge(format!(
                 "record batch of {size} bytes exceeds the maximum of {max_message_bytes} bytes"
@@ -390,6 +377,31 @@ pub struct ReplicatedRecordsInfo {
     pub producer_batches: Vec<ProducerBatch>,
 }
 
+/// The whole size (length field included) of the batch at `pos`, from its length field; a
+/// length below the smallest possible batch is corrupt. `records` holds at least
+/// `LOG_OVERHEAD` bytes from `pos`.
+pub(crate) fn batch_size_at(records: &[u8], pos: usize) -> Result<usize> {
+    let batch_length = get_i32(records, pos + BATCH_LENGTH_OFFSET);
+    if batch_length < MIN_BATCH_LENGTH {
+        return Err(StorageError::corrupt(format!(
+            "record batch length {batch_length} at position {pos} is below the minimum of {MIN_BATCH_LENGTH}"
+        )));
+    }
+    Ok(batch_length as usize + LOG_OVERHEAD)
+}
+
+/// The header of `batch` (found at `pos`), which must be a magic 2 batch.
+fn parse_magic2_header(batch: &[u8], pos: usize) -> Result<BatchHeader> {
+    let header = BatchHeader::parse(batch).ok_or_else(|| StorageError::corrupt("short batch"))?;
+    if header.magic != CURRENT_MAGIC {
+        return Err(StorageError::corrupt(format!(
+            "unsupported record batch magic {} at position {pos} (only magic 2 is accepted)",
+            header.magic
+        )));
+    }
+    Ok(header)
+}
+
 /// Walks a record set fetched from a partition leader once, checking every complete batch as
 /// Kafka's follower append does (`UnifiedLog.appendAsFollower`): `batchLength >= 49`, magic 2, a
 /// known codec, `lastOffsetDelta >= 0`, `recordsCount >= 0` and the CRC-32C.
@@ -419,25 +431,12 @@ pub fn validate_replicated_batches(
     let mut latest = latest_epoch;
     let mut pos = 0usize;
     while records.len() - pos >= LOG_OVERHEAD {
-        let batch_length = get_i32(records, pos + BATCH_LENGTH_OFFSET);
-        if batch_length < MIN_BATCH_LENGTH {
-            return Err(StorageError::corrupt(format!(
-                "record batch length {batch_length} at position {pos} is below the minimum of {MIN_BATCH_LENGTH}"
-            )));
-        }
-        let size = batch_length as usize + LOG_OVERHEAD;
+        let size = batch_size_at(records, pos)?;
         if size > records.len() - pos {
             break;
         }
         let batch = &records[pos..pos + size];
-        let header =
-            BatchHeader::parse(batch).ok_or_else(|| StorageError::corrupt("short batch"))?;
-        if header.magic != CURRENT_MAGIC {
-            return Err(StorageError::corrupt(format!(
-                "unsupported record batch magic {} at position {pos} (only magic 2 is accepted)",
-                header.magic
-            )));
-        }
+        let header = parse_magic2_header(batch, pos)?;
         check_crc(batch)?;
         header.check_structure()?;
 

@@ -1189,13 +1189,7 @@ pub fn decode_record_batches(
     let mut scratch = Vec::new();
     let mut pos = 0usize;
     while data.len() - pos >= LOG_OVERHEAD {
-        let batch_length = get_i32(data, pos + BATCH_LENGTH_OFFSET);
-        if batch_length < MIN_BATCH_LENGTH {
-            return Err(StorageError::corrupt(format!(
-                "record batch length {batch_length} at position {pos} is below the minimum of {MIN_BATCH_LENGTH}"
-            )));
-        }
-        let size = batch_length as usize + LOG_OVERHEAD;
+        let size = crate::batch::batch_size_at(data, pos)?;
         if size > data.len() - pos {
             break; // the partial batch a fetch may end with
         }
