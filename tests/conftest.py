@@ -158,6 +158,16 @@ class BrokerProcess:
         self.stop()
         return self.start()
 
+    def pause(self) -> None:
+        """SIGSTOP: the process stays alive (and registered) but answers nothing."""
+        assert self.proc is not None and self.proc.poll() is None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause``."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

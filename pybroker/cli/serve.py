@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import logging
 import signal
 import sys
@@ -25,11 +26,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+def _log_tasks() -> None:
+    """SIGUSR1: log every asyncio task and where it waits (a hung broker's thread dump)."""
+    for task in asyncio.all_tasks():
+        out = io.StringIO()
+        task.print_stack(file=out)
+        logging.getLogger(__name__).warning("%s", out.getvalue().rstrip())
+
+
 async def _serve(config: BrokerConfig) -> None:
     broker = Broker(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, broker.request_shutdown)
+    loop.add_signal_handler(signal.SIGUSR1, _log_tasks)
     await broker.start()
     try:
         await broker.wait_for_shutdown()

@@ -39,9 +39,12 @@ class BrokerConnection:
         self._read_task: asyncio.Task[None] | None = None
 
     async def connect(self, timeout: float = 10.0) -> None:
-        self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), timeout)
-        self._read_task = asyncio.create_task(self._read_loop())
-        await self._negotiate()
+        """Connect and negotiate versions, within ``timeout`` seconds for both (a broker that
+        accepts but never answers, e.g. a stopped process, fails here instead of hanging)."""
+        async with asyncio.timeout(timeout):
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+            self._read_task = asyncio.create_task(self._read_loop())
+            await self._negotiate()
 
     async def _negotiate(self) -> None:
         request = ApiVersionsRequest(client_software_name="pybroker", client_software_version="0.1.0")
@@ -68,7 +71,10 @@ class BrokerConnection:
     async def send(self, api_key: int, request: Any, version: int | None = None, timeout: float = 30.0) -> Any:
         """Send ``request`` at ``version`` (default: the best common one) and await the response."""
         chosen = self.version_for(api_key) if version is None else version
-        return await asyncio.wait_for(self._send(api_key, chosen, request), timeout)
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a cancellation of the
+        # caller that coincides with the answer, and controllers and fetchers are stopped by it.
+        async with asyncio.timeout(timeout):
+            return await self._send(api_key, chosen, request)
 
     async def send_without_response(self, api_key: int, request: Any, version: int) -> None:
         """Send a request the broker does not answer (Produce with acks=0)."""

@@ -257,10 +257,9 @@ class ReplicaFetcher:
         self._running = False
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            # gather, not ``await task`` under ``except CancelledError``: a cancellation of the
+            # caller itself (e.g. the controller's channel stopping) must not be swallowed here.
+            await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         await self.leader.close()
 
@@ -270,7 +269,8 @@ class ReplicaFetcher:
             return
         self._wake.clear()
         try:
-            await asyncio.wait_for(self._wake.wait(), ms / 1000)
+            async with asyncio.timeout(ms / 1000):
+                await self._wake.wait()
         except TimeoutError:
             pass
 

@@ -32,6 +32,8 @@ from pybroker.network.listener import SocketServer
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ControlledShutdownRequest
+from pybroker.replication.fetcher import FetcherConfig
+from pybroker.replication.remote_endpoint import RemoteLeaderEndPoint
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
 from pybroker.server.admin_manager import AdminManager
 from pybroker.server.authorizer import AllowAllAuthorizer, Authorizer
@@ -84,7 +86,20 @@ class Broker:
             time=self.time,
             scheduler=self.scheduler,
         )
-        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache)
+        self.replica_manager = ReplicaManager(
+            self.node_id, self.log_manager, self.metadata_cache, self.time, self.scheduler,
+            leader_endpoint=self._leader_endpoint if self.zookeeper_connect else None,
+            fetcher_config=FetcherConfig(
+                self.node_id,
+                fetch_backoff_ms=config.get("replica.fetch.backoff.ms"),
+                max_wait_ms=config.get("replica.fetch.wait.max.ms"),
+                min_bytes=config.get("replica.fetch.min.bytes"),
+                max_bytes=config.get("replica.fetch.response.max.bytes"),
+                partition_max_bytes=config.get("replica.fetch.max.bytes"),
+                num_fetchers=config.get("num.replica.fetchers"),
+            ),
+            replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
+        )
         self.log_manager.on_log_start_offset_changed = self.replica_manager.on_log_start_offset_changed
         self.authorizer: Authorizer = AllowAllAuthorizer()
         self.group_coordinator = GroupCoordinator(
@@ -143,6 +158,16 @@ class Broker:
         if broker.broker_id == self.node_id:
             return InProcessBrokerChannel(self.broker_control, broker)
         return NetworkBrokerChannel(broker, self.node_id, self.config.get("controller.socket.timeout.ms") / 1000)
+
+    def _leader_endpoint(self, broker_id: int) -> RemoteLeaderEndPoint:
+        """How this broker's replica fetcher reaches ``broker_id`` (its address looked up in the
+        metadata cache at each connection)."""
+
+        def resolve(broker: int) -> BrokerEndpoint | None:
+            alive = self.metadata_cache.alive_broker(broker)
+            return None if alive is None else alive.endpoint()
+
+        return RemoteLeaderEndPoint(broker_id, self.node_id, resolve, self.config.get("replica.socket.timeout.ms"))
 
     async def _open_store(self) -> None:
         """Cluster mode: connect to ZooKeeper, and take the cluster id from it (a data dir of
@@ -242,6 +267,7 @@ class Broker:
         await self.controller.channels.flush()  # this broker's partitions hosted, its cache filled
         await self.socket_server.enable_request_processing()
         self.log_manager.start_background_tasks()
+        self.replica_manager.startup()
         log.info("pybroker node %d started (cluster id %s)", self.node_id, self.cluster_id)
 
     def request_shutdown(self) -> None:

@@ -50,7 +50,7 @@ class BrokerControl:
             return await self.leader_and_isr(request)
         if isinstance(request, UpdateMetadata):
             return self.update_metadata(request)
-        return self.stop_replica(request)
+        return await self.stop_replica(request)
 
     async def leader_and_isr(self, request: LeaderAndIsr) -> ControlResponse:
         outcome = await self.replica_manager.become_leader_or_follower(request)
@@ -69,8 +69,8 @@ class BrokerControl:
             self.group_coordinator.on_partitions_deleted(deleted)
         return ControlResponse()
 
-    def stop_replica(self, request: StopReplica) -> ControlResponse:
-        response = self.replica_manager.stop_replicas(request)
+    async def stop_replica(self, request: StopReplica) -> ControlResponse:
+        response = await self.replica_manager.stop_replicas(request)
         if response.error == ErrorCode.NONE:
             self.group_coordinator.on_leadership_change(
                 [], [s.topic_partition for s in request.partitions if s.topic_partition not in response.partition_errors]

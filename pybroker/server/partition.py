@@ -144,7 +144,10 @@ class Partition:
         self.replicas: list[int] = []
         self.isr: set[int] = set()
         self.remote_replicas: dict[int, ReplicaState] = {}
+        # Which brokers are alive: the replica manager answers from its metadata cache (Kafka's
+        # ZooKeeper-mode rule); alone, the replicas the last LeaderAndIsr did not call offline.
         self.alive_brokers: frozenset[int] = frozenset()
+        self.is_broker_alive: Callable[[int], bool] = lambda broker: broker in self.alive_brokers
         self.time: Time = time or SystemTime()
         self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
@@ -234,7 +237,7 @@ class Partition:
 
     def is_replica_isr_eligible(self, broker: int) -> bool:
         """ZooKeeper mode: the broker is alive in the metadata the controller sent."""
-        return broker in self.alive_brokers
+        return self.is_broker_alive(broker)
 
     def maybe_increment_high_watermark(self, now_ms: int | None = None) -> bool:
         """Kafka's ``maybeIncrementLeaderHW``: the leader LEO, lowered to the LEO of every remote

@@ -32,14 +32,21 @@ from pybroker.controller.requests import (
     PartitionState,
     StopReplica,
 )
-from pybroker.log.log import InvalidRecordError, OffsetOutOfRangeError
+from pybroker.log.log import InvalidRecordError, Log, OffsetOutOfRangeError
 from pybroker.log.log_manager import LogManager
 from pybroker.log.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError
 from pybroker.protocol.errors import ErrorCode
+from pybroker.replication.fetcher import (
+    FetcherConfig,
+    LeaderEndPoint,
+    ReplicaFetcherManager,
+    initial_fetch_state,
+)
 from pybroker.replication.truncation import diverging_epoch
-from pybroker.scheduler import Scheduler, SystemTime, Time
+from pybroker.scheduler import ScheduledTask, Scheduler, SystemTime, Time
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import (
+    DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     FencedLeaderEpochError,
     IsrChangeSubmitter,
     NotEnoughReplicasError,
@@ -268,17 +275,41 @@ class ReplicaManager:
         self, broker_id: int, log_manager: LogManager, metadata_cache: MetadataCache,
         time: Time | None = None, scheduler: Scheduler | None = None,
         isr_submitter: IsrChangeSubmitter | None = None,
+        leader_endpoint: Callable[[int], LeaderEndPoint] | None = None,
+        fetcher_config: FetcherConfig | None = None,
+        replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
         self.time: Time = time or SystemTime()
+        self.scheduler = scheduler
         self.isr_submitter = isr_submitter
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = Purgatory("Produce", scheduler)
         self.fetch_purgatory = Purgatory("Fetch", scheduler)
         self.delete_records_purgatory = Purgatory("DeleteRecords", scheduler)
         self.controller_epoch = 0  # the highest controller epoch seen (fences stale controllers)
+        # The follower side: without a way to reach leaders (a single broker) nothing is fetched.
+        self.fetcher_manager: ReplicaFetcherManager | None = None
+        if leader_endpoint is not None:
+            self.fetcher_manager = ReplicaFetcherManager(
+                fetcher_config or FetcherConfig(broker_id), leader_endpoint, self._local_log, self.time,
+                on_log_start_offset_changed=self.on_log_start_offset_changed,
+                on_high_watermark_changed=self.complete_delayed_operations,
+            )
+        self._isr_expiration: ScheduledTask | None = None
+
+    def startup(self) -> None:
+        """Start the ISR expiration task (every replica.lag.time.max.ms / 2, as Kafka)."""
+        if self.scheduler is not None and self._isr_expiration is None:
+            period = self.replica_lag_time_max_ms / 2
+            self._isr_expiration = self.scheduler.schedule("isr-expiration", self.shrink_isrs, period, period)
+
+    def _local_log(self, tp: TopicPartition) -> Log | None:
+        partition = self.partitions.get(tp)
+        return None if partition is None else partition.log
 
     # --- the controller's decisions ------------------------------------------------------------
 
@@ -293,6 +324,7 @@ class ReplicaManager:
             return outcome
         self.controller_epoch = request.controller_epoch
         accepted: list[PartitionState] = []
+        new_followers: list[Partition] = []
         for state in request.partition_states:
             tp = state.topic_partition
             partition = self.partitions.get(tp)
@@ -323,14 +355,35 @@ class ReplicaManager:
             if state.leader == self.broker_id:
                 partition.make_leader(state, now)
                 outcome.leaders.append(partition)
-            else:
-                partition.make_follower(state)
+            elif partition.make_follower(state):
                 outcome.followers.append(partition)
+                new_followers.append(partition)
+            else:
+                outcome.followers.append(partition)  # same leader epoch: keep fetching as before
             for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
                 purgatory.check_and_complete(tp)
+        if self.fetcher_manager is not None:
+            await self._update_fetchers(outcome.leaders, new_followers)
         return outcome
 
-    def stop_replicas(self, request: StopReplica) -> ControlResponse:
+    async def _update_fetchers(self, leaders: list[Partition], followers: list[Partition]) -> None:
+        """Kafka's ``makeLeaders``/``makeFollowers`` fetcher part: a new leader stops fetching;
+        a follower with a new leader epoch fetches again, from its log end offset with its latest
+        epoch (or truncating from its HW when it has none), if its leader is alive here."""
+        assert self.fetcher_manager is not None
+        self.fetcher_manager.remove_fetcher_for_partitions(
+            [p.topic_partition for p in leaders] + [p.topic_partition for p in followers]
+        )
+        initial = {
+            p.topic_partition: initial_fetch_state(p.topic_id, p.leader_id, p.leader_epoch, p.log)
+            for p in followers
+            if self.metadata_cache.alive_broker(p.leader_id) is not None
+        }
+        if initial:
+            self.fetcher_manager.add_fetcher_for_partitions(initial)
+        await self.fetcher_manager.shutdown_idle_fetchers()
+
+    async def stop_replicas(self, request: StopReplica) -> ControlResponse:
         """Apply a StopReplica: stop hosting the partitions, deleting their logs when asked;
         operations waiting on them complete (with NOT_LEADER_OR_FOLLOWER or unknown)."""
         response = ControlResponse()
@@ -338,6 +391,7 @@ class ReplicaManager:
             response.error = ErrorCode.STALE_CONTROLLER_EPOCH
             return response
         self.controller_epoch = request.controller_epoch
+        stopped = []
         for stop in request.partitions:
             tp = stop.topic_partition
             partition = self.partitions.get(tp)
@@ -345,12 +399,17 @@ class ReplicaManager:
                     and stop.leader_epoch < partition.leader_epoch):
                 response.partition_errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
                 continue
+            stopped.append(tp)
+            if self.fetcher_manager is not None:
+                self.fetcher_manager.remove_fetcher_for_partitions([tp])
             if stop.delete:
                 self.partitions.pop(tp, None)
             for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
                 purgatory.check_and_complete(tp)
             if stop.delete:
                 self.log_manager.delete_log(tp)
+        if self.fetcher_manager is not None and stopped:
+            await self.fetcher_manager.shutdown_idle_fetchers()
         return response
 
     def get_partition(self, tp: TopicPartition) -> Partition | None:
@@ -361,6 +420,8 @@ class ReplicaManager:
         when a committed ISR change moved its high watermark."""
         partition.time = self.time
         partition.isr_submitter = self.isr_submitter
+        partition.replica_lag_time_max_ms = self.replica_lag_time_max_ms
+        partition.is_broker_alive = lambda broker: self.metadata_cache.alive_broker(broker) is not None
         partition.on_high_watermark_changed = lambda p: self.complete_delayed_operations(p.topic_partition)
         self.partitions[partition.topic_partition] = partition
 
@@ -636,6 +697,10 @@ class ReplicaManager:
         return future
 
     async def shutdown(self) -> None:
-        """Answer everything waiting in the purgatories."""
+        """Stop fetching and the ISR task, then answer everything waiting in the purgatories."""
+        if self._isr_expiration is not None:
+            self._isr_expiration.cancel()
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.shutdown()
         for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
             purgatory.shutdown()

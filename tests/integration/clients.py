@@ -67,11 +67,11 @@ def offset_for_time_confluent(bootstrap: str, topic: str, timestamp: int, partit
 # --- aiokafka ---------------------------------------------------------------------------------
 
 def produce_aiokafka(bootstrap: str, topic: str, pairs: list[tuple[bytes | None, bytes]], partition: int = 0,
-                     compression: str | None = None) -> None:
+                     compression: str | None = None, acks: int | str = 1) -> None:
     from aiokafka import AIOKafkaProducer
 
     async def run() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=compression)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=compression, acks=acks)
         await producer.start()
         try:
             futures = [await producer.send(topic, value=v, key=k, partition=partition) for k, v in pairs]
@@ -109,10 +109,10 @@ def consume_aiokafka(bootstrap: str, topic: str, count: int, partition: int = 0,
 # --- kafka-python -----------------------------------------------------------------------------
 
 def produce_kafka_python(bootstrap: str, topic: str, pairs: list[tuple[bytes | None, bytes]], partition: int = 0,
-                         compression: str | None = None) -> None:
+                         compression: str | None = None, acks: int | str = 1) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=compression)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=compression, acks=acks)
     try:
         futures = [producer.send(topic, value=v, key=k, partition=partition) for k, v in pairs]
         for future in futures:
@@ -143,11 +143,12 @@ def consume_kafka_python(bootstrap: str, topic: str, count: int, partition: int 
 # --- kcat (Debian's, librdkafka 2.0.2) -----------------------------------------------------------
 
 def produce_kcat(bootstrap: str, topic: str, pairs: list[tuple[bytes | None, bytes]], partition: int = 0,
-                 compression: str = "none") -> None:
+                 compression: str = "none", acks: str = "all") -> None:
     """Keys and values must not contain the delimiters (tab / newline)."""
     data = b"".join((k or b"") + b"\t" + v + b"\n" for k, v in pairs)
     result = subprocess.run(
-        ["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", str(partition), "-K", "\t", "-z", compression],
+        ["kcat", "-P", "-b", bootstrap, "-t", topic, "-p", str(partition), "-K", "\t", "-z", compression,
+         "-X", f"acks={acks}"],
         input=data, capture_output=True, timeout=60,
     )
     assert result.returncode == 0, result.stderr.decode(errors="replace")

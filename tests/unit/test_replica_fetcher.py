@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from pybroker.controller.requests import PartitionState
+from pybroker.controller.requests import LiveBroker, PartitionState, UpdateMetadata
 from pybroker.log.log import Log
 from pybroker.protocol.errors import ErrorCode as E
 from pybroker.replication.fetcher import (
@@ -56,6 +56,13 @@ async def settle(rounds: int = 5) -> None:
         await asyncio.sleep(0)
 
 
+def alive_brokers(local: int, *others: int) -> MetadataCache:
+    """A metadata cache in which ``local`` and ``others`` are alive (ISR eligibility)."""
+    cache = MetadataCache(local)
+    cache.update_metadata(UpdateMetadata(0, 1, -1, [], [LiveBroker(b, ()) for b in (local, *others)], {}))
+    return cache
+
+
 class NoFlushLogManager:
     """The leader's log manager, as far as appends need it: flush.messages never forces a flush."""
 
@@ -69,7 +76,7 @@ class Cluster:
                  follower_log: Log | None = None, **overrides: object) -> None:
         self.time = MockTime()
         self.scheduler = MockScheduler(self.time)
-        self.leader = ReplicaManager(LEADER, NoFlushLogManager(), MetadataCache(LEADER),  # type: ignore[arg-type]
+        self.leader = ReplicaManager(LEADER, NoFlushLogManager(), alive_brokers(LEADER, FOLLOWER, THIRD),  # type: ignore[arg-type]
                                      time=self.time, scheduler=self.scheduler, isr_submitter=submitter)
         self.leader_log = leader_log or make_log(tmp_path, "leader", **overrides)
         self.partition = Partition(TP, TOPIC_ID, LEADER, self.leader_log)

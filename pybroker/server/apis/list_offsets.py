@@ -77,11 +77,16 @@ def _list_offset(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPart
     if timestamp == EARLIEST_TIMESTAMP:
         epoch = log.leader_epoch_cache.epoch_for_offset(log.log_start_offset)
         return _Partition(partition_index=index, timestamp=-1, offset=log.log_start_offset, leader_epoch=epoch)
+    # A new leader whose high watermark has not yet reached the start of its epoch cannot tell a
+    # client where the log ends (Kafka's OFFSET_NOT_AVAILABLE; the client retries).
+    hw_behind_epoch = request.replica_id < 0 and partition.leader_epoch_start_offset > log.high_watermark
     if timestamp == LATEST_TIMESTAMP:
+        if hw_behind_epoch:
+            return _error(index, ErrorCode.OFFSET_NOT_AVAILABLE)
         return _Partition(partition_index=index, timestamp=-1, offset=max_offset, leader_epoch=partition.leader_epoch)
     found = log.fetch_max_timestamp(max_offset) if timestamp == MAX_TIMESTAMP else log.fetch_offset_by_timestamp(timestamp, max_offset)
     if found is None:
-        return _error(index, ErrorCode.NONE)
+        return _error(index, ErrorCode.OFFSET_NOT_AVAILABLE if hw_behind_epoch else ErrorCode.NONE)
     offset, found_timestamp, epoch = found
     return _Partition(partition_index=index, timestamp=found_timestamp, offset=offset, leader_epoch=epoch)
 

@@ -1,0 +1,66 @@
+"""Helpers for tests on a multi-broker cluster: broker processes of one cluster under a ZooKeeper
+chroot of their own, and what the tests ask of it (bootstrap strings, a ZooKeeper client,
+partition states as the brokers' Metadata answers show them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+
+from tests.conftest import BrokerProcess
+
+SESSION_TIMEOUT_MS = 4000
+
+
+@dataclass
+class Cluster:
+    connect: str
+    brokers: list[BrokerProcess]
+
+    def broker(self, node_id: int) -> BrokerProcess:
+        return self.brokers[node_id - 1]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers if b.alive)
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def partitions(self, topic: str, client: AdminClient | None = None) -> dict[int, tuple[int, list[int], list[int]]]:
+        """partition → (leader, replicas, isr) as a broker's Metadata answers them."""
+        md = (client or self.admin()).list_topics(topic, timeout=10).topics[topic]
+        return {i: (p.leader, list(p.replicas), sorted(p.isrs)) for i, p in md.partitions.items()}
+
+    def kill(self) -> None:
+        for broker in self.brokers:
+            broker.kill()
+
+
+def start_cluster(connect: str, root: Path, nodes: int = 3, **overrides: object) -> Cluster:
+    """``nodes`` brokers (node ids 1..nodes) on ZooKeeper ``connect``, started one after another."""
+    settings: dict[str, object] = {
+        "zookeeper.connect": connect,
+        "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+        "offsets.topic.replication.factor": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        **overrides,
+    }
+    brokers = [BrokerProcess(root / f"broker-{node}", **{"node.id": node, **settings}) for node in range(1, nodes + 1)]
+    cluster = Cluster(connect, brokers)
+    try:
+        for broker in brokers:
+            broker.start()
+    except BaseException:
+        cluster.kill()
+        raise
+    return cluster
+
+
+def zk_client(connect: str) -> KazooClient:
+    client = KazooClient(hosts=connect, timeout=5)
+    client.start(timeout=10)
+    return client
