@@ -56,7 +56,8 @@ class BrokerControl:
         outcome = await self.replica_manager.become_leader_or_follower(request)
         if outcome.error == ErrorCode.NONE:
             self.group_coordinator.on_leadership_change(
-                [p.topic_partition for p in outcome.leaders], [p.topic_partition for p in outcome.followers]
+                [(p.topic_partition, p.leader_epoch) for p in outcome.leaders],
+                [(p.topic_partition, p.leader_epoch) for p in outcome.followers],
             )
         return ControlResponse(outcome.error, outcome.partition_errors)
 
@@ -72,9 +73,11 @@ class BrokerControl:
     async def stop_replica(self, request: StopReplica) -> ControlResponse:
         response = await self.replica_manager.stop_replicas(request)
         if response.error == ErrorCode.NONE:
-            self.group_coordinator.on_leadership_change(
-                [], [s.topic_partition for s in request.partitions if s.topic_partition not in response.partition_errors]
-            )
+            # As Kafka: the StopReplica's leader epoch orders the resignation, unless it has none.
+            self.group_coordinator.on_leadership_change([], [
+                (s.topic_partition, s.leader_epoch if s.leader_epoch >= 0 else None)
+                for s in request.partitions if s.topic_partition not in response.partition_errors
+            ])
         return response
 
 

@@ -300,6 +300,9 @@ class Session:
         if self.find_coordinator:
             found = await connection.send(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key="any"), version=3)
             assert found.error_code == E.NONE, found
+            # A (re)started broker loads its groups in the background, answering
+            # COORDINATOR_LOAD_IN_PROGRESS meanwhile; clients retry it, these tests wait it out once.
+            await eventually(lambda: _loaded(connection), message="the coordinator to load its groups")
             self.find_coordinator = False
         self.connections.append(connection)
         return connection
@@ -310,6 +313,13 @@ class Session:
     async def close(self) -> None:
         for connection in self.connections:
             await connection.close()
+
+
+async def _loaded(conn: BrokerConnection) -> bool:
+    """ListGroups answers COORDINATOR_LOAD_IN_PROGRESS while any partition of the broker's loads."""
+    response = await conn.send(ApiKey.LIST_GROUPS, ListGroupsRequest())
+    assert response.error_code in (E.NONE, E.COORDINATOR_LOAD_IN_PROGRESS), response
+    return response.error_code == E.NONE
 
 
 def scenario(bootstrap: str, body: Callable[[Session], Awaitable[Any]], find_coordinator: bool = True) -> Any:

@@ -12,6 +12,11 @@ ends at the rebalance timeout without it, in an eager rebalance as in the second
 cooperative one. Last, a seeded random walk checks that whatever the members did, a group whose
 other members fall silent or only heartbeat stabilizes around the one member that behaves, and
 that no JoinGroup or SyncGroup is left unanswered.
+
+The last part follows the leadership of ``__consumer_offsets`` partitions, over the real metadata
+manager and real logs: what the group APIs answer while a partition loads (off the event loop),
+after it is unloaded, when its leadership moves away in the middle of a load, and how leader
+epochs order elections and resignations.
 """
 
 from __future__ import annotations
@@ -19,11 +24,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from pybroker import _native
 from pybroker.protocol.consumer_protocol import ConsumerSubscription, encode_subscription
 from pybroker.protocol.errors import ErrorCode as E
 from pybroker.server.group.coordinator import (
@@ -35,8 +44,18 @@ from pybroker.server.group.coordinator import (
 )
 from pybroker.server.group.delayed_operations import join_key, sync_key
 from pybroker.server.group.group_metadata import GroupMetadata, GroupState
+from pybroker.server.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from pybroker.server.group.records import (
+    GroupMetadataKey,
+    GroupRecord,
+    MemberRecord,
+    OffsetAndMetadata,
+    OffsetCommitKey,
+)
+from pybroker.server.replica_manager import PartitionAppendResult
 from pybroker.types import TopicPartition
 from tests.mock_time import MockScheduler, MockTime
+from tests.unit.replica_logs import make_log
 
 GROUP = "g"
 PR, CR, STABLE = GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE
@@ -67,9 +86,6 @@ class InMemoryGroupStore:
     def is_loading(self, group_id: str) -> bool:
         return False
 
-    def load_partitions(self) -> list[GroupMetadata]:
-        return []
-
     def get_group(self, group_id: str) -> GroupMetadata | None:
         return self.groups.get(group_id)
 
@@ -87,14 +103,18 @@ class InMemoryGroupStore:
         return 0
 
 
+    async def shutdown(self) -> None:
+        pass
+
+
 class Cluster:
     """A coordinator, its mock clock, and the time since the test began."""
 
-    def __init__(self, **config: Any) -> None:
+    def __init__(self, store: Any = None, **config: Any) -> None:
         self.time = MockTime()
         self.scheduler = MockScheduler(self.time)
         settings = {"min_session_timeout_ms": 100, "initial_rebalance_delay_ms": 0, **config}
-        self.coordinator = GroupCoordinator(InMemoryGroupStore(), GroupConfig(**settings), 600_000,
+        self.coordinator = GroupCoordinator(store or InMemoryGroupStore(), GroupConfig(**settings), 600_000,
                                             self.scheduler, self.time)
         self.coordinator.startup()
         self.start = self.time.monotonic_ms()
@@ -558,5 +578,348 @@ def test_random_walks_end_stable_with_every_request_answered():
     async def scenario() -> None:
         for seed in range(300):
             await random_walk(seed)
+
+    run(scenario)
+
+
+# --- following the leadership of __consumer_offsets -------------------------------------------------
+#
+# Here the coordinator runs over the real GroupMetadataManager, whose __consumer_offsets partitions
+# are real logs in a temporary directory. The load thread can be held at the start of each step of a
+# load, so "while the partition loads" is a state the test holds, not a race it hopes to win.
+
+PARTITIONS = 4
+G_PARTITION, H_PARTITION, UNLED_GROUP = 3, 0, "y"  # "g" is in partition 3, "h" in 0, "y" in 1
+T = TopicPartition("t", 0)
+
+
+def offsets_tp(index: int) -> TopicPartition:
+    return TopicPartition(OFFSETS_TOPIC, index)
+
+
+class OffsetsTopic:
+    """The replica manager as the metadata manager sees it: every ``__consumer_offsets``
+    partition is a log here, and an append goes straight to it (acks=all met at once)."""
+
+    def __init__(self, path: Path, **log_config: object) -> None:
+        self.metadata_cache = SimpleNamespace(partition_count=lambda topic: PARTITIONS)
+        self.logs = {i: make_log(path, f"{OFFSETS_TOPIC}-{i}", **log_config) for i in range(PARTITIONS)}
+
+    def get_partition(self, tp: TopicPartition) -> Any:
+        return SimpleNamespace(log=self.logs[tp.partition]) if tp.topic == OFFSETS_TOPIC else None
+
+    def write(self, index: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        batch = _native.build_batch(records, 1_700_000_000_000)
+        self.logs[index].append_as_leader(memoryview(bytearray(batch)), 0, 1_700_000_000_000)
+
+    def append_records(self, acks: int, timeout_ms: int, entries: list[tuple[TopicPartition, memoryview]],
+                       internal_topics_allowed: bool) -> dict[TopicPartition, PartitionAppendResult]:
+        results = {}
+        for tp, records in entries:
+            info = self.logs[tp.partition].append_as_leader(records, 0, 1_700_000_000_000)
+            results[tp] = PartitionAppendResult(base_offset=info.first_offset)
+        return results
+
+
+def commit(group: str, offset: int, tp: TopicPartition = T) -> tuple[bytes, bytes | None]:
+    return (OffsetCommitKey(group, tp.topic, tp.partition).encode(),
+            OffsetAndMetadata(offset, commit_timestamp=1_700_000_000_000).encode())
+
+
+def stable_record(group: str, *member_ids: str) -> tuple[bytes, bytes]:
+    """A group's metadata record as stored after a SyncGroup: generation 1, the first member leads."""
+    members = [MemberRecord(m, None, m, "/127.0.0.1", REBALANCE_MS, SESSION_MS, subscription(), f"{m}'s".encode())
+               for m in member_ids]
+    record = GroupRecord("consumer", 1, "range", member_ids[0], 1_700_000_000_000, members)
+    return GroupMetadataKey(group).encode(), record.encode()
+
+
+async def until(condition: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
+    """Wait (really: the load thread runs meanwhile) until ``condition()``."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.001)
+
+
+class GatedManager(GroupMetadataManager):
+    """The real metadata manager; each step its load thread takes can be held at a gate."""
+
+    def __init__(self, topic: OffsetsTopic) -> None:
+        async def create_topic(*args: object) -> None:
+            raise AssertionError("__consumer_offsets exists")
+
+        super().__init__(topic, create_topic, num_partitions=PARTITIONS, replication_factor=1,
+                         segment_bytes=1 << 20, commit_timeout_ms=5000, retention_ms=7 * 24 * 3600 * 1000)
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+        self.steps = 0
+        self.threads: set[int] = set()
+
+    async def _off_loop(self, fn: Callable[..., Any], *args: object) -> Any:
+        def step() -> Any:
+            self.threads.add(threading.get_ident())
+            self.entered.set()
+            assert self.gate.wait(10), "the gate was never opened"
+            self.steps += 1
+            return fn(*args)
+
+        return await super()._off_loop(step)
+
+    def hold(self) -> None:
+        self.gate.clear()
+        self.entered.clear()
+
+    async def held(self) -> None:
+        """The load thread has started a step and waits at the gate."""
+        await until(self.entered.is_set, "the load thread to reach the gate")
+
+    async def idle(self) -> None:
+        """Every load finished (or was abandoned) and the load thread has nothing left to do."""
+        self.gate.set()
+        await until(lambda: not self._loads, "the loads to finish")
+        if self._executor is not None:
+            await asyncio.get_running_loop().run_in_executor(self._executor, lambda: None)
+
+
+class CoordinatorOverLogs(Cluster):
+    def __init__(self, path: Path, **config: Any) -> None:
+        self.topic = OffsetsTopic(path)
+        self.manager = GatedManager(self.topic)
+        super().__init__(self.manager, **config)
+
+    def elect(self, index: int, epoch: int) -> None:
+        self.coordinator.on_leadership_change([(offsets_tp(index), epoch)], [])
+
+    def resign(self, index: int, epoch: int | None) -> None:
+        self.coordinator.on_leadership_change([], [(offsets_tp(index), epoch)])
+
+    async def loaded(self) -> None:
+        await self.manager.idle()
+        await self.settle()
+
+    def fetch(self, group: str) -> tuple[E, dict[TopicPartition, OffsetAndMetadata]]:
+        return self.coordinator.handle_fetch_offsets(group, [T])
+
+    def status(self, group: str) -> tuple[str, int, str]:
+        """Whether the partition of ``group`` is owned, loading, and what OffsetFetch answers."""
+        index = self.manager.partition_for(group)
+        return (index in self.manager.owned_partitions, index in self.manager.loading_partitions,
+                self.fetch(group)[0].name)
+
+
+def test_groups_answer_load_in_progress_until_their_partition_is_loaded(tmp_path):
+    """While g's partition loads (off the event loop), every group API answers for g as Kafka's
+    coordinator does: COORDINATOR_LOAD_IN_PROGRESS, except SyncGroup (REBALANCE_IN_PROGRESS, so the
+    member rejoins) and Heartbeat (NONE, blindly); ListGroups lists what is loaded and says 14.
+    Groups of a loaded partition are served meanwhile; those of a partition led elsewhere answer
+    NOT_COORDINATOR. Once loaded, g is back with its member (whose session starts) and offsets."""
+
+    async def scenario() -> None:
+        cluster = CoordinatorOverLogs(tmp_path)
+        cluster.topic.write(G_PARTITION, [stable_record(GROUP, "m-1"), commit(GROUP, 42)])
+        cluster.topic.write(H_PARTITION, [commit("h", 7)])
+        cluster.elect(H_PARTITION, 1)
+        await cluster.loaded()
+        manager, coordinator = cluster.manager, cluster.coordinator
+        manager.hold()
+        cluster.elect(G_PARTITION, 1)
+        await manager.held()
+        assert cluster.status(GROUP) == (False, True, "COORDINATOR_LOAD_IN_PROGRESS")
+
+        joined = Pending(cluster)
+        coordinator.handle_join_group(JoinRequest(GROUP, "", None, True, "c", "/h", REBALANCE_MS, SESSION_MS,
+                                                  "consumer", [("range", subscription())]), joined)
+        synced = Pending(cluster)
+        coordinator.handle_sync_group(GROUP, 1, "m-1", None, "consumer", "range", {}, synced)
+        committed = Pending(cluster)
+        coordinator.handle_commit_offsets(GROUP, "m-1", None, 1, {T: OffsetAndMetadata(43)}, committed)
+        assert joined.result.error == E.COORDINATOR_LOAD_IN_PROGRESS
+        assert synced.result.error == E.REBALANCE_IN_PROGRESS
+        assert committed.result == {T: E.COORDINATOR_LOAD_IN_PROGRESS}
+        assert coordinator.handle_heartbeat(GROUP, "m-1", None, 1) == E.NONE
+        assert cluster.fetch(GROUP) == (E.COORDINATOR_LOAD_IN_PROGRESS, {})
+        assert coordinator.handle_fetch_offsets(GROUP, None) == (E.COORDINATOR_LOAD_IN_PROGRESS, {})
+        assert coordinator.handle_describe_group(GROUP)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+        assert coordinator.handle_leave_group(GROUP, [("m-1", None)]) == (E.COORDINATOR_LOAD_IN_PROGRESS, [])
+        assert coordinator.handle_delete_groups([GROUP, "h"]) == {
+            GROUP: E.COORDINATOR_LOAD_IN_PROGRESS, "h": E.NONE,
+        }
+        assert coordinator.handle_delete_offsets(GROUP, [T]) == (E.COORDINATOR_LOAD_IN_PROGRESS, {})
+        assert coordinator.handle_list_groups(None) == (E.COORDINATOR_LOAD_IN_PROGRESS, [])  # h was deleted
+        assert cluster.fetch(UNLED_GROUP)[0] == E.NOT_COORDINATOR
+        assert cluster.topic.logs[G_PARTITION].log_end_offset == 2  # nothing was written for g
+
+        await cluster.loaded()
+        assert manager.threads and threading.get_ident() not in manager.threads  # decoded off the loop
+        assert cluster.status(GROUP) == (True, False, "NONE")
+        assert cluster.fetch(GROUP)[1][T].offset == 42
+        error, summary = coordinator.handle_describe_group(GROUP)
+        assert (error, summary.state, [m.member_id for m in summary.members]) == (E.NONE, "Stable", ["m-1"])
+        assert summary.members[0].assignment == b"m-1's"
+        assert coordinator.handle_list_groups(None) == (E.NONE, [(GROUP, "consumer", "Stable")])
+        assert coordinator.handle_heartbeat(GROUP, "m-1", None, 1) == E.NONE
+        await cluster.advance(SESSION_MS)  # no heartbeat since: the loaded member's session ends
+        assert coordinator.handle_heartbeat(GROUP, "m-1", None, 1) == E.UNKNOWN_MEMBER_ID
+
+    run(scenario)
+
+
+def test_load_reads_every_segment_and_what_is_appended_while_it_runs(tmp_path):
+    """The load reads the partition one segment at a time, each decoded in its own step of the
+    load thread, up to the log end offset as it is at each step (as Kafka's load does)."""
+
+    async def scenario() -> None:
+        cluster = CoordinatorOverLogs(tmp_path)
+        cluster.topic = OffsetsTopic(tmp_path / "small", segment_bytes=1024)
+        cluster.manager.replica_manager = cluster.topic
+        for i in range(100):
+            cluster.topic.write(G_PARTITION, [commit(GROUP, i, TopicPartition("t", i % 10))])
+        segments = len(cluster.topic.logs[G_PARTITION].segments)
+        assert segments > 5
+        cluster.manager.hold()
+        cluster.elect(G_PARTITION, 1)
+        await cluster.manager.held()
+        cluster.topic.write(G_PARTITION, [commit(GROUP, 1000), (OffsetCommitKey(GROUP, "t", 9).encode(), None)])
+        await cluster.loaded()
+        assert cluster.manager.steps >= segments + 1  # one step per segment, then the rebuild
+        offsets = cluster.coordinator.handle_fetch_offsets(GROUP, None)[1]
+        assert {tp.partition: o.offset for tp, o in offsets.items()} == {
+            0: 1000, **{p: 90 + p for p in range(1, 9)},
+        }
+
+    run(scenario)
+
+
+def test_unloaded_group_answers_not_coordinator_and_its_waiting_members_are_told(tmp_path):
+    """A and B form a group; A's JoinGroup waits in a rebalance when the partition's leadership
+    moves away. A is answered NOT_COORDINATOR at once, and so is every later request for the group.
+    The group is dead here: none of its deadlines acts any more (nothing is written to the log the
+    broker no longer leads). Leading it again reloads the group as it was stored."""
+
+    async def scenario() -> None:
+        cluster = CoordinatorOverLogs(tmp_path)
+        cluster.elect(G_PARTITION, 1)
+        await cluster.loaded()
+        a, b = cluster.member("a"), cluster.member("b")
+        await stable_group(cluster, a, b)
+        group = cluster.group
+        a.metadata = subscription(0)
+        a_join = a.send_join()
+        assert group.is_state(PR)
+        end = cluster.topic.logs[G_PARTITION].log_end_offset
+
+        cluster.resign(G_PARTITION, 2)
+        await cluster.settle()
+        assert a_join.result.error == E.NOT_COORDINATOR
+        assert group.is_state(GroupState.DEAD) and cluster.coordinator.manager.get_group(GROUP) is None
+        assert b.heartbeat() == E.NOT_COORDINATOR
+        assert cluster.status(GROUP) == (False, False, "NOT_COORDINATOR")
+        await cluster.advance(2 * REBALANCE_MS)
+        assert cluster.topic.logs[G_PARTITION].log_end_offset == end
+        assert len(cluster.coordinator.heartbeat_purgatory) == 0
+
+        cluster.elect(G_PARTITION, 3)
+        await cluster.loaded()
+        reloaded = cluster.group
+        assert reloaded is not group and reloaded.is_state(STABLE)
+        assert sorted(reloaded.members) == sorted([a.member_id, b.member_id])
+        assert a.unanswered() == b.unanswered() == []
+
+    run(scenario)
+
+
+def test_leadership_lost_during_a_load_abandons_it(tmp_path):
+    """The partition's leadership moves away while its load is in the middle of a step: the load
+    is abandoned at once (NOT_COORDINATOR from then on), and what the step read is thrown away
+    when it ends; the partition ends up neither owned nor loading, its groups not in the cache."""
+
+    async def scenario() -> None:
+        cluster = CoordinatorOverLogs(tmp_path)
+        cluster.topic.write(G_PARTITION, [stable_record(GROUP, "m-1"), commit(GROUP, 42)])
+        cluster.manager.hold()
+        cluster.elect(G_PARTITION, 1)
+        await cluster.manager.held()
+        cluster.resign(G_PARTITION, 2)
+        assert cluster.status(GROUP) == (False, False, "NOT_COORDINATOR")
+        await cluster.loaded()  # the step held at the gate runs to its end
+        assert cluster.manager.steps == 1
+        assert cluster.status(GROUP) == (False, False, "NOT_COORDINATOR")
+        assert cluster.manager.groups == {}
+        assert cluster.coordinator.handle_heartbeat(GROUP, "m-1", None, 1) == E.NOT_COORDINATOR
+        assert cluster.coordinator.handle_list_groups(None) == (E.NONE, [])
+
+    run(scenario)
+
+
+def test_leadership_epochs_order_loads_and_unloads(tmp_path):
+    """Kafka's coordinator epoch (the partition's leader epoch): a newer leadership wins over a
+    load still under way for an older one, and an election or resignation older than the newest
+    seen changes nothing. A newer epoch of a leadership this broker keeps loads nothing again."""
+
+    async def scenario() -> None:
+        cluster = CoordinatorOverLogs(tmp_path)
+        manager = cluster.manager
+        cluster.topic.write(G_PARTITION, [commit(GROUP, 42)])
+        manager.hold()
+        cluster.elect(G_PARTITION, 1)
+        await manager.held()
+        cluster.resign(G_PARTITION, 2)
+        cluster.topic.write(G_PARTITION, [commit(GROUP, 50)])  # written meanwhile by the other leader
+        cluster.elect(G_PARTITION, 3)
+        cluster.elect(G_PARTITION, 4)  # the same leadership, a newer epoch: the load under way goes on
+        assert len(manager._loads) == 1
+        assert cluster.status(GROUP) == (False, True, "COORDINATOR_LOAD_IN_PROGRESS")
+        await cluster.loaded()
+        assert cluster.status(GROUP) == (True, False, "NONE")
+        assert cluster.fetch(GROUP)[1][T].offset == 50  # epoch 3's load; epoch 1's read was dropped
+        loaded = cluster.group
+
+        cluster.resign(G_PARTITION, 3)  # stale: ignored
+        cluster.elect(G_PARTITION, 2)  # stale: ignored
+        cluster.elect(G_PARTITION, 5)  # newer, still this broker: the groups stay as they are
+        await cluster.loaded()
+        assert cluster.group is loaded and cluster.status(GROUP) == (True, False, "NONE")
+
+        cluster.resign(G_PARTITION, 6)
+        cluster.elect(G_PARTITION, 5)  # an election older than that resignation: ignored
+        await cluster.loaded()
+        assert cluster.status(GROUP) == (False, False, "NOT_COORDINATOR")
+        cluster.resign(G_PARTITION, None)  # a StopReplica without an epoch: still nothing to unload
+        cluster.elect(G_PARTITION, 7)
+        await cluster.loaded()
+        assert cluster.status(GROUP) == (True, False, "NONE")
+
+    run(scenario)
+
+
+def test_group_loaded_over_capacity_rebalances(tmp_path):
+    """Kafka's onGroupLoaded: a group stored with more members than group.max.size now allows
+    prepares a rebalance as soon as it is loaded."""
+
+    async def scenario() -> None:
+        cluster = CoordinatorOverLogs(tmp_path, max_size=1)
+        cluster.topic.write(G_PARTITION, [stable_record(GROUP, "m-1", "m-2")])
+        cluster.elect(G_PARTITION, 1)
+        await cluster.loaded()
+        assert cluster.group.is_state(PR)
+
+    run(scenario)
+
+
+def test_shutdown_abandons_a_load_under_way(tmp_path):
+    async def scenario() -> None:
+        cluster = CoordinatorOverLogs(tmp_path)
+        cluster.topic.write(G_PARTITION, [commit(GROUP, 42)])
+        cluster.manager.hold()
+        cluster.elect(G_PARTITION, 1)
+        await cluster.manager.held()
+        shutdown = asyncio.create_task(cluster.coordinator.shutdown())
+        await asyncio.sleep(0.01)
+        assert not shutdown.done()  # it waits for the load thread's step, off the event loop
+        cluster.manager.gate.set()
+        await asyncio.wait_for(shutdown, 10)
+        assert cluster.manager.groups == {} and not cluster.manager.owned_partitions
 
     run(scenario)

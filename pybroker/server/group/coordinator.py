@@ -153,6 +153,7 @@ class GroupCoordinator:
 
     async def shutdown(self) -> None:
         self.active = False
+        await self.manager.shutdown()
         if self._expiry_task is not None:
             self._expiry_task.cancel()
             await self._expiry_task.wait()
@@ -169,25 +170,48 @@ class GroupCoordinator:
 
     # --- leadership of __consumer_offsets ---------------------------------------------------------
 
-    def on_leadership_change(self, leaders: list[TopicPartition], followers: list[TopicPartition]) -> None:
-        """Kafka's ``onElection``/``onResignation``: load the groups of the ``__consumer_offsets``
-        partitions this broker now leads; drop those of the partitions it no longer leads (their
-        members find the new coordinator)."""
-        for tp in followers:
+    def on_leadership_change(
+        self, leaders: list[tuple[TopicPartition, int]], followers: list[tuple[TopicPartition, int | None]]
+    ) -> None:
+        """Kafka's ``onElection``/``onResignation``, given ``(partition, leader epoch)`` pairs: start
+        loading the groups of the ``__consumer_offsets`` partitions this broker now leads (their
+        groups answer COORDINATOR_LOAD_IN_PROGRESS until loaded); drop those of the partitions it
+        no longer leads (their members find the new coordinator). An epoch older than one already
+        seen for the partition changes nothing; None (a StopReplica without one) always unloads."""
+        for tp, epoch in leaders:
             if tp.topic == OFFSETS_TOPIC:
-                for group in self.manager.unload_partition(tp.partition):
+                self.manager.schedule_load(tp.partition, epoch, self._on_groups_loaded)
+        for tp, resigned_epoch in followers:
+            if tp.topic == OFFSETS_TOPIC:
+                for group in self.manager.unload_partition(tp.partition, resigned_epoch) or []:
                     self._on_group_unloaded(group)
-        for tp in leaders:
-            if tp.topic == OFFSETS_TOPIC and tp.partition not in self.manager.owned_partitions:
-                self._start_sessions(self.manager.load_partition(tp.partition))
+
+    def _on_groups_loaded(self, loaded: list[GroupMetadata]) -> None:
+        """Kafka's ``onGroupLoaded``: a group loaded over ``group.max.size`` rebalances (so its
+        members can commit before some are refused); every member's session starts now."""
+        for group in loaded:
+            if len(group.members) > self.config.max_size:
+                self._prepare_rebalance(
+                    group, f"freshly-loaded group is over capacity ({self.config.max_size}); rebalancing so "
+                    "that its members can commit offsets",
+                )
+        self._start_sessions(loaded)
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
-        """Members waiting in JoinGroup or SyncGroup of an unloaded group answer NOT_COORDINATOR."""
+        """Kafka's ``onGroupUnloaded``: the group is dead here; members waiting in JoinGroup or
+        SyncGroup answer NOT_COORDINATOR, and its sessions and deadlines go (a dead group's
+        completes at once, or ends doing nothing)."""
+        group.transition_to(GroupState.DEAD, self.time.milliseconds())
         for member in list(group.members.values()):
             self._invoke_join(member, JoinResult(member.member_id, ErrorCode.NOT_COORDINATOR))
             sync, member.awaiting_sync = member.awaiting_sync, None
             if sync is not None and not sync.done():
                 sync.set_result(SyncResult(ErrorCode.NOT_COORDINATOR))
+            self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member.member_id))
+        for pending in list(group.pending_members):
+            self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, pending))
+        self.rebalance_purgatory.check_and_complete(join_key(group.group_id))
+        self.rebalance_purgatory.check_and_complete(sync_key(group.group_id))
 
     def _validate_group_status(self, group_id: str | None, allow_empty_id: bool) -> ErrorCode | None:
         if group_id is None or (not group_id and not allow_empty_id):

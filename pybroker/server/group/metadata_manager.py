@@ -6,22 +6,31 @@ Owns (Kafka's ``GroupMetadataManager``):
   broker leads (``owned_partitions``);
 * creating ``__consumer_offsets`` on first use (``offsets.topic.num.partitions``,
   ``offsets.topic.replication.factor``, compacted, ``offsets.topic.segment.bytes``);
-* loading a partition's groups and offsets by reading its log from the log start offset to the
-  log end offset (latest value per key wins; a null value deletes);
+* following the leadership of those partitions (Kafka's coordinator epoch, the partition's leader
+  epoch, orders elections and resignations; a stale one changes nothing): on election, loading
+  the partition's groups and offsets in the background by reading its log from the log start
+  offset to the log end offset (latest value per key wins; a null value deletes), the partition
+  being "loading" meanwhile; on resignation, dropping its groups, abandoning a load under way;
 * writing group metadata, offset commits and tombstones as record batches appended to the leader
   with acks=all (``offsets.commit.timeout.ms``), mapping append errors to what the group APIs
   answer, exactly as Kafka maps them;
 * expiring committed offsets (``offsets.retention.minutes``, checked every
   ``offsets.retention.check.interval.ms``) and dropping groups left with nothing.
 
-Record bytes are built and parsed by the native module, once per batch.
+Record bytes are built and split into records by the native module, once per batch. A load reads
+the log on the event loop (which owns it), one native read of up to ``offsets.load.buffer.size``
+at a time, and decodes the records' keys and values in a worker thread, so a large partition does
+not hold up the loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from pybroker import _native
 from pybroker.controller.metadata import (
@@ -47,6 +56,8 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # Kafka's offsets.load.buffer.size
+
+_T = TypeVar("_T")
 
 # How Kafka's coordinator reports a failed append of offsets / of group metadata.
 _COMMIT_ERRORS = {
@@ -97,6 +108,9 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.owned_partitions: set[int] = set()
         self.loading_partitions: set[int] = set()
+        self._epochs: dict[int, int] = {}  # the coordinator epoch (leader epoch) per partition
+        self._loads: dict[int, asyncio.Task[None]] = {}
+        self._executor: ThreadPoolExecutor | None = None
 
     # --- ownership ------------------------------------------------------------------------------
 
@@ -142,9 +156,47 @@ class GroupMetadataManager:
 
     # --- loading --------------------------------------------------------------------------------
 
-    def unload_partition(self, index: int) -> list[GroupMetadata]:
-        """Stop coordinating the groups of partition ``index`` (its leadership moved away);
-        returns the groups dropped from the cache."""
+    def _maybe_update_epoch(self, index: int, epoch: int | None) -> bool:
+        """Kafka's ``maybeUpdateCoordinatorEpoch``: remember the newest leader epoch seen for the
+        partition; False if ``epoch`` is older than it (a stale election or resignation, which
+        must change nothing). None (a resignation without an epoch) always goes through."""
+        current = self._epochs.get(index)
+        if epoch is not None and (current is None or epoch > current):
+            self._epochs[index] = current = epoch
+        return epoch is None or epoch == current
+
+    def schedule_load(
+        self, index: int, epoch: int, on_loaded: Callable[[list[GroupMetadata]], None]
+    ) -> bool:
+        """This broker became leader of partition ``index`` in leader epoch ``epoch`` (Kafka's
+        ``scheduleLoadGroupAndOffsets``): load its groups in the background, answering
+        COORDINATOR_LOAD_IN_PROGRESS for them meanwhile; ``on_loaded`` gets them once they are in
+        the cache. False if nothing starts: the epoch is stale, or the partition is already
+        loaded or loading (a newer epoch of the same leadership keeps what it has)."""
+        if not self._maybe_update_epoch(index, epoch):
+            log.info("Not loading %s-%d in epoch %d: the current epoch is %d", OFFSETS_TOPIC, index, epoch,
+                     self._epochs[index])
+            return False
+        if index in self.owned_partitions or index in self.loading_partitions:
+            return False
+        self.loading_partitions.add(index)
+        self._loads[index] = asyncio.get_running_loop().create_task(
+            self._load(index, epoch, on_loaded), name=f"load-{OFFSETS_TOPIC}-{index}"
+        )
+        return True
+
+    def unload_partition(self, index: int, epoch: int | None = None) -> list[GroupMetadata] | None:
+        """Stop coordinating the groups of partition ``index``, whose leadership moved away in
+        ``epoch`` (Kafka's ``removeGroupsForPartition``); a load under way is abandoned. Returns
+        the groups dropped from the cache, or None if ``epoch`` is stale and nothing changed."""
+        if not self._maybe_update_epoch(index, epoch):
+            log.info("Not unloading %s-%d in epoch %s: the current epoch is %d", OFFSETS_TOPIC, index, epoch,
+                     self._epochs[index])
+            return None
+        load = self._loads.pop(index, None)
+        if load is not None:
+            load.cancel()
+            log.info("Abandoned the load of %s-%d: its leadership moved away", OFFSETS_TOPIC, index)
         self.owned_partitions.discard(index)
         self.loading_partitions.discard(index)
         count = self.replica_manager.metadata_cache.partition_count(OFFSETS_TOPIC) or self.num_partitions
@@ -153,45 +205,82 @@ class GroupMetadataManager:
             del self.groups[group.group_id]
         return dropped
 
-    def load_partition(self, index: int) -> list[GroupMetadata]:
-        """Read one partition's log and rebuild its groups and offsets."""
+    async def _load(self, index: int, epoch: int, on_loaded: Callable[[list[GroupMetadata]], None]) -> None:
+        """One partition's load; if leadership moves meanwhile, ``unload_partition`` cancels it
+        and its reads are thrown away."""
+        task = asyncio.current_task()
         tp = TopicPartition(OFFSETS_TOPIC, index)
-        partition = self.replica_manager.get_partition(tp)
-        if partition is None:
-            return []
-        self.loading_partitions.add(index)
         started = time.monotonic()
-        partition_log = partition.log
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        group_records: dict[str, GroupRecord] = {}
-        position, end = partition_log.log_start_offset, partition_log.log_end_offset
-        records_read = 0
-        while position < end:
-            data = partition_log.read(position, LOAD_BUFFER_BYTES, end, True)
-            if not data:
-                break
-            last_offset = _native.validate_batches(data, len(data)).last_offset
-            for offset, _timestamp, key, value in _native.read_records(data):
-                records_read += 1
-                try:
-                    self._apply_record(key, value, offsets, group_records)
-                except RecordFormatError as e:
-                    log.error("Skipping unreadable record at offset %d of %s: %s", offset, tp, e)
-            position = last_offset + 1
-        loaded = []
-        live = group_records.keys() | {group_id for group_id, committed in offsets.items() if committed}
-        for group_id in live:
-            group = self._rebuild_group(group_id, group_records.get(group_id), offsets.get(group_id, {}))
-            self.groups[group_id] = group
-            loaded.append(group)
+        loaded: list[GroupMetadata] = []
+        try:
+            state = await self._read_partition(tp, lambda: self._loads.get(index) is task)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # As Kafka: the partition is coordinated here all the same, without what it held.
+            log.exception("Error loading offsets and group metadata from %s", tp)
+            state = None
+        if self._loads.get(index) is not task:
+            return  # abandoned while its last read was finishing
+        del self._loads[index]
+        if state is not None:
+            for group in state.groups:
+                current = self.groups.setdefault(group.group_id, group)
+                if current is group:
+                    loaded.append(group)
+                else:
+                    log.debug("Loading group %s: a cached group of generation %d stays", group.group_id,
+                              current.generation_id)
         self.loading_partitions.discard(index)
         self.owned_partitions.add(index)
-        if records_read:
+        if state is not None and state.records_read:
             log.info(
-                "Loaded %d group(s) from %d record(s) of %s in %.0f ms",
-                len(loaded), records_read, tp, (time.monotonic() - started) * 1000,
+                "Loaded %d group(s) from %d record(s) of %s in epoch %d in %.0f ms",
+                len(loaded), state.records_read, tp, epoch, (time.monotonic() - started) * 1000,
             )
-        return loaded
+        on_loaded(loaded)
+
+    async def _read_partition(self, tp: TopicPartition, current: Callable[[], bool]) -> _PartitionLoad | None:
+        """Read ``tp`` from its log start offset to its log end offset (Kafka reads to the end as
+        it is at each step, so records appended meanwhile are read too): each read is one native
+        call on the event loop, which owns the log; decoding the records happens in the load
+        thread. Stops early (None) once ``current()`` is False."""
+        partition = self.replica_manager.get_partition(tp)
+        state = _PartitionLoad()
+        if partition is None:
+            log.warning("Attempted to load offsets and group metadata from %s, but found no log", tp)
+            return state
+        partition_log = partition.log
+        position = partition_log.log_start_offset
+        while position < partition_log.log_end_offset:
+            data = partition_log.read(position, LOAD_BUFFER_BYTES, partition_log.log_end_offset, True)
+            if not data:
+                break
+            position = await self._off_loop(state.apply, data, tp)
+            if not current():
+                return None
+        if state.records_read:
+            await self._off_loop(state.rebuild)
+        return state if current() else None
+
+    async def _off_loop(self, fn: Callable[..., _T], *args: object) -> _T:
+        """Run ``fn(*args)`` in the load thread: one thread, as Kafka's group-metadata-manager
+        scheduler, so partitions load one step at a time in the order they were scheduled."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="group-metadata-load")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def shutdown(self) -> None:
+        """Abandon the loads under way and stop the load thread."""
+        loads = list(self._loads.values())
+        self._loads.clear()
+        for load in loads:
+            load.cancel()
+        await asyncio.gather(*loads, return_exceptions=True)
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            # The step it may be in the middle of is thrown away; wait for it off the loop.
+            await asyncio.to_thread(executor.shutdown, True, cancel_futures=True)
 
     @staticmethod
     def _apply_record(
@@ -357,3 +446,33 @@ class GroupMetadataManager:
         if removed:
             log.info("Removed %d expired offset(s)", removed)
         return removed
+
+
+class _PartitionLoad:
+    """What a load has read of one partition so far: the latest offset commit and group record
+    per key (a null value deletes), then the groups rebuilt from them. Used only by the load
+    thread, one step at a time, and read on the event loop once the load is complete."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.group_records: dict[str, GroupRecord] = {}
+        self.records_read = 0
+        self.groups: list[GroupMetadata] = []
+
+    def apply(self, data: bytes, tp: TopicPartition) -> int:
+        """Apply one read's batches; the offset to read next."""
+        last_offset = _native.validate_batches(data, len(data)).last_offset
+        for offset, _timestamp, key, value in _native.read_records(data):
+            self.records_read += 1
+            try:
+                GroupMetadataManager._apply_record(key, value, self.offsets, self.group_records)
+            except RecordFormatError as e:
+                log.error("Skipping unreadable record at offset %d of %s: %s", offset, tp, e)
+        return last_offset + 1
+
+    def rebuild(self) -> None:
+        live = self.group_records.keys() | {group_id for group_id, committed in self.offsets.items() if committed}
+        self.groups = [
+            GroupMetadataManager._rebuild_group(group_id, self.group_records.get(group_id), self.offsets.get(group_id, {}))
+            for group_id in live
+        ]
