@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pybroker.cli import apis, configs, consumer_groups, delete_records, serve, topics
+from pybroker.cli import apis, cluster, configs, consumer_groups, delete_records, serve, topics
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parser(commands)
+    cluster.add_parser(commands)
     topics.add_parser(commands)
     consumer_groups.add_parser(commands)
     configs.add_parser(commands)

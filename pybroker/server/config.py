@@ -98,7 +98,10 @@ _BROKER_DEFS = [
     ConfigDef("offsets.commit.timeout.ms", "INT", 5000, "How long an offset commit waits for replication.",
               minimum=1),
     ConfigDef("offset.metadata.max.bytes", "INT", 4096, "Largest metadata string of an offset commit."),
-    ConfigDef("group.initial.rebalance.delay.ms", "INT", 3000, "Initial rebalance delay."),
+    # Kafka's built-in default is 3000 (production: fewer rebalances while an application's
+    # consumers start); Kafka's shipped server.properties sets 0 for development and testing, and
+    # so does pybroker: a new group forms at once.
+    ConfigDef("group.initial.rebalance.delay.ms", "INT", 0, "Initial rebalance delay."),
     ConfigDef("group.min.session.timeout.ms", "INT", 6000, "Smallest session timeout."),
     ConfigDef("group.max.session.timeout.ms", "INT", 1800000, "Largest session timeout."),
     ConfigDef("group.max.size", "INT", 2147483647, "Most members of one group.", minimum=1),

@@ -542,7 +542,7 @@ def test_list_describe_delete_groups_with_admin_client(broker, topic_name, group
 def test_initial_rebalance_delay_holds_back_the_first_assignment(start_broker, topic_name, group_name):
     """The first record comes no sooner than the delay after subscribing (a bound that holds on any
     machine); how much later it comes is measured in bench/group_rebalance.py (scenario first)."""
-    broker = start_broker()  # group.initial.rebalance.delay.ms=3000, Kafka's default
+    broker = start_broker(**{"group.initial.rebalance.delay.ms": 3000})  # Kafka's built-in default
     create_topic(broker.bootstrap, topic_name, 1)
     produce(broker.bootstrap, topic_name, 1, 3, "d")
     started = time.monotonic()  # before the member's JoinGroup starts the delay

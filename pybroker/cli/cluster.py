@@ -1,0 +1,84 @@
+"""``pybroker cluster``: ZooKeeper and N brokers on this machine, until Ctrl-C/SIGTERM.
+
+Parses the arguments, installs the signal handlers (the first SIGINT/SIGTERM stops the cluster
+in order, a second one kills what is left) and turns failures into one message and exit code 1.
+The work itself is `pybroker.cli.local_cluster`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from pybroker.cli.local_cluster import (
+    DEFAULT_BROKERS,
+    DEFAULT_DIR,
+    DEFAULT_FIRST_PORT,
+    DEFAULT_ZOOKEEPER_PORT,
+    ClusterError,
+    LocalCluster,
+    run_cluster,
+)
+from pybroker.zookeeper.server import ZooKeeperNotInstalledError
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "cluster", help="run ZooKeeper and a cluster of brokers on this machine",
+        description="Start ZooKeeper and N brokers (node ids 1..N) on 127.0.0.1, wait until they form a "
+                    "cluster, print where everything is (also in DIR/cluster.json), and on Ctrl-C/SIGTERM "
+                    "stop the brokers with controlled shutdown, then ZooKeeper. Starting again reuses the data.",
+    )
+    parser.add_argument("--brokers", type=int, default=DEFAULT_BROKERS, metavar="N",
+                        help=f"number of brokers (default {DEFAULT_BROKERS})")
+    parser.add_argument("--port", type=int, default=DEFAULT_FIRST_PORT, metavar="FIRST",
+                        help=f"port of broker 1; broker i listens on FIRST+i-1 (default {DEFAULT_FIRST_PORT})")
+    parser.add_argument("--dir", default=DEFAULT_DIR, metavar="DIR",
+                        help=f"cluster directory: configs, data and logs (default ./{DEFAULT_DIR}/)")
+    parser.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]",
+                        help="use this ZooKeeper ensemble instead of starting one")
+    parser.add_argument("--zookeeper-port", type=int, default=DEFAULT_ZOOKEEPER_PORT, metavar="PORT",
+                        help=f"port of the ZooKeeper this command starts (default {DEFAULT_ZOOKEEPER_PORT})")
+    parser.add_argument(
+        "--override", metavar="KEY=VALUE", action="append", default=[],
+        help="set a broker property on every broker (repeatable), e.g. --override num.partitions=3",
+    )
+    parser.set_defaults(run=run)
+
+
+async def _main(cluster: LocalCluster) -> int:
+    # The command's own ZooKeeper client (kazoo) logs only what matters to the user.
+    logging.basicConfig(level=logging.ERROR, format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 2:
+            cluster.say("Second signal: killing what is left")
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    try:
+        return await run_cluster(cluster, stop, force=lambda: signals > 1)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        cluster = LocalCluster(
+            args.dir, args.brokers, args.port,
+            zookeeper_connect=args.zookeeper, zookeeper_port=args.zookeeper_port, overrides=args.override,
+        )
+        return asyncio.run(_main(cluster))
+    except (ClusterError, ZooKeeperNotInstalledError, OSError) as e:
+        print(f"pybroker cluster: {e}", file=sys.stderr)
+        return 1
