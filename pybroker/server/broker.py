@@ -197,6 +197,11 @@ class Broker:
         """Kafka's controlled shutdown: ask the controller (as this broker's metadata names it) to
         move this broker's leaderships away, until none is left or the retries run out; then
         stop anyway (an "unclean" shutdown for the partitions left)."""
+        if not any(broker != self.node_id for broker in self.metadata_cache.live_brokers):
+            # Nobody could take the leaderships over: Kafka would retry until its retries run
+            # out (15 s by default) and then stop anyway.
+            log.info("No other live broker: skipping the controlled shutdown")
+            return
         retries = self.config.get("controlled.shutdown.max.retries")
         backoff_s = self.config.get("controlled.shutdown.retry.backoff.ms") / 1000
         for attempt in range(1, retries + 1):

@@ -151,3 +151,46 @@ def test_log_start_offset_reaches_followers_and_survives_their_restart(cluster, 
     read = clients.consume_confluent(cluster.broker(last).bootstrap, topic_name, 80, offset=0,
                                      **{"auto.offset.reset": "earliest"})
     assert [o for o, *_ in read] == list(range(120, 200))
+
+
+@pytest.mark.parametrize("cluster", [{"offsets.topic.replication.factor": 3}], indirect=True)
+def test_consumer_group_offsets_survive_the_loss_of_their_coordinator(cluster, topic_name):
+    """A group whose coordinator is another broker than the one the client bootstraps from
+    commits its offsets (replicated in ``__consumer_offsets``, RF=3); its coordinator is killed
+    (kill -9); the group resumes on the new coordinator from the committed offset."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+    create(cluster, topic_name)
+    clients.produce_confluent(cluster.bootstrap, topic_name, [(None, b"m%d" % i) for i in range(100)], acks="all")
+    group = f"{topic_name}-group"
+
+    def consumer() -> Consumer:
+        return Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+
+    first = consumer()
+    first.subscribe([topic_name])
+    seen: list[bytes] = []
+    wait_until(lambda: seen.extend(m.value() for m in first.consume(100, 0.5) if m.error() is None) or len(seen) >= 60,
+               timeout=30, message="the first 60 records")
+    first.commit(offsets=[KafkaTopicPartition(topic_name, 0, 60)], asynchronous=False)
+    first.close()
+    admin = cluster.admin()
+    coordinator = admin.describe_consumer_groups([group])[group].result(10).coordinator.id
+    cluster.broker(coordinator).kill()
+
+    second = consumer()
+    try:
+        second.subscribe([topic_name])
+        rest: list[bytes] = []
+        wait_until(lambda: rest.extend(m.value() for m in second.consume(100, 0.5) if m.error() is None)
+                   or len(rest) >= 40, timeout=40, message="the records after the committed offset")
+        assert rest[0] == b"m60" and len(rest) == 40
+        committed = second.committed([KafkaTopicPartition(topic_name, 0)], timeout=10)[0].offset
+        assert committed == 60
+    finally:
+        second.close()
+    admin = cluster.admin()
+    new_coordinator = admin.describe_consumer_groups([group])[group].result(10).coordinator.id
+    assert new_coordinator != coordinator
