@@ -34,6 +34,7 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ControlledShutdownRequest
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
 from pybroker.server.admin_manager import AdminManager
+from pybroker.server.alter_partition_manager import AlterPartitionManager, ControllerTransport
 from pybroker.server.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.server.broker_control import BrokerControl, InProcessBrokerChannel
 from pybroker.server.config import BrokerConfig, Endpoint
@@ -84,7 +85,17 @@ class Broker:
             time=self.time,
             scheduler=self.scheduler,
         )
-        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache)
+        # Cluster mode: leaders' ISR changes go to the controller (AlterPartition); a single
+        # broker (no submitter) commits them itself.
+        self.alter_partition_manager = AlterPartitionManager(
+            self.node_id, lambda: self.broker_epoch,
+            ControllerTransport(self.node_id, self.metadata_cache, lambda: self.controller,
+                                config.get("controller.socket.timeout.ms") / 1000),
+            self.scheduler,
+        ) if self.zookeeper_connect else None
+        self.replica_manager = ReplicaManager(
+            self.node_id, self.log_manager, self.metadata_cache, isr_submitter=self.alter_partition_manager
+        )
         self.log_manager.on_log_start_offset_changed = self.replica_manager.on_log_start_offset_changed
         self.authorizer: Authorizer = AllowAllAuthorizer()
         self.group_coordinator = GroupCoordinator(
@@ -258,6 +269,8 @@ class Broker:
         await self.controller.shutdown()
         await self.group_coordinator.shutdown()
         await self.replica_manager.shutdown()
+        if self.alter_partition_manager is not None:
+            await self.alter_partition_manager.shutdown()
         await self.scheduler.shutdown()  # as Kafka: background tasks end before the logs close
         await self.store.close()
         await self.log_manager.shutdown()
