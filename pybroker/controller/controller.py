@@ -4,7 +4,8 @@ Owns Kafka's ``KafkaController`` for this project: one event queue drained by on
 (Kafka's single controller thread), the controller's view of the cluster (`ControllerContext`:
 live brokers and their epochs, every topic's assignment and partition states, the topics being
 deleted), and the state changes: becoming controller (failover), new topics and partitions,
-topic deletion. Each change is written to the `ControllerStore` first, fenced by the controller
+topic deletion, controlled shutdown, and the ISR changes partition leaders ask for
+(AlterPartition). Each change is written to the `ControllerStore` first, fenced by the controller
 epoch, and then sent to the brokers through the `ControllerChannelManager` in one batch.
 
 The same logic runs over both stores: over `LocalStore` the single broker elects itself and its
@@ -22,6 +23,13 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from pybroker.controller.alter_partition import (
+    RECOVERED,
+    AlterPartition,
+    AlterPartitionAnswer,
+    IsrProposal,
+    PartitionResult,
+)
 from pybroker.controller.channel import ControllerBrokerRequestBatch, ControllerChannelManager
 from pybroker.controller.election import LeaderAndIsr as LeaderAndIsrValue
 from pybroker.controller.election import (
@@ -82,6 +90,11 @@ class ControllerContext:
 
 
 Event = Callable[[], Awaitable[None]]
+
+
+def _committed(p: PartitionAssignment) -> PartitionResult:
+    """A stored state as an AlterPartition answer."""
+    return PartitionResult(ErrorCode.NONE, p.leader, p.leader_epoch, tuple(p.isr), p.partition_epoch)
 
 
 def _value(p: PartitionAssignment) -> LeaderAndIsrValue:
@@ -262,6 +275,129 @@ class Controller:
             if p.leader == broker_id and len(p.replicas) > 1
         ]
         return ErrorCode.NONE, remaining
+
+    async def alter_partition(self, request: AlterPartition, version: int) -> AlterPartitionAnswer:
+        """AlterPartition (key 56), processed as an event: partition leaders' proposed ISRs
+        (Kafka's AlterPartitionReceived). ``version`` is the request's (it picks one error code)."""
+        answer: asyncio.Future[AlterPartitionAnswer] = asyncio.get_running_loop().create_future()
+
+        async def process() -> None:
+            try:
+                result = await self._try_process_alter_partition(request, version)
+            except ControllerMovedError:
+                if not answer.done():
+                    answer.set_result(AlterPartitionAnswer(ErrorCode.NOT_CONTROLLER))
+                raise
+            except Exception:
+                if not answer.done():  # Kafka's processAlterPartition: UNKNOWN_SERVER_ERROR, top level
+                    answer.set_result(AlterPartitionAnswer(ErrorCode.UNKNOWN_SERVER_ERROR))
+                raise
+            if not answer.done():
+                answer.set_result(result)
+
+        self._enqueue("AlterPartitionReceived", process)
+        return await answer
+
+    async def _try_process_alter_partition(self, request: AlterPartition, version: int) -> AlterPartitionAnswer:
+        """Kafka's tryProcessAlterPartition (ZooKeeper mode, 3.x): fence the broker epoch, check
+        each proposal against the cached state, write the accepted ones conditionally on their
+        partition epoch, then UpdateMetadata (no LeaderAndIsr) to every live broker for the
+        partitions asked about. The leader epoch is not bumped by a leader's own ISR change."""
+        ctx = self.context
+        if not self.active:
+            return AlterPartitionAnswer(ErrorCode.NOT_CONTROLLER)
+        broker_id = request.broker_id
+        known_epoch = ctx.broker_epochs.get(broker_id)
+        if known_epoch is None or request.broker_epoch != known_epoch:
+            log.info("Ignoring AlterPartition from broker %d: broker epoch %d, the registered one is %s",
+                     broker_id, request.broker_epoch, known_epoch)
+            return AlterPartitionAnswer(ErrorCode.STALE_BROKER_EPOCH)
+        results: dict[TopicPartition, PartitionResult] = {}
+        accepted: dict[TopicPartition, tuple[TopicMetadata, int, IsrProposal]] = {}
+        for proposal in {p.topic_partition: p for p in request.proposals}.values():
+            tp = proposal.topic_partition
+            topic = ctx.topics.get(tp.topic)
+            # (A topic being deleted counts as unknown: Kafka would still write its ISR, but its
+            # brokers are dropping it, and an UpdateMetadata would announce it again.)
+            if (topic is None or tp.topic in ctx.topics_being_deleted or not 0 <= tp.partition < len(topic.partitions)
+                    or topic.partitions[tp.partition].leader_epoch < 0):
+                results[tp] = PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            error = self._check_isr_proposal(broker_id, proposal, topic.partitions[tp.partition], version)
+            if error is None:
+                accepted[tp] = (topic, tp.partition, proposal)
+            elif error == ErrorCode.NONE:  # already the state: answered with it (idempotent)
+                results[tp] = _committed(topic.partitions[tp.partition])
+            else:
+                log.info("Rejecting AlterPartition from broker %d for %s (ISR %s at leader epoch %d, partition "
+                         "epoch %d): %s", broker_id, tp, list(proposal.new_isr), proposal.leader_epoch,
+                         proposal.partition_epoch, error.name)
+                results[tp] = PartitionResult(error)
+        writes: dict[str, dict[int, PartitionAssignment]] = {}
+        for topic, index, proposal in accepted.values():
+            p = topic.partitions[index]
+            writes.setdefault(topic.name, {})[index] = PartitionAssignment(
+                list(p.replicas), leader=broker_id, leader_epoch=proposal.leader_epoch, isr=list(proposal.new_isr),
+                partition_epoch=proposal.partition_epoch, controller_epoch=ctx.epoch,
+            )
+        conflicts: set[tuple[str, int]] = set()
+        if writes:
+            try:
+                await self.store.write_partition_states(ctx.epoch, writes)
+            except PartitionEpochConflictError as e:
+                conflicts = set(e.partitions)
+                log.warning("AlterPartition: %s", e)
+                for name in {topic for topic, _ in conflicts}:
+                    fresh = await self.store.read_topics([name])
+                    if name in fresh and name in ctx.topics:
+                        ctx.topics[name].partitions = fresh[name].partitions
+        for tp, (topic, index, _) in accepted.items():
+            if (tp.topic, index) in conflicts:
+                results[tp] = PartitionResult(ErrorCode.INVALID_UPDATE_VERSION)
+                continue
+            topic.partitions[index] = writes[topic.name][index]
+            results[tp] = _committed(topic.partitions[index])
+            log.info("ISR of %s changed to %s by its leader %d (partition epoch %d)",
+                     tp, topic.partitions[index].isr, broker_id, topic.partitions[index].partition_epoch)
+        states = [
+            ctx.state(topic, p.topic_partition.partition) for p in request.proposals
+            if (topic := ctx.topics.get(p.topic_partition.topic)) is not None
+            and p.topic_partition.topic not in ctx.topics_being_deleted
+            and 0 <= p.topic_partition.partition < len(topic.partitions)
+            and topic.partitions[p.topic_partition.partition].leader_epoch >= 0
+        ]
+        if states:
+            batch = self._batch()
+            batch.add_update_metadata(set(ctx.live_brokers), states)
+            self._send(batch)
+        return AlterPartitionAnswer(ErrorCode.NONE, results)
+
+    def _check_isr_proposal(
+        self, broker_id: int, proposal: IsrProposal, current: PartitionAssignment, version: int
+    ) -> ErrorCode | None:
+        """Kafka's per-partition checks, in its order: None to write the proposal, NONE when it
+        is already the state, else the error to answer."""
+        if proposal.partition_epoch > current.partition_epoch or proposal.leader_epoch > current.leader_epoch:
+            return ErrorCode.NOT_CONTROLLER  # the leader knows a newer state: this controller is stale
+        if proposal.leader_epoch < current.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if (broker_id == current.leader and list(proposal.new_isr) == list(current.isr)
+                and proposal.leader_recovery_state == RECOVERED):
+            return ErrorCode.NONE  # equalsAllowStalePartitionEpoch: before the partition-epoch fence
+        if proposal.partition_epoch < current.partition_epoch:
+            return ErrorCode.INVALID_UPDATE_VERSION
+        if proposal.leader_recovery_state != RECOVERED:
+            # RECOVERING with an ISR > 1, or RECOVERED -> RECOVERING (every state here is RECOVERED)
+            return ErrorCode.INVALID_REQUEST
+        isr = proposal.new_isr
+        # Beyond ZooKeeper-mode Kafka (its KRaft controller's checks): only the leader changes its
+        # ISR, and the ISR is a non-empty set of assigned replicas that includes the leader.
+        if (broker_id != current.leader or broker_id not in isr or len(set(isr)) != len(isr)
+                or not set(isr) <= set(current.replicas)):
+            return ErrorCode.INVALID_REQUEST
+        if set(isr) - self.context.eligible_brokers:  # KIP-841: live and not shutting down
+            return ErrorCode.INELIGIBLE_REPLICA if version > 1 else ErrorCode.OPERATION_NOT_ATTEMPTED
+        return None
 
     # --- events --------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from pybroker.replication.fetcher import FetcherConfig
 from pybroker.replication.remote_endpoint import RemoteLeaderEndPoint
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
 from pybroker.server.admin_manager import AdminManager
+from pybroker.server.alter_partition_manager import AlterPartitionManager, ControllerTransport
 from pybroker.server.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.server.broker_control import BrokerControl, InProcessBrokerChannel
 from pybroker.server.config import BrokerConfig, Endpoint
@@ -86,8 +87,17 @@ class Broker:
             time=self.time,
             scheduler=self.scheduler,
         )
+        # Cluster mode: leaders' ISR changes go to the controller (AlterPartition); a single
+        # broker (no submitter) commits them itself.
+        self.alter_partition_manager = AlterPartitionManager(
+            self.node_id, lambda: self.broker_epoch,
+            ControllerTransport(self.node_id, self.metadata_cache, lambda: self.controller,
+                                config.get("controller.socket.timeout.ms") / 1000),
+            self.scheduler,
+        ) if self.zookeeper_connect else None
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, self.metadata_cache, self.time, self.scheduler,
+            isr_submitter=self.alter_partition_manager,
             leader_endpoint=self._leader_endpoint if self.zookeeper_connect else None,
             fetcher_config=FetcherConfig(
                 self.node_id,
@@ -289,6 +299,8 @@ class Broker:
         await self.controller.shutdown()
         await self.group_coordinator.shutdown()
         await self.replica_manager.shutdown()
+        if self.alter_partition_manager is not None:
+            await self.alter_partition_manager.shutdown()
         await self.scheduler.shutdown()  # as Kafka: background tasks end before the logs close
         await self.store.close()
         await self.log_manager.shutdown()

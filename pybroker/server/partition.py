@@ -71,6 +71,13 @@ class FollowerFetchOutcome:
     isr_expansion_proposed: bool = False
 
 
+# AlterPartition answers after which the controller will tell this leader its newer state.
+_WAIT_FOR_LEADER_AND_ISR = frozenset({
+    ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.INVALID_REQUEST,
+})
+
+
 class NotLeaderError(Exception):
     """NOT_LEADER_OR_FOLLOWER (6)."""
 
@@ -348,15 +355,20 @@ class Partition:
 
     def on_isr_change_committed(self, pending: PendingIsrChange, result: IsrChangeResult) -> bool:
         """Apply the controller's answer to ``pending`` (ignored if another change or a
-        LeaderAndIsr replaced it). An error drops the pending state (a later fetch or shrink check
-        proposes again); success installs the ISR and partition epoch. True if the HW moved."""
+        LeaderAndIsr replaced it). Success installs the ISR and partition epoch; True if the HW
+        moved. Errors as Kafka's ``handleAlterPartitionError``: where the controller's state is
+        newer than ours, the change stays pending until its LeaderAndIsr arrives (no new proposal
+        meanwhile); otherwise the committed ISR is back in force and a later fetch or shrink
+        check proposes again."""
         if self.pending_isr is not pending:
             return False
-        self.pending_isr = None
         if result.error != ErrorCode.NONE:
             log.info("%s: ISR change to %s failed: %s", self.topic_partition, sorted(pending.proposed),
                      result.error.name)
+            if result.error not in _WAIT_FOR_LEADER_AND_ISR:
+                self.pending_isr = None
             return False
+        self.pending_isr = None
         self.isr = set(result.isr)
         self.partition_epoch = result.partition_epoch
         return self.maybe_increment_high_watermark()

@@ -154,11 +154,13 @@ def test_jepsen_style_kill_9_cycles(cluster, topic_name):
     create(cluster, topic_name, 3)
     producer = AckedProducer(cluster.bootstrap, topic_name, 3).start()
     for cycle in range(3):
-        wait_until(lambda: producer.acked_count() >= 200 * (cycle + 1), timeout=60,
+        wanted = 200 * (cycle + 1)
+        wait_until(lambda wanted=wanted: producer.acked_count() >= wanted, timeout=60,
                    message=f"acknowledged records before cycle {cycle}")
         victim = rng.choice([1, 2, 3])
         cluster.broker(victim).kill()
-        wait_until(lambda: all(leader not in (victim, -1) for leader, _, _ in cluster.partitions(topic_name).values()),
+        wait_until(lambda victim=victim: all(
+                       leader not in (victim, -1) for leader, _, _ in cluster.partitions(topic_name).values()),
                    timeout=SESSION_TIMEOUT_MS / 1000 + 20, message=f"leaders other than the killed broker {victim}")
         cluster.broker(victim).start()
         wait_for_full_isr(cluster, topic_name, timeout=60)

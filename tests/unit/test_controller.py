@@ -1,6 +1,6 @@
 """The controller's state changes over an in-memory multi-broker store and recording channels:
 new partitions, broker failure (offline election, ISR removal, "an ISR never becomes empty"),
-broker start-up, unclean election, topic deletion. Kafka's rules as cluster.md §2.4-2.5 states
+broker start-up, unclean election, topic deletion, leaders' ISR changes (AlterPartition). Kafka's rules as cluster.md §2.4-2.5 states
 them; the requests each broker would receive are asserted, in order."""
 
 from __future__ import annotations
@@ -8,6 +8,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from pybroker.controller.alter_partition import (
+    AlterPartition,
+    AlterPartitionAnswer,
+    IsrProposal,
+    PartitionResult,
+)
 from pybroker.controller.channel import ControllerChannelManager
 from pybroker.controller.controller import Controller
 from pybroker.controller.local_store import LocalStore
@@ -20,6 +26,7 @@ from pybroker.controller.requests import (
     UpdateMetadata,
 )
 from pybroker.controller.store import StoreListener
+from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 
 
@@ -230,5 +237,176 @@ def test_topic_deletion_stops_and_deletes_every_replica(tmp_path):
         deleting = [r for _, r in sent if isinstance(r, UpdateMetadata) and r.partition_states]
         assert deleting and all(s.leader == -2 for r in deleting for s in r.partition_states)
         assert "t" not in controller.context.topics and await store.topic_names() == set()
+
+    run_cluster(tmp_path, scenario)
+
+
+# --- AlterPartition (cluster.md §2.11) -----------------------------------------------------------
+
+
+def proposal(tp: TopicPartition, leader_epoch: int, isr: list[int], partition_epoch: int, recovery: int = 0):
+    return IsrProposal(tp, leader_epoch, tuple(isr), partition_epoch, recovery)
+
+
+async def alter(controller: Controller, broker_id: int, *proposals: IsrProposal, epoch: int | None = None,
+                version: int = 1) -> AlterPartitionAnswer:
+    """AlterPartition from ``broker_id`` with its registered broker epoch (unless ``epoch``)."""
+    if epoch is None:
+        epoch = controller.context.broker_epochs[broker_id]
+    answer = await controller.alter_partition(AlterPartition(broker_id, epoch, tuple(proposals)), version)
+    await settle(controller)
+    return answer
+
+
+def test_alter_partition_shrink_is_written_and_announced_without_a_new_leader_epoch(tmp_path):
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        recorder.take()
+        # t-0: leader 1, leader epoch 0, ISR [1, 2, 3], partition epoch 0
+        answer = await alter(controller, 1, proposal(T0, 0, [1, 2], 0))
+        assert answer.error == ErrorCode.NONE
+        assert answer.partitions == {T0: PartitionResult(ErrorCode.NONE, 1, 0, (1, 2), 1)}
+        stored = (await store.read_topics(["t"]))["t"].partitions[0]
+        assert (stored.leader, stored.leader_epoch, stored.isr, stored.partition_epoch) == (1, 0, [1, 2], 1)
+        cached = controller.context.topics["t"].partitions[0]
+        assert (cached.isr, cached.partition_epoch) == ([1, 2], 1)
+        sent = recorder.take()
+        assert not leader_and_isr(sent)  # UpdateMetadata only, as Kafka
+        assert update_metadata_to(sent) == {1, 2, 3}
+        states = [s for _, r in sent if isinstance(r, UpdateMetadata) for s in r.partition_states]
+        assert {(s.topic_partition, tuple(s.isr), s.partition_epoch, s.leader_epoch) for s in states} == {
+            (T0, (1, 2), 1, 0)}
+        # ... and the expansion back, based on the new partition epoch
+        answer = await alter(controller, 1, proposal(T0, 0, [1, 2, 3], 1))
+        assert answer.partitions[T0] == PartitionResult(ErrorCode.NONE, 1, 0, (1, 2, 3), 2)
+
+    run_cluster(tmp_path, scenario)
+
+
+def test_alter_partition_top_level_fences(tmp_path):
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        recorder.take()
+        stale = await alter(controller, 1, proposal(T0, 0, [1, 2], 0), epoch=controller.context.broker_epochs[1] - 1)
+        assert stale == AlterPartitionAnswer(ErrorCode.STALE_BROKER_EPOCH)
+        newer = await alter(controller, 1, proposal(T0, 0, [1, 2], 0), epoch=controller.context.broker_epochs[1] + 1)
+        assert newer.error == ErrorCode.STALE_BROKER_EPOCH  # Kafka: any epoch but the registered one
+        unknown = await alter(controller, 7, proposal(T0, 0, [1, 2], 0), epoch=5)
+        assert unknown.error == ErrorCode.STALE_BROKER_EPOCH
+        assert controller.context.topics["t"].partitions[0].partition_epoch == 0
+        assert recorder.take() == []
+        controller.active = False  # another broker won the election
+        assert (await alter(controller, 1, proposal(T0, 0, [1, 2], 0))).error == ErrorCode.NOT_CONTROLLER
+
+    run_cluster(tmp_path, scenario)
+
+
+def test_alter_partition_per_partition_checks(tmp_path):
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        # Move t-0 to leader epoch 1, partition epoch 1: broker 3 dies (leaves the ISR), comes back.
+        store.unregister(3)
+        await settle(controller)
+        await store.register_broker(broker(3))
+        await settle(controller)
+        p = controller.context.topics["t"].partitions[0]
+        assert (p.leader, p.leader_epoch, p.isr, p.partition_epoch) == (1, 1, [1, 2], 1)
+        recorder.take()
+        E = ErrorCode
+        cases = [
+            (proposal(TopicPartition("nope", 0), 1, [1], 1), E.UNKNOWN_TOPIC_OR_PARTITION),
+            (proposal(TopicPartition("t", 9), 1, [1], 1), E.UNKNOWN_TOPIC_OR_PARTITION),
+            (proposal(T0, 0, [1, 2, 3], 1), E.FENCED_LEADER_EPOCH),       # older leader epoch
+            (proposal(T0, 2, [1, 2, 3], 1), E.NOT_CONTROLLER),            # newer: this controller is stale
+            (proposal(T0, 1, [1, 2, 3], 2), E.NOT_CONTROLLER),
+            (proposal(T0, 1, [1, 2, 3], 0), E.INVALID_UPDATE_VERSION),    # older partition epoch
+            (proposal(T0, 1, [1, 2, 3], 1, recovery=1), E.INVALID_REQUEST),  # RECOVERED -> RECOVERING
+            (proposal(T0, 1, [2, 3], 1), E.INVALID_REQUEST),              # the ISR lost its leader
+            (proposal(T0, 1, [1, 2, 2], 1), E.INVALID_REQUEST),           # not a set
+            (proposal(T0, 1, [1, 2, 4], 1), E.INVALID_REQUEST),           # not a replica
+        ]
+        for sent, expected in cases:
+            answer = await alter(controller, 1, sent)
+            assert answer.partitions == {sent.topic_partition: PartitionResult(expected)}, sent
+        # a proposal from a broker that does not lead t-0 (2 follows it)
+        answer = await alter(controller, 2, proposal(T0, 1, [1, 2], 1))
+        assert answer.partitions[T0].error == E.INVALID_REQUEST
+        p = controller.context.topics["t"].partitions[0]
+        assert (p.leader_epoch, p.isr, p.partition_epoch) == (1, [1, 2], 1)
+        stored = (await store.read_topics(["t"]))["t"].partitions[0]
+        assert (stored.isr, stored.partition_epoch) == ([1, 2], 1)
+        # UpdateMetadata for the known partitions asked about, none for unknown ones
+        sent = recorder.take()
+        assert not leader_and_isr(sent)
+        assert {s.topic_partition for _, r in sent if isinstance(r, UpdateMetadata) for s in r.partition_states} == {T0}
+
+    run_cluster(tmp_path, scenario)
+
+
+def test_alter_partition_to_the_current_state_answers_it_even_with_a_stale_partition_epoch(tmp_path):
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        first = await alter(controller, 1, proposal(T0, 0, [1, 2], 0))
+        assert first.partitions[T0].partition_epoch == 1
+        # the same proposal again (a retry whose first answer was lost): idempotent, no write
+        again = await alter(controller, 1, proposal(T0, 0, [1, 2], 0))
+        assert again.partitions[T0] == PartitionResult(ErrorCode.NONE, 1, 0, (1, 2), 1)
+        assert controller.context.topics["t"].partitions[0].partition_epoch == 1
+        assert (await store.read_topics(["t"]))["t"].partitions[0].partition_epoch == 1
+
+    run_cluster(tmp_path, scenario)
+
+
+def test_alter_partition_rejects_brokers_that_are_not_alive_or_shutting_down(tmp_path):
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        # t-1: leader 2, ISR [2, 3, 1]; 3 dies, leaves the ISR (epochs 1/1); it may not come back in
+        store.unregister(3)
+        await settle(controller)
+        p = controller.context.topics["t"].partitions[1]
+        assert (p.leader, p.leader_epoch, p.isr, p.partition_epoch) == (2, 1, [2, 1], 1)
+        answer = await alter(controller, 2, proposal(T1, 1, [2, 1, 3], 1))
+        assert answer.partitions[T1].error == ErrorCode.OPERATION_NOT_ATTEMPTED  # v0-1
+        answer = await alter(controller, 2, proposal(T1, 1, [2, 1, 3], 1), version=2)
+        assert answer.partitions[T1].error == ErrorCode.INELIGIBLE_REPLICA  # v2+ (KIP-841)
+        # a broker in controlled shutdown is not eligible either (t-0: leader 1, ISR [1, 2])
+        assert await alter(controller, 1, proposal(T0, 1, [1], 1)) == AlterPartitionAnswer(
+            ErrorCode.NONE, {T0: PartitionResult(ErrorCode.NONE, 1, 1, (1,), 2)})
+        controller.context.shutting_down.add(2)
+        answer = await alter(controller, 1, proposal(T0, 1, [1, 2], 2))
+        assert answer.partitions[T0].error == ErrorCode.OPERATION_NOT_ATTEMPTED
+        controller.context.shutting_down.discard(2)
+        answer = await alter(controller, 1, proposal(T0, 1, [1, 2], 2))
+        assert answer.partitions[T0] == PartitionResult(ErrorCode.NONE, 1, 1, (1, 2), 3)
+        p0 = controller.context.topics["t"].partitions[0]
+        assert (p0.leader_epoch, p0.isr, p0.partition_epoch) == (1, [1, 2], 3)
+
+    run_cluster(tmp_path, scenario)
+
+
+def test_alter_partition_batch_and_a_partition_epoch_conflict_in_the_store(tmp_path):
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        # t-1's state moved on in the store behind the controller's back (a concurrent writer)
+        stored = (await store.read_topics(["t"]))["t"].partitions[1]
+        stored.isr = [2, 3]
+        await store.write_partition_states(controller.context.epoch, {"t": {1: stored}})
+        answer = await alter(controller, 1, proposal(T0, 0, [1, 3], 0))
+        answer_2 = await alter(controller, 2, proposal(T1, 0, [2, 1], 0))
+        assert answer.partitions[T0] == PartitionResult(ErrorCode.NONE, 1, 0, (1, 3), 1)
+        assert answer_2.partitions[T1].error == ErrorCode.INVALID_UPDATE_VERSION
+        # the controller read t-1 again: the next proposal based on it goes through
+        p1 = controller.context.topics["t"].partitions[1]
+        assert (p1.isr, p1.partition_epoch) == ([2, 3], 1)
+        recorder.take()
+        both = await alter(controller, 1, proposal(T0, 0, [1, 3, 2], 1))
+        assert both.partitions[T0].partition_epoch == 2
+        answer = await controller.alter_partition(AlterPartition(2, controller.context.broker_epochs[2], (
+            proposal(T1, 0, [2, 3, 1], 1), proposal(TopicPartition("t", 5), 0, [2], 0))), 1)
+        await settle(controller)
+        assert answer.partitions == {
+            T1: PartitionResult(ErrorCode.NONE, 2, 0, (2, 3, 1), 2),
+            TopicPartition("t", 5): PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        }
 
     run_cluster(tmp_path, scenario)

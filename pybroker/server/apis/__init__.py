@@ -14,6 +14,7 @@ from types import ModuleType
 
 from pybroker.server.apis import (
     alter_configs,
+    alter_partition,
     api_versions,
     controlled_shutdown,
     create_partitions,
@@ -75,6 +76,7 @@ _MODULES: list[ModuleType] = [
     stop_replica,
     update_metadata,
     controlled_shutdown,
+    alter_partition,
     api_versions,
 ]
 

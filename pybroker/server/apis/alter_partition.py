@@ -1,0 +1,33 @@
+"""AlterPartition (56), from a partition leader to the controller: commit my proposed ISRs.
+
+The controller checks each proposal against the state it holds (leader epoch, partition epoch,
+eligible replicas), writes the accepted ones and answers every partition with its committed state
+or an error (``Controller.alter_partition``). Only the active controller answers; any other
+broker says NOT_CONTROLLER, and the leader asks again where its metadata points.
+"""
+
+from __future__ import annotations
+
+from pybroker.controller.alter_partition import (
+    ALTER_PARTITION_VERSION,
+    AlterPartitionAnswer,
+    answer_to_wire,
+    request_from_wire,
+)
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.ALTER_PARTITION
+VERSIONS = (0, ALTER_PARTITION_VERSION)
+
+
+async def handle(ctx: RequestContext, request: AlterPartitionRequest) -> AlterPartitionResponse:
+    answer = await ctx.broker.controller.alter_partition(request_from_wire(request), ctx.api_version)
+    return answer_to_wire(answer)
+
+
+def error_response(request: AlterPartitionRequest, version: int, error: ErrorCode) -> AlterPartitionResponse:
+    """Kafka's getErrorResponse: ``error`` at the top level, no topics."""
+    return answer_to_wire(AlterPartitionAnswer(error))
