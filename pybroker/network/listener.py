@@ -7,6 +7,7 @@ accepting, then close every connection.
 from __future__ import annotations
 
 import asyncio
+import socket
 import logging
 
 from pybroker.network.connection import Dispatcher, KafkaConnection
@@ -42,6 +43,13 @@ class SocketServer:
             )
             self._servers.append(server)
             for sock in server.sockets:
+                if not start_serving:
+                    # asyncio listens only once serving starts; listen now so that the kernel
+                    # queues connections (the controller's first) meanwhile, as Kafka's bound
+                    # acceptors do.
+                    raw = socket.socket(sock.family, sock.type, fileno=sock.fileno())
+                    raw.listen(1024)
+                    raw.detach()
                 host, port = sock.getsockname()[:2]
                 self.bound.append((host, port))
                 log.info("Listening on %s://%s:%d", endpoint.listener_name, host, port)

@@ -37,6 +37,14 @@ def supported_api_versions() -> list[tuple[int, int, int]]:
     return sorted((key, module.VERSIONS[0], module.VERSIONS[1]) for key, module in HANDLERS.items())
 
 
+# What a broker handles before its metadata cache is initialized: the controller's requests
+# (they initialize it) and the connection handshake.
+_BEFORE_METADATA = frozenset({
+    ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.LEADER_AND_ISR,
+    ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN, ApiKey.ALTER_PARTITION,
+})
+
+
 class RequestDispatcher:
     """Turns request frames into response frames for one broker."""
 
@@ -61,6 +69,19 @@ class RequestDispatcher:
         except codec.MalformedRequestError as e:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} v{version} request ({e})") from None
         call = _Call(handler, header, request, connection)
+        if api_key not in _BEFORE_METADATA and not self.broker.metadata_cache.initialized.is_set():
+            return asyncio.ensure_future(self._when_initialized(call))
+        return self._handle(call)
+
+    async def _when_initialized(self, call: _Call) -> Any:
+        """A client request that arrived before the controller's first UpdateMetadata: handled
+        once it is applied (a broker just started would otherwise describe an empty cluster)."""
+        await self.broker.metadata_cache.initialized.wait()
+        reply = self._handle(call)
+        return await reply if asyncio.isfuture(reply) else reply
+
+    def _handle(self, call: _Call) -> Any:
+        handler, header, request, connection = call.handler, call.header, call.request, call.connection
         try:
             response = handler.handle(RequestContext(self.broker, header, connection), request)
             if response is None:

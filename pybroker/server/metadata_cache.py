@@ -61,6 +61,9 @@ class MetadataCache:
         self.topics: dict[str, CachedTopic] = {}
         self._by_id: dict[uuid.UUID, CachedTopic] = {}
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        # Set by the first UpdateMetadata that lists this broker: until then its answers to
+        # clients would describe an empty cluster, so client requests wait for it.
+        self.initialized = asyncio.Event()
 
     # --- updates -------------------------------------------------------------------------------
 
@@ -88,6 +91,8 @@ class MetadataCache:
                 self.topics[tp.topic] = topic
                 self._by_id[topic.topic_id] = topic
             topic.partitions[tp.partition] = state
+        if self.broker_id in self.live_brokers:
+            self.initialized.set()
         self._wake_waiters()
         return deleted
 

@@ -20,7 +20,7 @@ from pybroker.network.connection import CloseConnection
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
-from pybroker.protocol.messages import MetadataRequest, ProduceRequest
+from pybroker.protocol.messages import ApiVersionsRequest, MetadataRequest, ProduceRequest
 from pybroker.protocol.schema import Field, Struct
 from pybroker.protocol.specs import REQUESTS
 from pybroker.server import dispatcher as dispatcher_module
@@ -125,6 +125,14 @@ def _metadata_frame() -> bytearray:
     return codec.encode_request(ApiKey.METADATA, 9, 11, "test", request)[4:]
 
 
+def ready_broker(initialized: bool = True) -> Any:
+    """A broker as far as the dispatcher needs it: its metadata cache, initialized or not."""
+    event = asyncio.Event()
+    if initialized:
+        event.set()
+    return SimpleNamespace(metadata_cache=SimpleNamespace(initialized=event))
+
+
 def _metadata_answer(frame: Any) -> Any:
     correlation_id, response = codec.decode_response(ApiKey.METADATA, 9, memoryview(frame)[4:])
     assert correlation_id == 11
@@ -137,7 +145,7 @@ def test_a_handler_that_raises_gets_unknown_server_error_and_a_logged_stack_trac
 
     _failing_handler(monkeypatch, ApiKey.METADATA, broken)
     with caplog.at_level(logging.ERROR, logger=dispatcher_module.__name__):
-        frame = RequestDispatcher(broker=None)(_metadata_frame(), CONNECTION)  # type: ignore[arg-type]
+        frame = RequestDispatcher(broker=ready_broker())(_metadata_frame(), CONNECTION)  # type: ignore[arg-type]
     response = _metadata_answer(frame)
     assert [(t.name, t.error_code) for t in response.topics] == [("orders", E.UNKNOWN_SERVER_ERROR)]
     [record] = caplog.records
@@ -153,7 +161,7 @@ def test_a_handler_whose_future_fails_gets_unknown_server_error(monkeypatch, cap
     _failing_handler(monkeypatch, ApiKey.METADATA, broken)
 
     async def scenario() -> Any:
-        return await RequestDispatcher(broker=None)(_metadata_frame(), CONNECTION)  # type: ignore[arg-type]
+        return await RequestDispatcher(broker=ready_broker())(_metadata_frame(), CONNECTION)  # type: ignore[arg-type]
 
     with caplog.at_level(logging.ERROR, logger=dispatcher_module.__name__):
         frame = asyncio.run(scenario())
@@ -169,12 +177,40 @@ def test_acks_0_produce_that_fails_closes_the_connection_after_logging(monkeypat
     request = ProduceRequest(acks=0, timeout_ms=1000, topic_data=[])
     frame = codec.encode_request(ApiKey.PRODUCE, 9, 3, "test", request)[4:]
     with caplog.at_level(logging.ERROR, logger=dispatcher_module.__name__), pytest.raises(CloseConnection):
-        RequestDispatcher(broker=None)(frame, CONNECTION)  # type: ignore[arg-type]
+        RequestDispatcher(broker=ready_broker())(frame, CONNECTION)  # type: ignore[arg-type]
     assert "closing the connection" in caplog.records[0].getMessage()
 
 
 def test_a_malformed_request_is_a_deliberate_close_without_an_error_log(caplog):
     frame = _metadata_frame()[:-3]
     with caplog.at_level(logging.DEBUG), pytest.raises(CloseConnection, match="malformed METADATA v9"):
-        RequestDispatcher(broker=None)(frame, CONNECTION)  # type: ignore[arg-type]
+        RequestDispatcher(broker=ready_broker())(frame, CONNECTION)  # type: ignore[arg-type]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_client_requests_wait_for_the_first_update_metadata(monkeypatch):
+    """A broker just started has no metadata yet: a client's Metadata waits until the controller's
+    first UpdateMetadata has been applied; ApiVersions is answered at once."""
+    seen: list[str] = []
+
+    def metadata(ctx, request):
+        seen.append("metadata")
+        raise KeyError("answered")
+
+    _failing_handler(monkeypatch, ApiKey.METADATA, metadata)
+
+    async def scenario() -> None:
+        broker = ready_broker(initialized=False)
+        dispatcher = RequestDispatcher(broker=broker)
+        reply = dispatcher(_metadata_frame(), CONNECTION)
+        versions = dispatcher(codec.encode_request(ApiKey.API_VERSIONS, 3, 5, "test", ApiVersionsRequest(
+            client_software_name="t", client_software_version="1"))[4:], CONNECTION)
+        assert not asyncio.isfuture(versions)  # answered at once
+        await asyncio.sleep(0.01)
+        assert not reply.done() and seen == []
+        broker.metadata_cache.initialized.set()
+        frame = await reply
+        assert seen == ["metadata"]
+        assert [t.error_code for t in _metadata_answer(frame).topics] == [E.UNKNOWN_SERVER_ERROR]
+
+    asyncio.run(scenario())
