@@ -24,6 +24,7 @@ from pybroker.server.apis import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -75,6 +76,7 @@ _MODULES: list[ModuleType] = [
     stop_replica,
     update_metadata,
     controlled_shutdown,
+    elect_leaders,
     api_versions,
 ]
 
