@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pybroker.cli import apis, cluster, configs, consumer_groups, delete_records, serve, topics
+from pybroker.cli import (
+    apis,
+    cluster,
+    configs,
+    consumer_groups,
+    delete_records,
+    leader_election,
+    serve,
+    topics,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -17,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     consumer_groups.add_parser(commands)
     configs.add_parser(commands)
     delete_records.add_parser(commands)
+    leader_election.add_parser(commands)
     apis.add_parser(commands)
     args = parser.parse_args(argv)
     return int(args.run(args) or 0)

@@ -1,4 +1,17 @@
-"""``pybroker topics``: create, list, describe, alter and delete topics (like kafka-topics.sh)."""
+"""``pybroker topics``: create, list, describe, alter and delete topics (like kafka-topics.sh).
+
+``describe`` prints Kafka's TopicCommand lines (fields separated by tabs): per topic a header,
+then one line per partition with its leader ("none" when it has no live one), replicas and
+in-sync replicas::
+
+    Topic: t\\tTopicId: …\\tPartitionCount: 2\\tReplicationFactor: 3\\tConfigs: cleanup.policy=compact
+    \\tTopic: t\\tPartition: 0\\tLeader: 1\\tReplicas: 1,2,3\\tIsr: 1,2,3
+
+``--under-replicated-partitions`` (fewer in-sync replicas than replicas) and
+``--unavailable-partitions`` (no live leader) print only the matching partition lines, without
+headers. ``create --replica-assignment 1:2,2:3`` places each partition's replicas by hand (the
+first of each is its preferred leader), instead of ``--partitions``/``--replication-factor``.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +19,11 @@ import argparse
 import asyncio
 import sys
 
-from pybroker.client.admin import Admin, AdminError
+from pybroker.client.admin import Admin, AdminError, PartitionInfo, TopicDescription
 from pybroker.client.connection import KafkaClientError
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
+ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID, printed
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -23,7 +37,73 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--replication-factor", type=int, default=-1)
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="topic config (repeatable)")
     parser.add_argument("--delete-config", action="append", default=[], metavar="KEY", help="remove a config override (alter)")
+    parser.add_argument("--replica-assignment", metavar="B1:B2,B1:B2,...",
+                        help="create: each partition's replicas (comma between partitions, colon between "
+                             "replicas; the first is the preferred leader)")
+    parser.add_argument("--under-replicated-partitions", action="store_true",
+                        help="describe: only partitions with fewer in-sync replicas than replicas")
+    parser.add_argument("--unavailable-partitions", action="store_true",
+                        help="describe: only partitions whose leader is not available")
     parser.set_defaults(run=run)
+
+
+def parse_replica_assignment(text: str) -> list[list[int]]:
+    """Kafka's ``--replica-assignment``: ``1:2,2:3`` is partition 0 on brokers 1 and 2, partition
+    1 on 2 and 3. Raises ValueError for duplicates or unequal replica counts."""
+    out: list[list[int]] = []
+    for index, item in enumerate(text.split(",")):
+        try:
+            brokers = [int(b.strip()) for b in item.split(":")]
+        except ValueError:
+            raise ValueError(f"--replica-assignment: {item!r} is not a colon-separated list of broker ids") from None
+        duplicates = sorted({b for b in brokers if brokers.count(b) > 1})
+        if duplicates:
+            raise ValueError("Partition replica lists may not contain duplicate entries: " + ",".join(map(str, duplicates)))
+        if out and len(brokers) != len(out[0]):
+            raise ValueError(f"Partition {index} has different replication factor: {brokers}")
+        out.append(brokers)
+    return out
+
+
+def _ids(ids: list[int]) -> str:
+    return ",".join(map(str, ids))
+
+
+def topic_line(topic: TopicDescription, configs: str) -> str:
+    """TopicCommand's topic header (the replication factor is partition 0's replica count)."""
+    replication = len(topic.partitions[0].replicas) if topic.partitions else 0
+    topic_id = f"\tTopicId: {topic.topic_id}" if topic.topic_id != ZERO_TOPIC_ID else ""
+    return (f"Topic: {topic.name}{topic_id}\tPartitionCount: {len(topic.partitions)}\t"
+            f"ReplicationFactor: {replication}\tConfigs: {configs}")
+
+
+def has_live_leader(partition: PartitionInfo, live_brokers: set[int]) -> bool:
+    return partition.leader >= 0 and partition.leader in live_brokers
+
+
+def partition_line(topic: str, partition: PartitionInfo, live_brokers: set[int]) -> str:
+    """TopicCommand's partition line; the leader is "none" when the partition has no live one."""
+    leader = partition.leader if has_live_leader(partition, live_brokers) else "none"
+    return (f"\tTopic: {topic}\tPartition: {partition.partition}\tLeader: {leader}\t"
+            f"Replicas: {_ids(partition.replicas)}\tIsr: {_ids(partition.isr)}")
+
+
+def is_under_replicated(partition: PartitionInfo) -> bool:
+    return len(partition.replicas) - len(partition.isr) > 0
+
+
+def describe_lines(
+    topic: TopicDescription, configs: str, live_brokers: set[int],
+    under_replicated: bool = False, unavailable: bool = False,
+) -> list[str]:
+    """What ``describe`` prints for one topic: without a filter its header and every partition;
+    with ``under_replicated`` or ``unavailable`` only the matching partitions."""
+    if not under_replicated and not unavailable:
+        return [topic_line(topic, configs)] + [partition_line(topic.name, p, live_brokers) for p in topic.partitions]
+    return [
+        partition_line(topic.name, p, live_brokers) for p in topic.partitions
+        if (under_replicated and is_under_replicated(p)) or (unavailable and not has_live_leader(p, live_brokers))
+    ]
 
 
 def _configs(items: list[str]) -> dict[str, str]:
@@ -46,7 +126,9 @@ async def _run(args: argparse.Namespace, action: str) -> int:
             print(f"pybroker topics {action}: --topic is required", file=sys.stderr)
             return 2
         if action == "create":
-            await admin.create_topic(args.topic, args.partitions, args.replication_factor, _configs(args.config))
+            assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
+            await admin.create_topic(args.topic, args.partitions, args.replication_factor, _configs(args.config),
+                                     replica_assignment=assignment)
             print(f"Created topic {args.topic}.")
         elif action == "delete":
             await admin.delete_topic(args.topic)
@@ -58,22 +140,41 @@ async def _run(args: argparse.Namespace, action: str) -> int:
                 await admin.alter_topic_configs(args.topic, _configs(args.config), args.delete_config)
             print(f"Altered topic {args.topic}.")
         elif action == "describe":
+            filtered = args.under_replicated_partitions or args.unavailable_partitions
+            live = {node.node_id for node in await admin.brokers()}
             for topic in await admin.describe_topics([args.topic] if args.topic else None):
-                configs = await admin.describe_topic_configs(topic.name)
-                overrides = ",".join(f"{k}={v}" for k, (v, source) in sorted(configs.items()) if source == 1)
-                replication = len(topic.partitions[0].replicas) if topic.partitions else 0
-                print(f"Topic: {topic.name}\tTopicId: {topic.topic_id}\tPartitionCount: {len(topic.partitions)}\t"
-                      f"ReplicationFactor: {replication}\tConfigs: {overrides}")
-                for p in topic.partitions:
-                    print(f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
-                          f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+                overrides = ""
+                if not filtered:
+                    configs = await admin.describe_topic_configs(topic.name)
+                    overrides = ",".join(f"{k}={v}" for k, (v, source) in sorted(configs.items()) if source == 1)
+                for line in describe_lines(topic, overrides, live, args.under_replicated_partitions,
+                                           args.unavailable_partitions):
+                    print(line)
     return 0
+
+
+def _usage_error(args: argparse.Namespace, action: str) -> str | None:
+    """Kafka's TopicCommand option checks that concern the options added here."""
+    if args.replica_assignment is not None:
+        if action not in ("create",):
+            return "--replica-assignment is only valid with create"
+        if args.partitions != -1 or args.replication_factor != -1:
+            return 'Option "[replica-assignment]" can\'t be used with option "[partitions]" or "[replication-factor]"'
+    if (args.under_replicated_partitions or args.unavailable_partitions) and action != "describe":
+        return "--under-replicated-partitions and --unavailable-partitions are only valid with describe"
+    if args.under_replicated_partitions and args.unavailable_partitions:
+        return 'Option "[under-replicated-partitions]" can\'t be used with option "[unavailable-partitions]"'
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     chosen = [a for a in ACTIONS if getattr(args, "flag_" + a)] + ([args.action] if args.action else [])
     if len(set(chosen)) != 1:
         print("pybroker topics: give exactly one of " + ", ".join(ACTIONS), file=sys.stderr)
+        return 2
+    problem = _usage_error(args, chosen[0])
+    if problem:
+        print(f"pybroker topics: {problem}", file=sys.stderr)
         return 2
     try:
         return asyncio.run(_run(args, chosen[0]))

@@ -4,7 +4,7 @@ Owns bootstrapping (the first reachable ``host:port`` of ``bootstrap_servers``),
 lookups, the topic administration calls (create/delete topics, create partitions, describe and
 alter topic and broker configs), offset lookups (ListOffsets, sent to each partition's leader),
 record deletion (DeleteRecords, sent to each partition's leader; ``leader_only`` is KIP-1343's
-v3 flag) and the consumer group calls (FindCoordinator, ListGroups, DescribeGroups, DeleteGroups, OffsetFetch,
+v3 flag), leader elections (ElectLeaders, sent to the controller) and the consumer group calls (FindCoordinator, ListGroups, DescribeGroups, DeleteGroups, OffsetFetch,
 OffsetCommit, OffsetDelete), each sent to the group's coordinator. Each call returns
 per-resource results or raises ``AdminError`` naming the resource and Kafka's error; a call about
 several resources tries them all first, then raises for the first failure with every failure in
@@ -37,6 +37,7 @@ from pybroker.protocol.messages import (
     DeleteTopicsRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    ElectLeadersRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
@@ -56,6 +57,7 @@ NO_GENERATION = -1  # OffsetCommit from outside the group (Kafka's AdminClient d
 NO_MEMBER_ID = ""
 CONSUMER_REPLICA_ID = -1
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP = -2, -1, -3
+PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1  # ElectLeaders' ElectionType
 RETRY_BACKOFF_S = 0.1
 
 COORDINATOR_ERRORS = frozenset({
@@ -443,9 +445,16 @@ class Admin:
     async def create_topic(
         self, name: str, num_partitions: int = -1, replication_factor: int = -1,
         configs: dict[str, str] | None = None, validate_only: bool = False, timeout_ms: int = 30000,
+        replica_assignment: list[list[int]] | None = None,
     ) -> None:
+        """Create one topic. ``replica_assignment`` (each partition's broker ids, the preferred
+        replica first) replaces ``num_partitions`` and ``replication_factor``, which stay -1."""
+        assignments = [
+            CreateTopicsRequest.CreatableReplicaAssignment(partition_index=index, broker_ids=list(replicas))
+            for index, replicas in enumerate(replica_assignment or [])
+        ]
         topic = CreateTopicsRequest.CreatableTopic(
-            name=name, num_partitions=num_partitions, replication_factor=replication_factor, assignments=[],
+            name=name, num_partitions=num_partitions, replication_factor=replication_factor, assignments=assignments,
             configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
         )
         response = await self._send(ApiKey.CREATE_TOPICS, CreateTopicsRequest(topics=[topic], timeout_ms=timeout_ms, validate_only=validate_only))
@@ -499,6 +508,57 @@ class Admin:
         for result in response.results:
             if result.error_code != ErrorCode.NONE:
                 raise AdminError(f"topic {name}", result.error_code, result.error_message)
+
+    # --- leader elections ----------------------------------------------------------------------
+
+    async def controller(self) -> Node:
+        """The controller, as Metadata names it (retried until one is known, or
+        ``retry_timeout``)."""
+        deadline = self._deadline()
+        while True:
+            response = await self._send(ApiKey.METADATA, MetadataRequest(topics=[], allow_auto_topic_creation=False))
+            for b in response.brokers:
+                if b.node_id == response.controller_id:
+                    return Node(b.node_id, b.host, b.port)
+            await self._backoff_or_give_up(deadline, "cluster", ErrorCode.NOT_CONTROLLER, "no controller is known")
+
+    async def elect_leaders(
+        self, election_type: int, partitions: Iterable[TopicPartition] | None, timeout_ms: int = 30000,
+    ) -> dict[TopicPartition, AdminError | None]:
+        """ElectLeaders (``PREFERRED_ELECTION`` or ``UNCLEAN_ELECTION``), sent to the controller,
+        as Kafka's ``Admin.electLeaders``: each partition's outcome, None when its new leader was
+        elected. ``partitions`` None means every partition, and then only those that needed an
+        election are reported. ``timeout_ms`` is how long the controller may wait for the new
+        leaders to show. Raises AdminError for a top-level error."""
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+        controller = await self.controller()
+
+        def make(version: int) -> ElectLeadersRequest:
+            if version == 0 and election_type != PREFERRED_ELECTION:
+                raise UnsupportedVersionError("the controller supports only preferred elections (ElectLeaders v0)")
+            by_topic: dict[str, list[int]] = {}
+            for tp in wanted or []:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            return ElectLeadersRequest(
+                election_type=election_type if version >= 1 else PREFERRED_ELECTION,
+                topic_partitions=None if wanted is None else [
+                    ElectLeadersRequest.TopicPartitions(topic=topic, partitions=ps) for topic, ps in by_topic.items()
+                ],
+                timeout_ms=timeout_ms,
+            )
+
+        response, _ = await self._send_to(
+            controller, ApiKey.ELECT_LEADERS, make, timeout=max(self._request_timeout, timeout_ms / 1000 + 5),
+        )
+        if response.error_code != ErrorCode.NONE:
+            raise AdminError("cluster", response.error_code)
+        out: dict[TopicPartition, AdminError | None] = {}
+        for result in response.replica_election_results:
+            for p in result.partition_result:
+                tp = TopicPartition(result.topic, p.partition_id)
+                out[tp] = None if p.error_code == ErrorCode.NONE else AdminError(
+                    f"partition {tp}", p.error_code, p.error_message)
+        return out
 
     # --- configs -------------------------------------------------------------------------------
 

@@ -4,8 +4,10 @@ Owns Kafka's ``KafkaController`` for this project: one event queue drained by on
 (Kafka's single controller thread), the controller's view of the cluster (`ControllerContext`:
 live brokers and their epochs, every topic's assignment and partition states, the topics being
 deleted), and the state changes: becoming controller (failover), new topics and partitions,
-topic deletion, controlled shutdown, and the ISR changes partition leaders ask for
-(AlterPartition). Each change is written to the `ControllerStore` first, fenced by the controller
+topic deletion, controlled shutdown, the ISR changes partition leaders ask for
+(AlterPartition), the leader elections an administrator asks for (ElectLeaders) and the
+periodic automatic preferred-leader rebalance (``auto.leader.rebalance.enable``, on an injected
+`Scheduler`). Each change is written to the `ControllerStore` first, fenced by the controller
 epoch, and then sent to the brokers through the `ControllerChannelManager` in one batch.
 
 The same logic runs over both stores: over `LocalStore` the single broker elects itself and its
@@ -20,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 
 from pybroker.controller.alter_partition import (
@@ -31,12 +33,17 @@ from pybroker.controller.alter_partition import (
     PartitionResult,
 )
 from pybroker.controller.channel import ControllerBrokerRequestBatch, ControllerChannelManager
-from pybroker.controller.election import LeaderAndIsr as LeaderAndIsrValue
 from pybroker.controller.election import (
+    DEFAULT_LEADER_IMBALANCE_PERCENTAGE,
+    ElectionType,
+    ElectLeadersOutcome,
     elect_controlled_shutdown,
+    elect_leaders_outcome,
     elect_offline,
+    partitions_to_rebalance,
     remove_replica_from_isr,
 )
+from pybroker.controller.election import LeaderAndIsr as LeaderAndIsrValue
 from pybroker.controller.metadata import PartitionAssignment, TopicMetadata
 from pybroker.controller.requests import (
     EPOCH_DURING_DELETE,
@@ -53,9 +60,25 @@ from pybroker.controller.store import (
     StoreListener,
 )
 from pybroker.protocol.errors import ErrorCode
+from pybroker.scheduler import AsyncioScheduler, ScheduledTask, Scheduler
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
+
+AUTO_REBALANCE_FIRST_DELAY_MS = 5000
+"""The first leader imbalance check comes this long after becoming controller (Kafka: 5 s)."""
+MAX_ELECTION_ATTEMPTS = 5
+"""How often an election is decided again when its partition's stored state changed meanwhile."""
+
+
+@dataclass(frozen=True)
+class AutoLeaderRebalance:
+    """``leader.imbalance.check.interval.seconds`` (in ms here) and
+    ``leader.imbalance.per.broker.percentage``, for a controller with
+    ``auto.leader.rebalance.enable``."""
+
+    check_interval_ms: int = 300_000
+    imbalance_percentage: int = DEFAULT_LEADER_IMBALANCE_PERCENTAGE
 
 
 @dataclass
@@ -108,9 +131,16 @@ class Controller:
     def __init__(
         self, broker_id: int, store: ControllerStore, channels: ControllerChannelManager,
         unclean_leader_election_default: bool = False,
+        auto_leader_rebalance: AutoLeaderRebalance | None = None,
+        scheduler: Scheduler | None = None,
     ) -> None:
+        """``auto_leader_rebalance`` None: no automatic rebalance. ``scheduler`` runs its checks
+        (default: one on the running event loop)."""
         self.broker_id = broker_id
         self.unclean_leader_election_default = unclean_leader_election_default
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self._scheduler = scheduler
+        self._rebalance_task: ScheduledTask | None = None
         self.store = store
         self.channels = channels
         self.context = ControllerContext()
@@ -183,6 +213,9 @@ class Controller:
         if self.active:
             log.info("Broker %d resigned as controller", self.broker_id)
         self.active = False
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
 
     async def _on_controller_failover(self) -> None:
         ctx = self.context
@@ -209,6 +242,8 @@ class Controller:
         await self._on_new_partition_creation(new)
         await self._elect_offline_partitions()
         await self._resume_topic_deletions()
+        if self.auto_leader_rebalance is not None:
+            self._schedule_auto_leader_rebalance(AUTO_REBALANCE_FIRST_DELAY_MS)
 
     async def _refresh_brokers(self) -> None:
         registered = await self.store.live_brokers()
@@ -398,6 +433,122 @@ class Controller:
         if set(isr) - self.context.eligible_brokers:  # KIP-841: live and not shutting down
             return ErrorCode.INELIGIBLE_REPLICA if version > 1 else ErrorCode.OPERATION_NOT_ATTEMPTED
         return None
+    async def elect_leaders(
+        self, partitions: Collection[TopicPartition], election_type: ElectionType
+    ) -> dict[TopicPartition, ElectLeadersOutcome]:
+        """ElectLeaders (key 43) from an administrator, processed as an event (Kafka's
+        ReplicaLeaderElection, AdminClientTriggered): each partition's outcome; where the error
+        is NONE, the new leader is ``outcome.election.leader_and_isr.leader``, written and sent.
+        Any broker but the active controller answers NOT_CONTROLLER for every partition."""
+        answer: asyncio.Future[dict[TopicPartition, ElectLeadersOutcome]] = asyncio.get_running_loop().create_future()
+
+        async def process() -> None:
+            if answer.done():
+                return
+            if not self.active:
+                answer.set_result({tp: ElectLeadersOutcome(ErrorCode.NOT_CONTROLLER) for tp in partitions})
+                return
+            try:
+                answer.set_result(await self._elect_leaders(partitions, election_type, admin=True))
+            except ControllerMovedError:
+                answer.set_result({tp: ElectLeadersOutcome(ErrorCode.NOT_CONTROLLER) for tp in partitions})
+                raise
+            except Exception as e:
+                answer.set_exception(e)
+                raise
+
+        self._enqueue("ReplicaLeaderElection", process)
+        return await answer
+
+    # --- leader elections (ElectLeaders, auto rebalance) ---------------------------------------
+
+    async def _elect_leaders(
+        self, partitions: Collection[TopicPartition], election_type: ElectionType, admin: bool
+    ) -> dict[TopicPartition, ElectLeadersOutcome]:
+        """Kafka's onReplicaElection over the cached states: unknown partitions, topics being
+        deleted, partitions that already have a valid leader and those without an eligible one
+        are classified (`elect_leaders_outcome`); the others get their new leader (leader epoch
+        +1), written conditionally on their partition epoch (decided again from a fresh read
+        when the stored state moved on), then LeaderAndIsr and UpdateMetadata are sent."""
+        ctx = self.context
+        names = ",".join(map(str, list(partitions)[:20])) + (f",… ({len(partitions)} in all)" if len(partitions) > 20 else "")
+        log.info("Starting replica leader election (%s) for partitions %s triggered by %s", election_type.name,
+                 names, "AdminClientTriggered" if admin else "AutoTriggered")
+        outcomes: dict[TopicPartition, ElectLeadersOutcome] = {}
+        pending = list(dict.fromkeys(partitions))
+        for _ in range(MAX_ELECTION_ATTEMPTS):
+            decided: list[tuple[TopicMetadata, int, LeaderAndIsrValue, tuple[int, ...]]] = []
+            for tp in pending:
+                topic = ctx.topics.get(tp.topic)
+                p = topic.partitions[tp.partition] if topic is not None and 0 <= tp.partition < len(topic.partitions) else None
+                outcome = elect_leaders_outcome(
+                    election_type,
+                    None if p is None else p.replicas,
+                    None if p is None or p.leader_epoch < 0 else _value(p),
+                    ctx.eligible_brokers,
+                    topic_being_deleted=tp.topic in ctx.topics_being_deleted,
+                    partition_name=str(tp),
+                )
+                outcomes[tp] = outcome
+                if outcome.election is not None and outcome.election.leader_and_isr is not None:
+                    assert topic is not None
+                    decided.append((topic, tp.partition, outcome.election.leader_and_isr, outcome.election.recipients))
+                    if outcome.election.unclean:
+                        log.warning("Unclean leader election for %s: broker %d was not in sync; records may be lost",
+                                    tp, outcome.election.leader_and_isr.leader)
+            conflicts = await self._write_decisions(decided)
+            pending = [TopicPartition(topic, index) for topic, index in conflicts]
+            if not pending:
+                break
+        for tp in pending:
+            outcomes[tp] = ElectLeadersOutcome(
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"The state of partition {tp} kept changing during the election"
+            )
+        return outcomes
+
+    def _schedule_auto_leader_rebalance(self, delay_ms: float) -> None:
+        """The next imbalance check, as an event ``delay_ms`` from now (Kafka's
+        auto-leader-rebalance-task: one-shot, scheduled again after each check)."""
+        if self._scheduler is None:
+            self._scheduler = AsyncioScheduler()
+        self._rebalance_task = self._scheduler.schedule(
+            "auto-leader-rebalance-task",
+            lambda: self._enqueue("AutoPreferredReplicaLeaderElection", self._process_auto_leader_rebalance),
+            delay_ms,
+        )
+
+    async def _process_auto_leader_rebalance(self) -> None:
+        if not self.active or self.auto_leader_rebalance is None:
+            return
+        try:
+            await self._check_and_trigger_auto_leader_rebalance(self.auto_leader_rebalance.imbalance_percentage)
+        finally:
+            self._schedule_auto_leader_rebalance(self.auto_leader_rebalance.check_interval_ms)
+
+    async def _check_and_trigger_auto_leader_rebalance(self, imbalance_percentage: int) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: for every broker whose leader imbalance
+        ratio (its preferred partitions led by another broker, over its preferred partitions)
+        is above ``imbalance_percentage`` %, a preferred election for those of them whose
+        preferred replica is live and in the ISR. Topics being deleted are left out."""
+        ctx = self.context
+        assignments: dict[TopicPartition, list[int]] = {}
+        states: dict[TopicPartition, LeaderAndIsrValue] = {}
+        for topic in ctx.topics.values():
+            if topic.name in ctx.topics_being_deleted:
+                continue
+            for index, p in enumerate(topic.partitions):
+                tp = TopicPartition(topic.name, index)
+                assignments[tp] = p.replicas
+                if p.leader_epoch >= 0:
+                    states[tp] = _value(p)
+        candidates = partitions_to_rebalance(assignments, states, ctx.eligible_brokers, imbalance_percentage)
+        if not candidates:
+            return
+        outcomes = await self._elect_leaders(candidates, ElectionType.PREFERRED, admin=False)
+        for tp, outcome in outcomes.items():
+            if outcome.error not in (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED):
+                log.warning("Error completing replica leader election (PREFERRED) for partition %s: %s %s",
+                            tp, outcome.error.name, outcome.message or "")
 
     # --- events --------------------------------------------------------------------------------
 
@@ -510,9 +661,17 @@ class Controller:
         self, decided: list[tuple[TopicMetadata, int, LeaderAndIsrValue, tuple[int, ...]]]
     ) -> int:
         """Write the decided states (conditionally on the partition epochs they were based on),
-        then LeaderAndIsr to their recipients and UpdateMetadata to every live broker."""
+        then LeaderAndIsr to their recipients and UpdateMetadata to every live broker. Returns
+        how many were applied (a state that changed meanwhile is read again, not written)."""
+        return len(decided) - len(await self._write_decisions(decided))
+
+    async def _write_decisions(
+        self, decided: list[tuple[TopicMetadata, int, LeaderAndIsrValue, tuple[int, ...]]]
+    ) -> set[tuple[str, int]]:
+        """As `_apply_decisions`; returns the partitions whose stored state had changed since
+        the decision (re-read into the context, nothing written or sent for them)."""
         if not decided:
-            return 0
+            return set()
         ctx = self.context
         writes: dict[str, dict[int, PartitionAssignment]] = {}
         for topic, index, value, _ in decided:
@@ -532,15 +691,13 @@ class Controller:
                 if name in fresh and name in ctx.topics:
                     ctx.topics[name].partitions = fresh[name].partitions
         batch = self._batch()
-        applied = 0
         for topic, index, _, recipients in decided:
             if (topic.name, index) in conflicts:
                 continue
             topic.partitions[index] = writes[topic.name][index]
             batch.add_leader_and_isr(list(recipients), ctx.state(topic, index), set(ctx.live_brokers))
-            applied += 1
         self._send(batch)
-        return applied
+        return conflicts
 
     def _unclean_enabled(self, topic: str) -> bool:
         value = self.store.topic_configs(topic).get("unclean.leader.election.enable")

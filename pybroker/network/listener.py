@@ -7,8 +7,8 @@ accepting, then close every connection.
 from __future__ import annotations
 
 import asyncio
-import socket
 import logging
+import socket
 
 from pybroker.network.connection import Dispatcher, KafkaConnection
 from pybroker.server.config import Endpoint

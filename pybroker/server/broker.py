@@ -19,7 +19,7 @@ import os
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError
 from pybroker.controller.channel import BrokerChannel, ControllerChannelManager
-from pybroker.controller.controller import Controller
+from pybroker.controller.controller import AutoLeaderRebalance, Controller
 from pybroker.controller.local_store import LocalStore
 from pybroker.controller.metadata import TopicExistsError
 from pybroker.controller.network_channel import NetworkBrokerChannel
@@ -140,6 +140,11 @@ class Broker:
         self.controller = Controller(
             self.node_id, self.store, ControllerChannelManager(self._channel_to),
             unclean_leader_election_default=config.get("unclean.leader.election.enable"),
+            auto_leader_rebalance=AutoLeaderRebalance(
+                config.get("leader.imbalance.check.interval.seconds") * 1000,
+                config.get("leader.imbalance.per.broker.percentage"),
+            ) if config.get("auto.leader.rebalance.enable") else None,
+            scheduler=self.scheduler,
         )
         self.controller.listener(self.store_listener)
         self.socket_server = SocketServer(

@@ -1,18 +1,23 @@
-"""The ``pybroker`` command line: ``topics`` (like kafka-topics.sh) against a broker, and ``apis``."""
+"""The ``pybroker`` command line: ``topics`` (like kafka-topics.sh) and ``leader-election`` (like
+kafka-leader-election.sh) against a broker, and ``apis``; ElectLeaders on the wire."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from confluent_kafka import TopicCollection
+from confluent_kafka import ElectionType, KafkaError, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
 from pybroker.client.connection import BrokerConnection
 from pybroker.controller.metadata import topic_id_to_string
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import ElectLeadersRequest
 from tests.conftest import REPO
 
 TOPIC_ID = r"[A-Za-z0-9_-]{22}"  # Kafka's printed Uuid: URL-safe base64, no padding
@@ -138,6 +143,66 @@ def test_errors_exit_non_zero_with_one_line(broker, topic_name):
 
     unreachable = failed(pybroker("topics", "--bootstrap-server", "127.0.0.1:1", "list"), "127.0.0.1:1")
     assert unreachable.startswith("Error: ")
+
+
+def leader_election(broker, *args: str) -> subprocess.CompletedProcess[str]:
+    return pybroker("leader-election", "--bootstrap-server", broker.bootstrap, *args)
+
+
+def test_replica_assignment_and_leader_election(broker, topic_name, tmp_path):
+    """``topics create --replica-assignment`` and ``leader-election`` against a single broker:
+    it is its own controller and every partition's preferred replica, so nothing needs electing."""
+    assert ok(topics(broker, "create", "--topic", topic_name, "--replica-assignment", "1,1")) == \
+        f"Created topic {topic_name}.\n"
+    assert ok(topics(broker, "describe", "--topic", topic_name)) == \
+        expected_description(topic_name, topic_id(broker, topic_name), 2, "")
+    assert ok(topics(broker, "describe", "--topic", topic_name, "--under-replicated-partitions")) == ""
+    assert ok(topics(broker, "describe", "--unavailable-partitions")) == ""
+    assert ok(leader_election(broker, "--election-type", "preferred", "--all-topic-partitions")) == ""
+    assert ok(leader_election(broker, "--election-type", "UNCLEAN", "--topic", topic_name, "--partition", "1")) == \
+        f"Valid replica already elected for partitions {topic_name}-1\n"
+    path = tmp_path / "election.json"
+    path.write_text(json.dumps({"partitions": [{"topic": topic_name, "partition": 5}, {"topic": topic_name, "partition": 0}]}))
+    result = leader_election(broker, "--election-type", "preferred", "--path-to-json-file", str(path))
+    assert result.returncode == 1
+    assert result.stdout == (
+        f"Valid replica already elected for partitions {topic_name}-0\n"
+        f"Error completing leader election (PREFERRED) for partition: {topic_name}-5: "
+        "UNKNOWN_TOPIC_OR_PARTITION: The partition does not exist.\n"
+    )
+    assert result.stderr == "Error: 1 replica(s) could not be elected\n"
+    usage = leader_election(broker, "--election-type", "preferred", "--topic", topic_name)
+    assert usage.returncode == 2 and usage.stderr == "pybroker leader-election: Missing required option(s): partition\n"
+
+
+def test_elect_leaders_on_the_wire(broker, topic_name):
+    """ElectLeaders v0-v2: per-partition results (v1+ with a top-level error code); a null
+    partition list reports only the partitions that needed an election."""
+    ok(topics(broker, "create", "--topic", topic_name, "--partitions", "2"))
+
+    async def elect(version: int, partitions: list[int] | None) -> object:
+        host, port = broker.bootstrap.split(":")
+        connection = BrokerConnection(host, int(port))
+        await connection.connect()
+        try:
+            wanted = None if partitions is None else [ElectLeadersRequest.TopicPartitions(topic=topic_name, partitions=partitions)]
+            request = ElectLeadersRequest(topic_partitions=wanted, timeout_ms=5000)
+            return await connection.send(ApiKey.ELECT_LEADERS, request, version)
+        finally:
+            await connection.close()
+
+    for version in (0, 1, 2):
+        response = asyncio.run(elect(version, [0, 1, 9]))
+        assert response.error_code == ErrorCode.NONE
+        [result] = response.replica_election_results
+        assert result.topic == topic_name
+        assert [(p.partition_id, p.error_code) for p in result.partition_result] == [
+            (0, ErrorCode.ELECTION_NOT_NEEDED), (1, ErrorCode.ELECTION_NOT_NEEDED), (9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ]
+        assert asyncio.run(elect(version, None)).replica_election_results == []
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    results = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic_name, 0)]).result(timeout=30)
+    assert [error.code() for error in results.values()] == [KafkaError.ELECTION_NOT_NEEDED]
 
 
 def test_apis_table_is_what_the_broker_advertises(broker):

@@ -1,7 +1,9 @@
 """The controller's state changes over an in-memory multi-broker store and recording channels:
 new partitions, broker failure (offline election, ISR removal, "an ISR never becomes empty"),
-broker start-up, unclean election, topic deletion, leaders' ISR changes (AlterPartition). Kafka's rules as cluster.md §2.4-2.5 states
-them; the requests each broker would receive are asserted, in order."""
+broker start-up, unclean election, topic deletion, leaders' ISR changes (AlterPartition),
+ElectLeaders (preferred and unclean) and the automatic preferred-leader rebalance on a mock
+clock. Kafka's rules as cluster.md §2.4-2.5, §2.10 and §2.11 state them; the requests each broker
+would receive are asserted, in order."""
 
 from __future__ import annotations
 
@@ -15,8 +17,14 @@ from pybroker.controller.alter_partition import (
     PartitionResult,
 )
 from pybroker.controller.channel import ControllerChannelManager
-from pybroker.controller.controller import Controller
+from pybroker.controller.controller import (
+    AUTO_REBALANCE_FIRST_DELAY_MS,
+    AutoLeaderRebalance,
+    Controller,
+)
+from pybroker.controller.election import ElectionType
 from pybroker.controller.local_store import LocalStore
+from pybroker.controller.metadata import PartitionAssignment
 from pybroker.controller.requests import (
     BrokerEndpoint,
     ControlResponse,
@@ -28,6 +36,7 @@ from pybroker.controller.requests import (
 from pybroker.controller.store import StoreListener
 from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
+from tests.mock_time import MockScheduler, MockTime
 
 
 class ClusterStore(LocalStore):
@@ -37,6 +46,16 @@ class ClusterStore(LocalStore):
         super().__init__(directory, "test-cluster", StoreListener())
         self.epochs: dict[int, int] = {}
         self._next_epoch = 100
+        self.controller: int | None = None
+
+    async def try_become_controller(self, broker_id: int) -> int | None:
+        if self.controller not in (None, broker_id):
+            return None
+        self.controller = broker_id
+        return await super().try_become_controller(broker_id)
+
+    async def controller_id(self) -> int | None:
+        return self.controller
 
     async def register_broker(self, broker: LiveBroker) -> int:
         self._next_epoch += 1
@@ -103,11 +122,11 @@ def update_metadata_to(sent: list[tuple[int, object]]) -> set[int]:
     return {b for b, r in sent if isinstance(r, UpdateMetadata)}
 
 
-def run_cluster(tmp_path, scenario) -> None:
+def run_cluster(tmp_path, scenario, **controller_options) -> None:
     async def main() -> None:
         store = ClusterStore(str(tmp_path))
         recorder = Recorder()
-        controller = Controller(1, store, ControllerChannelManager(recorder.connect))
+        controller = Controller(1, store, ControllerChannelManager(recorder.connect), **controller_options)
         controller.listener(store.listener)
         for b in (1, 2, 3):
             await store.register_broker(broker(b))
@@ -408,5 +427,194 @@ def test_alter_partition_batch_and_a_partition_epoch_conflict_in_the_store(tmp_p
             T1: PartitionResult(ErrorCode.NONE, 2, 0, (2, 3, 1), 2),
             TopicPartition("t", 5): PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
         }
+# --- ElectLeaders and the automatic rebalance --------------------------------------------------
+
+
+async def set_state(store: ClusterStore, controller: Controller, topic: str, index: int,
+                    leader: int | None = None, isr: list[int] | None = None) -> None:
+    """Change a partition's stored state behind the elections, as an accepted AlterPartition
+    (an ISR that grew back once a follower caught up) would: the partition epoch moves on."""
+    p = controller.context.topics[topic].partitions[index]
+    new = PartitionAssignment(list(p.replicas), p.leader if leader is None else leader, p.leader_epoch,
+                              list(p.isr if isr is None else isr), p.partition_epoch, p.controller_epoch)
+    await store.write_partition_states(controller.context.epoch, {topic: {index: new}})
+    controller.context.topics[topic].partitions[index] = new
+
+
+def state_of(controller: Controller, topic: str, index: int) -> tuple[int, int, list[int]]:
+    p = controller.context.topics[topic].partitions[index]
+    return p.leader, p.leader_epoch, p.isr
+
+
+def errors(outcomes) -> dict[TopicPartition, ErrorCode]:
+    return {tp: outcome.error for tp, outcome in outcomes.items()}
+
+
+def test_preferred_election_needs_the_preferred_replica_in_sync(tmp_path):
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        store.unregister(1)  # t-0 moves to 2; 1 leaves both ISRs
+        await settle(controller)
+        await store.register_broker(broker(1))  # back as a follower, not in sync
+        await settle(controller)
+        assert state_of(controller, "t", 0) == (2, 1, [2, 3])
+        recorder.take()
+        missing, other = TopicPartition("t", 9), TopicPartition("nope", 0)
+        outcomes = await controller.elect_leaders([T0, T1, missing, other], ElectionType.PREFERRED)
+        assert errors(outcomes) == {
+            T0: ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, T1: ErrorCode.ELECTION_NOT_NEEDED,
+            missing: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, other: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        }
+        await settle(controller)
+        assert recorder.take() == []  # nothing decided, nothing sent
+        # 1 caught up and is in the ISR again: the preferred election moves t-0 back to it
+        await set_state(store, controller, "t", 0, isr=[2, 3, 1])
+        outcomes = await controller.elect_leaders([T0], ElectionType.PREFERRED)
+        assert errors(outcomes) == {T0: ErrorCode.NONE}
+        assert outcomes[T0].election.leader_and_isr.leader == 1
+        await settle(controller)
+        assert state_of(controller, "t", 0) == (1, 2, [2, 3, 1])  # leader epoch +1, ISR kept
+        sent = recorder.take()
+        # LeaderAndIsr to every assigned replica, UpdateMetadata to every live broker
+        assert {b: r[T0] for b, r in leader_and_isr(sent).items()} == {b: (1, 2, [2, 3, 1]) for b in (1, 2, 3)}
+        assert update_metadata_to(sent) == {1, 2, 3}
+        stored = (await store.read_topics(["t"]))["t"].partitions[0]
+        assert (stored.leader, stored.leader_epoch) == (1, 2)
+        outcomes = await controller.elect_leaders([T0], ElectionType.PREFERRED)
+        assert errors(outcomes) == {T0: ErrorCode.ELECTION_NOT_NEEDED}
+
+    run_cluster(tmp_path, scenario)
+
+
+def test_unclean_election_elects_a_replica_outside_the_isr(tmp_path):
+    async def scenario(store, controller, recorder):
+        await store.create_topic("solo", uuid.uuid4(), [[2, 3]], {})
+        await settle(controller)
+        solo = TopicPartition("solo", 0)
+        store.unregister(3)  # ISR [2]
+        await settle(controller)
+        store.unregister(2)  # leaderless, ISR [2] (never empty)
+        await settle(controller)
+        await store.register_broker(broker(3))  # live, but not in sync: no clean leader
+        await settle(controller)
+        assert state_of(controller, "solo", 0)[0] == -1
+        outcomes = await controller.elect_leaders([solo], ElectionType.PREFERRED)
+        assert errors(outcomes) == {solo: ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE}
+        recorder.take()
+        outcomes = await controller.elect_leaders([solo], ElectionType.UNCLEAN)
+        assert errors(outcomes) == {solo: ErrorCode.NONE}
+        await settle(controller)
+        leader, epoch, isr = state_of(controller, "solo", 0)
+        assert (leader, isr) == (3, [3])
+        assert leader_and_isr(recorder.take())[3][solo] == (3, epoch, [3])
+        # a live leader: nothing to do
+        outcomes = await controller.elect_leaders([solo], ElectionType.UNCLEAN)
+        assert errors(outcomes) == {solo: ErrorCode.ELECTION_NOT_NEEDED}
+
+    run_cluster(tmp_path, scenario)
+
+
+def test_an_election_is_decided_again_when_the_stored_state_moved_on(tmp_path):
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        await set_state(store, controller, "t", 0, leader=2)
+        # Someone else wrote the state meanwhile (its partition epoch moved on, the ISR shrank):
+        stored = (await store.read_topics(["t"]))["t"].partitions[0]
+        stored.isr = [1, 2]
+        await store.write_partition_states(controller.context.epoch, {"t": {0: stored}})
+        outcomes = await controller.elect_leaders([T0], ElectionType.PREFERRED)
+        assert errors(outcomes) == {T0: ErrorCode.NONE}
+        await settle(controller)
+        leader, _, isr = state_of(controller, "t", 0)
+        assert (leader, isr) == (1, [1, 2])  # decided again on the fresh state
+        assert (await store.read_topics(["t"]))["t"].partitions[0].leader == 1
+
+    run_cluster(tmp_path, scenario)
+
+
+def test_only_the_active_controller_elects(tmp_path):
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        other = Controller(2, store, ControllerChannelManager(recorder.connect))
+        other.start()
+        await other.idle()
+        try:
+            assert not other.active
+            outcomes = await other.elect_leaders([T0, T1], ElectionType.PREFERRED)
+            assert errors(outcomes) == {T0: ErrorCode.NOT_CONTROLLER, T1: ErrorCode.NOT_CONTROLLER}
+        finally:
+            await other.shutdown()
+
+    run_cluster(tmp_path, scenario)
+
+
+def run_rebalance(tmp_path, scenario, check_interval_ms: int = 300_000) -> None:
+    time = MockTime()
+    scheduler = MockScheduler(time)
+
+    async def with_scheduler(store, controller, recorder):
+        await scenario(store, controller, recorder, scheduler)
+
+    run_cluster(tmp_path, with_scheduler, auto_leader_rebalance=AutoLeaderRebalance(check_interval_ms, 10),
+                scheduler=scheduler)
+
+
+async def tick(scheduler: MockScheduler, controller: Controller, ms: float) -> None:
+    await scheduler.advance(ms)
+    await settle(controller)
+
+
+def test_auto_rebalance_checks_five_seconds_after_failover_then_every_interval(tmp_path):
+    async def scenario(store, controller, recorder, scheduler):
+        assert [t.due_ms for t in scheduler.tasks("auto-leader-rebalance-task")] == [AUTO_REBALANCE_FIRST_DELAY_MS]
+        await create(store, controller)
+        await set_state(store, controller, "t", 0, leader=2)  # 1 is in sync but does not lead
+        await tick(scheduler, controller, AUTO_REBALANCE_FIRST_DELAY_MS - 1)
+        assert state_of(controller, "t", 0)[0] == 2
+        await tick(scheduler, controller, 1)
+        assert state_of(controller, "t", 0)[:2] == (1, 1)
+        # one check, then the next one an interval later
+        assert [t.due_ms for t in scheduler.tasks("auto-leader-rebalance-task")] == [AUTO_REBALANCE_FIRST_DELAY_MS + 1000]
+        await set_state(store, controller, "t", 1, leader=3)
+        await tick(scheduler, controller, 999)
+        assert state_of(controller, "t", 1)[0] == 3
+        await tick(scheduler, controller, 1)
+        assert state_of(controller, "t", 1)[0] == 2
+
+    run_rebalance(tmp_path, scenario, check_interval_ms=1000)
+
+
+def test_auto_rebalance_only_above_the_imbalance_percentage(tmp_path):
+    async def scenario(store, controller, recorder, scheduler):
+        await store.create_topic("many", uuid.uuid4(), [[1, 2]] * 10, {})
+        await settle(controller)
+        # 1 of broker 1's 10 preferred partitions led elsewhere: 10 %, not above the threshold
+        await set_state(store, controller, "many", 0, leader=2)
+        await tick(scheduler, controller, AUTO_REBALANCE_FIRST_DELAY_MS)
+        assert state_of(controller, "many", 0)[0] == 2
+        # 2 of 10: 20 %; both move back
+        await set_state(store, controller, "many", 1, leader=2)
+        await tick(scheduler, controller, 300_000)
+        assert [state_of(controller, "many", i)[0] for i in range(10)] == [1] * 10
+
+    run_rebalance(tmp_path, scenario)
+
+
+def test_auto_rebalance_skips_preferred_replicas_out_of_sync_and_stops_on_resignation(tmp_path):
+    async def scenario(store, controller, recorder, scheduler):
+        await create(store, controller)
+        await set_state(store, controller, "t", 0, leader=2, isr=[2, 3])  # 1 not in sync
+        await tick(scheduler, controller, AUTO_REBALANCE_FIRST_DELAY_MS)
+        assert state_of(controller, "t", 0)[0] == 2
+        assert scheduler.tasks("auto-leader-rebalance-task")
+        controller._resign()
+        assert scheduler.tasks("auto-leader-rebalance-task") == []
+
+    run_rebalance(tmp_path, scenario)
+
+
+def test_no_auto_rebalance_unless_configured(tmp_path):
+    async def scenario(store, controller, recorder):
+        assert controller.auto_leader_rebalance is None and controller._rebalance_task is None
 
     run_cluster(tmp_path, scenario)

@@ -25,6 +25,7 @@ from pybroker.server.apis import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -77,6 +78,7 @@ _MODULES: list[ModuleType] = [
     update_metadata,
     controlled_shutdown,
     alter_partition,
+    elect_leaders,
     api_versions,
 ]
 

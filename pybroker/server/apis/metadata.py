@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Collection
 
 from pybroker.controller.metadata import (
     INTERNAL_TOPICS,
@@ -37,7 +38,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     version = ctx.api_version
     cache = broker.metadata_cache
     if request.topics is None or (version == 0 and not request.topics):
-        return _response(ctx, [_topic(cache.topics[name]) for name in sorted(cache.topics)])
+        return _response(ctx, [_topic(cache.topics[name], cache.live_brokers) for name in sorted(cache.topics)])
     auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and broker.config.get(
         "auto.create.topics.enable"
     )
@@ -78,10 +79,10 @@ async def _requested_topic(
         found = cache.topic_by_id(topic_id)
         if found is None:
             return _missing(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
-        return _topic(found)
+        return _topic(found, cache.live_brokers)
     found = cache.topic(name)
     if found is not None:
-        return _topic(found)
+        return _topic(found, cache.live_brokers)
     try:
         validate_topic_name(name)
     except InvalidTopicError:
@@ -106,16 +107,14 @@ def _missing(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> Metadata
     )
 
 
-def _topic(topic: CachedTopic) -> MetadataResponse.MetadataResponseTopic:
-    if not topic.has_all_leaders and all(p.leader < 0 for p in topic.partitions.values()):
-        # Created and no leader elected yet: Kafka's answer while a new topic's leaders are
-        # unknown; clients retry.
-        return _missing(topic.name, topic.topic_id, ErrorCode.LEADER_NOT_AVAILABLE)
+def _topic(topic: CachedTopic, live_brokers: Collection[int]) -> MetadataResponse.MetadataResponseTopic:
+    """A cached topic; a partition whose leader is not alive (or that has none) answers
+    LEADER_NOT_AVAILABLE with leader -1, as Kafka's ZkMetadataCache does."""
     partitions = [
         MetadataResponse.MetadataResponsePartition(
-            error_code=ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            error_code=ErrorCode.NONE if state.leader in live_brokers else ErrorCode.LEADER_NOT_AVAILABLE,
             partition_index=index,
-            leader_id=state.leader,
+            leader_id=state.leader if state.leader in live_brokers else -1,
             leader_epoch=state.leader_epoch,
             replica_nodes=list(state.replicas),
             isr_nodes=list(state.isr),
