@@ -232,3 +232,75 @@ def test_topic_deletion_stops_and_deletes_every_replica(tmp_path):
         assert "t" not in controller.context.topics and await store.topic_names() == set()
 
     run_cluster(tmp_path, scenario)
+
+
+async def spin() -> None:
+    """Let every ready task run a few steps (what a paused controller must not use to act)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def test_a_controller_that_lost_its_store_connection_acts_on_nothing_until_it_is_back(tmp_path):
+    async def scenario(store, controller, recorder):
+        store.listener.on_connection_suspended()
+        await store.create_topic("t", uuid.uuid4(), [[1, 2, 3], [2, 3, 1]], {})
+        await spin()
+        assert recorder.take() == [] and controller.active
+        assert "t" not in controller.context.topics
+        store.listener.on_connection_resumed()
+        await settle(controller)
+        assert leader_and_isr(recorder.take())[1] == {T0: (1, 0, [1, 2, 3]), T1: (2, 0, [2, 3, 1])}
+
+    run_cluster(tmp_path, scenario)
+
+
+def test_a_controller_whose_session_expired_resigns_at_once_and_sends_nothing(tmp_path):
+    async def scenario(store, controller, recorder):
+        store.listener.on_connection_suspended()
+        await store.create_topic("t", uuid.uuid4(), [[1, 2, 3], [2, 3, 1]], {})
+        store.unregister(3)
+        await spin()
+        store.listener.on_session_expired()  # Kafka's Expire: before the events queued meanwhile
+        assert not controller.active
+        store.listener.on_connection_resumed()
+        await settle(controller)
+        assert recorder.take() == []
+        # The store's re-registration and watches then make it run the election again.
+        store.listener.on_controller_changed()
+        await settle(controller)
+        assert controller.active and controller.context.epoch == 2
+        assert leader_and_isr(recorder.take())[1] == {T0: (1, 0, [1, 2]), T1: (2, 0, [2, 1])}
+
+    run_cluster(tmp_path, scenario)
+
+
+def test_a_new_controller_takes_the_replicas_of_unregistered_brokers_offline(tmp_path):
+    """Failover (Kafka's replica state machine start-up): a partition led by a broker that is not
+    registered gets a new leader from the live ISR; replicas on such brokers leave the ISRs
+    (leader epoch +1); a sole replica's partition keeps its ISR and has leader -1."""
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        await store.create_topic("solo", uuid.uuid4(), [[3]], {})
+        await settle(controller)
+        await controller.shutdown()
+        store.unregister(1)
+        store.unregister(3)
+        recorder.take()
+        successor = Controller(2, store, ControllerChannelManager(recorder.connect))
+        successor.listener(store.listener)
+        successor.start()
+        try:
+            await settle(successor)
+            topics = successor.context.topics
+            states = {(name, i): (p.leader, p.leader_epoch, p.isr)
+                      for name in ("t", "solo") for i, p in enumerate(topics[name].partitions)}
+            # t-0 elects 2 (one write); t-1 loses 1 and 3 one broker at a time, as Kafka's
+            # OfflineReplica transitions go per broker (two writes).
+            assert states == {("t", 0): (2, 1, [2]), ("t", 1): (2, 2, [2]), ("solo", 0): (-1, 1, [3])}
+            stored = await store.read_topics(["solo"])
+            assert (stored["solo"].partitions[0].leader, stored["solo"].partitions[0].isr) == (-1, [3])
+            assert {b for b, _ in recorder.take()} == {2}
+        finally:
+            await successor.shutdown()
+
+    run_cluster(tmp_path, scenario)
