@@ -15,6 +15,14 @@ channel is in-process; over ZooKeeper every broker runs a `Controller`, and the 
 the election acts. Store notifications (watches) only enqueue events; all reads and writes
 happen in the event task, in order. `start()` enqueues the election; `shutdown()` stops the
 task and the channels.
+
+Losing the store: while its connection is lost (SUSPENDED) the controller acts on nothing (the
+event task waits between events; an event under way waits in its store calls), because another
+broker may be elected meanwhile: kazoo notices a silent connection within two thirds of the
+session timeout, before the session can expire. When the session expires the controller resigns
+at once (Kafka's Expire event), and nothing it decided is written or sent afterwards: its store
+writes are bound to the session that elected it, and `_send` sends only while it is active.
+The re-registered broker then runs the election again.
 """
 
 from __future__ import annotations
@@ -147,6 +155,8 @@ class Controller:
         self.active = False
         self._queue: asyncio.Queue[tuple[str, Event]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()  # the store's connection: events wait while it is lost
+        self._connected.set()
 
     def listener(self, base: StoreListener) -> StoreListener:
         """``base`` with the controller's watches added (the store's notifications become events)."""
@@ -154,6 +164,9 @@ class Controller:
         base.on_topics_changed = lambda: self._enqueue("TopicChange", self._process_topic_change)
         base.on_topic_deletions = lambda: self._enqueue("TopicDeletion", self._process_topic_deletion)
         base.on_controller_changed = lambda: self._enqueue("Reelect", self._elect)
+        base.on_connection_suspended = self._on_connection_suspended
+        base.on_connection_resumed = self._on_connection_resumed
+        base.on_session_expired = self._on_session_expired
         return base
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -175,6 +188,7 @@ class Controller:
     async def _run(self) -> None:
         while True:
             name, event = await self._queue.get()
+            await self._connected.wait()
             try:
                 await event()
             except ControllerMovedError as e:
@@ -217,6 +231,25 @@ class Controller:
             self._rebalance_task.cancel()
             self._rebalance_task = None
 
+    # --- the store's session -------------------------------------------------------------------
+
+    def _on_connection_suspended(self) -> None:
+        self._connected.clear()
+        if self.active:
+            log.warning("Controller %d lost its ZooKeeper connection: it does not act until the connection is back",
+                        self.broker_id)
+
+    def _on_connection_resumed(self) -> None:
+        if not self._connected.is_set() and self.active:
+            log.info("Controller %d has its ZooKeeper connection back and acts again", self.broker_id)
+        self._connected.set()
+
+    def _on_session_expired(self) -> None:
+        """Kafka's Expire: resign now, ahead of every queued event (those find it inactive)."""
+        if self.active:
+            log.warning("Controller %d: its ZooKeeper session expired", self.broker_id)
+        self._resign()
+
     async def _on_controller_failover(self) -> None:
         ctx = self.context
         await self._refresh_brokers()
@@ -241,6 +274,12 @@ class Controller:
         self._send(batch)
         await self._on_new_partition_creation(new)
         await self._elect_offline_partitions()
+        # Replicas on brokers that are not registered go offline (Kafka's replica state machine
+        # start-up): they leave the ISRs, and a leader that could not be replaced becomes -1,
+        # as if this controller had seen their brokers die.
+        dead = {r for topic in ctx.topics.values() for p in topic.partitions for r in p.replicas} - set(ctx.live_brokers)
+        if dead:
+            await self._remove_replicas_from_isr(dead)
         await self._resume_topic_deletions()
         if self.auto_leader_rebalance is not None:
             self._schedule_auto_leader_rebalance(AUTO_REBALANCE_FIRST_DELAY_MS)
@@ -822,5 +861,7 @@ class Controller:
         return ControllerBrokerRequestBatch(self.broker_id, self.context.epoch)
 
     def _send(self, batch: ControllerBrokerRequestBatch) -> dict[int, asyncio.Future[ControlResponse]]:
+        if not self.active:  # resigned during the event (its session expired): decided nothing
+            return {}
         ctx = self.context
         return batch.send(self.channels, ctx.live_brokers, ctx.broker_epochs, ctx.topic_ids)

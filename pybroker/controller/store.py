@@ -60,6 +60,16 @@ class StoreListener:
     #: The store registered this broker again by itself (a new ZooKeeper session after the old
     #: one expired): its new broker epoch.
     on_broker_registered: Callable[[int], None] = field(default=lambda epoch: None)
+    #: The connection to the store was lost; the session (this broker's registration, and its
+    #: controllership if it has it) may still be alive, or may expire meanwhile: what this broker
+    #: knows cannot be confirmed, so the controller stops acting until `on_connection_resumed`.
+    on_connection_suspended: Callable[[], None] = lambda: None
+    #: Connected again (in the same session, or in a new one after `on_session_expired`).
+    on_connection_resumed: Callable[[], None] = lambda: None
+    #: The session expired: its registration and controllership are gone (Kafka's Expire event,
+    #: handled before anything else): the controller resigns at once. The store re-registers the
+    #: broker in a new session by itself (`on_broker_registered`), and every watch fires again.
+    on_session_expired: Callable[[], None] = lambda: None
 
 
 class ControllerStore(Protocol):

@@ -7,7 +7,10 @@ epoch), the controller election and its fencing (the ``/controller_epoch`` zkVer
 election guards every controller write), topics, partition states, deletion markers, config
 overrides with their change notifications, and producer-id blocks. It also owns a cache of every
 topic's config overrides (`topic_configs` is synchronous), filled at connect and kept current by
-following ``/config/changes`` with a sequence-number cursor, as Kafka brokers do.
+following ``/config/changes`` with a sequence-number cursor, as Kafka brokers do; like Kafka's
+``ZkNodeChangeNotificationListener``, each pass also deletes the notifications created more than
+`CHANGE_EXPIRATION_MS` ago (by the injected clock, against the znodes' ctime), so that they do
+not pile up for ever.
 
 Watches become `StoreListener` callbacks:
 
@@ -25,12 +28,19 @@ Concurrency rules: everything runs on the event loop that called `ZooKeeperStore
 ZooKeeper watches are one-shot, so a firing only schedules a *refresh*: a task that reads the
 node again with the watch re-armed, and only then calls the listener (a change made between the
 notification and the callback is never lost). Refreshes are coalesced per watched node: one runs
-at a time, and a firing during it makes it run once more. Kazoo drops every pending watch when
-the connection is lost; when the session is CONNECTED again every watch is re-armed and every
-callback fires once (changes may have been missed), after re-registering the broker if the
-session was LOST (Kafka's RegisterBrokerAndReelect). Callbacks run on the loop and must not
+at a time, and a firing during it makes it run once more. Callbacks run on the loop and must not
 block (the controller's only enqueue events). `close` ends the session: the broker's and the
 controller's ephemerals vanish at once.
+
+Session states (kazoo's) become listener calls too. SUSPENDED (the connection is lost, the
+session may live on): ``on_connection_suspended``, and the controller stops acting. LOST (the
+session expired): the election this store won is void at once and ``on_session_expired`` makes
+the controller resign (Kafka's Expire event), before anything is sent in a new session; a
+controller write under way is not resent in another session (`KafkaZkClient.controller_multi`).
+CONNECTED again: ``on_connection_resumed``; kazoo drops every pending watch when the connection
+is lost, so every watch is re-armed and every callback fires once (changes may have been
+missed), after re-registering the broker if the session was LOST (Kafka's
+RegisterBrokerAndReelect: a new broker epoch, ``on_broker_registered``).
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ from pybroker.controller.store import (
     PartitionEpochConflictError,
     StoreListener,
 )
+from pybroker.scheduler import SYSTEM_TIME, Time
 from pybroker.types import TopicPartition
 from pybroker.zookeeper import kafka_zk_client
 from pybroker.zookeeper.client import (
@@ -77,9 +88,12 @@ from pybroker.zookeeper.znodes import (
     decode_config_change,
 )
 
-__all__ = ["BrokerIdInUseError", "InconsistentClusterIdError", "ZooKeeperStore"]
+__all__ = ["CHANGE_EXPIRATION_MS", "BrokerIdInUseError", "InconsistentClusterIdError", "ZooKeeperStore"]
 
 log = logging.getLogger(__name__)
+
+#: Kafka's ``changeExpirationMs``: config change notifications older than this are deleted.
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 T = TypeVar("T")
 
@@ -117,8 +131,12 @@ def _config_sequence(child: str) -> int | None:
 class ZooKeeperStore:
     """`ControllerStore` over a ZooKeeper session. Create it with `connect`."""
 
-    def __init__(self, zk: ZooKeeperClient, broker_id: int, cluster_id: str, listener: StoreListener) -> None:
+    def __init__(
+        self, zk: ZooKeeperClient, broker_id: int, cluster_id: str, listener: StoreListener,
+        time: Time = SYSTEM_TIME,
+    ) -> None:
         self.zk = zk
+        self.time = time
         self.client = KafkaZkClient(zk)
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -149,6 +167,7 @@ class ZooKeeperStore:
         broker_id: int,
         proposed_cluster_id: str,
         listener: StoreListener | None = None,
+        time: Time = SYSTEM_TIME,
     ) -> ZooKeeperStore:
         """A connected store: Kafka's top-level paths exist, ``cluster_id`` is ``/cluster/id``
         (written with ``proposed_cluster_id`` by the first broker), the config cache is filled
@@ -159,7 +178,7 @@ class ZooKeeperStore:
             client = KafkaZkClient(zk)
             await client.create_top_level_paths()
             cluster_id = await client.get_or_create_cluster_id(proposed_cluster_id)
-            store = cls(zk, broker_id, cluster_id, listener or StoreListener())
+            store = cls(zk, broker_id, cluster_id, listener or StoreListener(), time)
             await store._start()
         except BaseException:
             await zk.close()
@@ -182,6 +201,7 @@ class ZooKeeperStore:
         self._configs = dict(zip(names, configs, strict=True))
         children = await self._retry(lambda: self.zk.get_children(CONFIG_CHANGES_PATH, self._config_changes_watch))
         self._config_cursor = max((s for c in children if (s := _config_sequence(c)) is not None), default=-1)
+        await self._purge_obsolete_config_changes(children)
         await self.client.get_broker_ids(watch=self._brokers_watch)
         await self.client.get_topic_deletions(watch=self._deletions_watch)
         await self._retry(lambda: self.zk.exists(CONTROLLER_PATH, self._controller_watch))
@@ -197,11 +217,12 @@ class ZooKeeperStore:
     # --- plumbing ------------------------------------------------------------------------------
 
     async def _retry(self, operation: Callable[[], Awaitable[T]]) -> T:
-        """``operation``, sent again after each ConnectionLoss once connected (as KafkaZkClient)."""
+        """``operation``, sent again after each ConnectionLoss (or session expiry) once
+        connected (as KafkaZkClient)."""
         while True:
             try:
                 return await operation()
-            except ConnectionLoss:
+            except (ConnectionLoss, SessionExpiredError):
                 await self.zk.wait_until_connected()
 
     def _refresh(self, key: Hashable, refresh: Callable[[], Awaitable[None]]) -> None:
@@ -239,7 +260,12 @@ class ZooKeeperStore:
 
     def _check_epoch(self, controller_epoch: int) -> int:
         """The epoch zkVersion fencing writes of ``controller_epoch``."""
-        if self._epoch_zk_version is None or controller_epoch != self._controller_epoch:
+        if self._epoch_zk_version is None:
+            raise ControllerMovedError(
+                f"broker {self.broker_id} is not the controller (its election was lost, or its ZooKeeper "
+                "session expired)"
+            )
+        if controller_epoch != self._controller_epoch:
             raise ControllerMovedError(
                 f"controller epoch {controller_epoch} is not the one this broker was elected with "
                 f"({self._controller_epoch})"
@@ -249,11 +275,27 @@ class ZooKeeperStore:
     # --- session -------------------------------------------------------------------------------
 
     def _on_session_state(self, state: str) -> None:
-        if state == KazooState.LOST:
+        """SUSPENDED: the controller pauses (it may be deposed meanwhile). LOST: the election
+        this store won is void at once, before any request is sent in a new session. CONNECTED
+        again: the controller resumes, and `_resync` re-registers and re-reads."""
+        previous, self._last_state = self._last_state, state
+        if self._closed or state == previous:
+            return
+        if state == KazooState.SUSPENDED:
+            log.warning("Lost the ZooKeeper connection; the session lives on if it is back within "
+                        "zookeeper.session.timeout.ms")
+            self.listener.on_connection_suspended()
+        elif state == KazooState.LOST:
             self._session_lost = True
-        if state == KazooState.CONNECTED and self._last_state != KazooState.CONNECTED:
+            self._controller_epoch = self._epoch_zk_version = None
+            log.warning("The ZooKeeper session of broker %d expired: its registration (and controllership, "
+                        "if it had it) went with it", self.broker_id)
+            self.listener.on_session_expired()
+        elif state == KazooState.CONNECTED:
+            if not self._session_lost:  # `_resync` tells of a new session
+                log.info("ZooKeeper connection resumed in the same session (0x%x)", self.zk.session_id or 0)
+            self.listener.on_connection_resumed()
             self._refresh("session", self._resync)
-        self._last_state = state
 
     async def _resync(self) -> None:
         """After a reconnection: register again if the session was lost, then re-arm every watch
@@ -353,8 +395,9 @@ class ZooKeeperStore:
             self._refresh("config_changes", self._refresh_config_changes)
 
     async def _refresh_config_changes(self) -> None:
-        """Process the notifications after the cursor, in sequence order."""
+        """Process the notifications after the cursor, in sequence order, then purge the old ones."""
         children = await self._retry(lambda: self.zk.get_children(CONFIG_CHANGES_PATH, self._config_changes_watch))
+        now = self.time.milliseconds()
         pending = sorted((s, c) for c in children if (s := _config_sequence(c)) is not None and s > self._config_cursor)
         for sequence, child in pending:
             try:
@@ -375,6 +418,26 @@ class ZooKeeperStore:
             if configs or name in self._configs:  # not for a topic deleted meanwhile
                 self._configs[name] = configs
             self.listener.on_topic_configs_changed(name)
+        await self._purge_obsolete_config_changes(children, now)
+
+    async def _purge_obsolete_config_changes(self, children: Iterable[str], now: int | None = None) -> None:
+        """Kafka's purgeObsoleteNotifications: delete every notification whose znode was created
+        more than `CHANGE_EXPIRATION_MS` before ``now`` (every broker does it; one deleted by
+        another meanwhile is fine). Notifications are created in sequence order, so the scan
+        stops at the first one young enough to stay."""
+        now = self.time.milliseconds() if now is None else now
+        for sequence, child in sorted((s, c) for c in children if (s := _config_sequence(c)) is not None):
+            path = f"{CONFIG_CHANGES_PATH}/{child}"
+            stat = await self._retry(lambda p=path: self.zk.exists(p))
+            if stat is None:
+                continue
+            if now - stat.ctime <= CHANGE_EXPIRATION_MS:
+                return
+            log.debug("Purging the config change notification %s (sequence %d)", path, sequence)
+            try:
+                await self._retry(lambda p=path: self.zk.delete(p))
+            except NoNodeError:
+                pass
 
     # --- brokers and the controller ------------------------------------------------------------
 

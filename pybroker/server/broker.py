@@ -278,10 +278,14 @@ class Broker:
         raise_open_file_limit()
         if self.zookeeper_connect:
             await self._open_store()
-        self.log_manager.load()
-        self.group_coordinator.startup()
-        await self.socket_server.start(start_serving=False)
-        self.broker_epoch = await self.store.register_broker(self.registration)
+        try:
+            self.log_manager.load()
+            self.group_coordinator.startup()
+            await self.socket_server.start(start_serving=False)
+            self.broker_epoch = await self._register()
+        except BaseException:
+            await self._abandon_start()
+            raise
         self.controller.start()
         await self.controller.idle()
         await self.controller.channels.flush()  # this broker's partitions hosted, its cache filled
@@ -289,6 +293,25 @@ class Broker:
         self.log_manager.start_background_tasks()
         self.replica_manager.startup()
         log.info("pybroker node %d started (cluster id %s)", self.node_id, self.cluster_id)
+
+    async def _register(self) -> int:
+        """Register this broker (its broker epoch); a node id another live broker registered
+        stops the start-up with one clear line (RuntimeError)."""
+        if not self.zookeeper_connect:
+            return await self.store.register_broker(self.registration)
+        from pybroker.zookeeper.kafka_zk_client import BrokerIdInUseError
+
+        try:
+            return await self.store.register_broker(self.registration)
+        except BrokerIdInUseError as e:
+            raise RuntimeError(f"{e} (node.id={self.node_id})") from None
+
+    async def _abandon_start(self) -> None:
+        """A start-up that failed after the store was opened: close what is open, so that the
+        process exits at once (and the ZooKeeper session ends now, not at its timeout)."""
+        await self.socket_server.stop()
+        if self.zookeeper_connect and not isinstance(self.store, _NotConnected):
+            await self.store.close()
 
     def request_shutdown(self) -> None:
         self._stopped.set()

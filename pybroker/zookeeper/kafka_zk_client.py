@@ -13,17 +13,23 @@ Owns the ZooKeeper rules that make a cluster safe, as Kafka 2.8-3.6 applies them
   epoch's zkVersion; the winner keeps the new zkVersion, and every later controller write goes
   through `controller_multi`, which prepends a check of that zkVersion: once another broker
   has been elected the check fails and `ControllerMovedError` is raised (the caller resigns).
+  A controller write is also only ever sent in the session that won the election: one held up
+  by a lost connection is not resent once the session turns out to have expired (the
+  controllership went with it, even if no other broker has been elected yet), which is what
+  Kafka's Expire event, handled before the new session, achieves.
 - **Partition epochs.** Partition state znodes are only written conditionally on their
   zkVersion (the partition epoch); a conflict is reported per partition, to be re-read and
   retried.
 
 Requests that fail with ``ConnectionLoss`` are sent again once the session is connected, for
 ever (Kafka's ``retryRequestsUntilConnected``); a create retried that way may find the node its
-first attempt made, which the callers handle as Kafka does. Other kazoo errors propagate.
+first attempt made, which the callers handle as Kafka does. One caught by a session expiry
+(``SessionExpiredError``) is sent again in the new session, except a controller write (above).
+Other kazoo errors propagate.
 
 Concurrency rules: all methods are coroutines for the loop that owns the `ZooKeeperClient`;
 independent reads and fenced writes of a batch are pipelined with ``asyncio.gather``. The object
-holds no state but the session id of its last broker registration.
+holds no state but the session ids of its last broker registration and of its last election.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from pybroker.zookeeper.client import (
     MultiOpError,
     NodeExistsError,
     NoNodeError,
+    SessionExpiredError,
     SetDataOp,
     WatchCallback,
     ZkOp,
@@ -149,15 +156,19 @@ class KafkaZkClient:
         # The session that made our last checked-ephemeral registration (Kafka's
         # currentZooKeeperSessionId): a znode it still owns after a session change is ours.
         self._registration_session_id: int | None = None
+        # The session in which this client last won the controller election: fenced writes are
+        # sent in no other.
+        self._controller_session_id: int | None = None
 
     # -- plumbing -------------------------------------------------------------------------------
 
     async def _retry(self, operation: Callable[[], Awaitable[T]]) -> T:
-        """Run ``operation``, again after each ``ConnectionLoss`` once reconnected."""
+        """Run ``operation``, again after each ``ConnectionLoss`` once reconnected (and after a
+        ``SessionExpiredError``, in the new session: only controller writes are bound to one)."""
         while True:
             try:
                 return await operation()
-            except ConnectionLoss:
+            except (ConnectionLoss, SessionExpiredError):
                 log.debug("ZooKeeper connection lost during a request; resending once reconnected")
                 await self.zk.wait_until_connected()
 
@@ -212,7 +223,7 @@ class KafkaZkClient:
         except _OwnedByAnotherSession as e:
             raise BrokerIdInUseError(
                 f"broker id {info.broker_id} is already registered at {info.path} by another live ZooKeeper "
-                f"session (0x{e.owner:x}): is another broker running with broker.id={info.broker_id}?"
+                f"session (0x{e.owner:x}): is another broker running with this id?"
             ) from None
         endpoints = ",".join(e.connection_string for e in info.endpoints)
         log.info("Registered broker %d at path %s with addresses: %s, czxid (broker epoch): %d",
@@ -309,6 +320,7 @@ class KafkaZkClient:
                 raise e.error from e
             return await self._check_controller_and_epoch(controller_id, new_epoch)
         epoch_zk_version = results[1].version
+        self._controller_session_id = self.zk.session_id
         log.info("Broker %d registered as the controller with epoch %d (epoch zkVersion %d)",
                  controller_id, new_epoch, epoch_zk_version)
         return new_epoch, epoch_zk_version
@@ -325,6 +337,7 @@ class KafkaZkClient:
             epoch, stat = current
             # Another round of election would have written a larger epoch: this one is ours.
             if epoch == new_epoch:
+                self._controller_session_id = self.zk.session_id
                 return new_epoch, stat.version
         raise ControllerMovedError(f"the controller moved to broker {current_controller}")
 
@@ -332,15 +345,31 @@ class KafkaZkClient:
         """Run ``ops`` in one transaction fenced by ``check(/controller_epoch, epoch_zk_version)``.
 
         Returns the ops' results. `ControllerMovedError` if the epoch's zkVersion moved on (a
-        newer controller exists); `MultiOpError` (indexed within ``ops``) if one of ``ops``
-        failed. ``epoch_zk_version`` -1 (Kafka's MatchAnyVersion) runs ``ops`` unfenced.
+        newer controller exists), or if the session that won this client's last election is no
+        longer the current one (it expired: the transaction is not sent, or not resent, in
+        another); `MultiOpError` (indexed within ``ops``) if one of ``ops`` failed.
+        ``epoch_zk_version`` -1 (Kafka's MatchAnyVersion) runs ``ops`` unfenced.
         """
         if epoch_zk_version == MATCH_ANY_VERSION:
             return await self._multi(ops)
         if epoch_zk_version < 0:
             raise ValueError(f"the controller epoch zkVersion {epoch_zk_version} must be >= 0 or -1")
+        fenced = [CheckOp(CONTROLLER_EPOCH_PATH, epoch_zk_version), *ops]
         try:
-            results = await self._multi([CheckOp(CONTROLLER_EPOCH_PATH, epoch_zk_version), *ops])
+            while True:
+                await self.zk.wait_until_connected()
+                session = self.zk.session_id
+                if session != self._controller_session_id:
+                    raise ControllerMovedError(
+                        f"the ZooKeeper session that won the controller election "
+                        f"(0x{self._controller_session_id or 0:x}) has expired: the controller's writes are "
+                        f"not sent in another session (0x{session or 0:x})"
+                    )
+                try:
+                    results = await self.zk.multi(fenced)
+                    break
+                except (ConnectionLoss, SessionExpiredError):
+                    log.debug("ZooKeeper connection lost during a controller write; resent only in the same session")
         except MultiOpError as e:
             if e.index == 0:
                 if isinstance(e.error, BadVersionError):

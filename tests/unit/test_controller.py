@@ -299,6 +299,24 @@ def test_alter_partition_shrink_is_written_and_announced_without_a_new_leader_ep
         answer = await alter(controller, 1, proposal(T0, 0, [1, 2, 3], 1))
         assert answer.partitions[T0] == PartitionResult(ErrorCode.NONE, 1, 0, (1, 2, 3), 2)
 
+
+async def spin() -> None:
+    """Let every ready task run a few steps (what a paused controller must not use to act)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def test_a_controller_that_lost_its_store_connection_acts_on_nothing_until_it_is_back(tmp_path):
+    async def scenario(store, controller, recorder):
+        store.listener.on_connection_suspended()
+        await store.create_topic("t", uuid.uuid4(), [[1, 2, 3], [2, 3, 1]], {})
+        await spin()
+        assert recorder.take() == [] and controller.active
+        assert "t" not in controller.context.topics
+        store.listener.on_connection_resumed()
+        await settle(controller)
+        assert leader_and_isr(recorder.take())[1] == {T0: (1, 0, [1, 2, 3]), T1: (2, 0, [2, 3, 1])}
+
     run_cluster(tmp_path, scenario)
 
 
@@ -316,6 +334,24 @@ def test_alter_partition_top_level_fences(tmp_path):
         assert recorder.take() == []
         controller.active = False  # another broker won the election
         assert (await alter(controller, 1, proposal(T0, 0, [1, 2], 0))).error == ErrorCode.NOT_CONTROLLER
+
+
+def test_a_controller_whose_session_expired_resigns_at_once_and_sends_nothing(tmp_path):
+    async def scenario(store, controller, recorder):
+        store.listener.on_connection_suspended()
+        await store.create_topic("t", uuid.uuid4(), [[1, 2, 3], [2, 3, 1]], {})
+        store.unregister(3)
+        await spin()
+        store.listener.on_session_expired()  # Kafka's Expire: before the events queued meanwhile
+        assert not controller.active
+        store.listener.on_connection_resumed()
+        await settle(controller)
+        assert recorder.take() == []
+        # The store's re-registration and watches then make it run the election again.
+        store.listener.on_controller_changed()
+        await settle(controller)
+        assert controller.active and controller.context.epoch == 2
+        assert leader_and_isr(recorder.take())[1] == {T0: (1, 0, [1, 2]), T1: (2, 0, [2, 1])}
 
     run_cluster(tmp_path, scenario)
 
@@ -616,5 +652,36 @@ def test_auto_rebalance_skips_preferred_replicas_out_of_sync_and_stops_on_resign
 def test_no_auto_rebalance_unless_configured(tmp_path):
     async def scenario(store, controller, recorder):
         assert controller.auto_leader_rebalance is None and controller._rebalance_task is None
+
+
+def test_a_new_controller_takes_the_replicas_of_unregistered_brokers_offline(tmp_path):
+    """Failover (Kafka's replica state machine start-up): a partition led by a broker that is not
+    registered gets a new leader from the live ISR; replicas on such brokers leave the ISRs
+    (leader epoch +1); a sole replica's partition keeps its ISR and has leader -1."""
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        await store.create_topic("solo", uuid.uuid4(), [[3]], {})
+        await settle(controller)
+        await controller.shutdown()
+        store.controller = None  # its session, and /controller with it, is gone
+        store.unregister(1)
+        store.unregister(3)
+        recorder.take()
+        successor = Controller(2, store, ControllerChannelManager(recorder.connect))
+        successor.listener(store.listener)
+        successor.start()
+        try:
+            await settle(successor)
+            topics = successor.context.topics
+            states = {(name, i): (p.leader, p.leader_epoch, p.isr)
+                      for name in ("t", "solo") for i, p in enumerate(topics[name].partitions)}
+            # t-0 elects 2 (one write); t-1 loses 1 and 3 one broker at a time, as Kafka's
+            # OfflineReplica transitions go per broker (two writes).
+            assert states == {("t", 0): (2, 1, [2]), ("t", 1): (2, 2, [2]), ("solo", 0): (-1, 1, [3])}
+            stored = await store.read_topics(["solo"])
+            assert (stored["solo"].partitions[0].leader, stored["solo"].partitions[0].isr) == (-1, [3])
+            assert {b for b, _ in recorder.take()} == {2}
+        finally:
+            await successor.shutdown()
 
     run_cluster(tmp_path, scenario)

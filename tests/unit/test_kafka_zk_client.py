@@ -78,7 +78,7 @@ def test_broker_epoch_is_the_czxid_and_an_id_is_registered_once(connect_string):
         assert json.loads(data)["endpoints"] == ["PLAINTEXT://127.0.0.1:9092"]
         assert await a.register_broker(broker_info(1)) == epoch  # ours already: same node
 
-        with pytest.raises(BrokerIdInUseError, match="broker id 1 is already registered .* broker.id=1"):
+        with pytest.raises(BrokerIdInUseError, match="broker id 1 is already registered .* another broker running with this id"):
             await b.register_broker(broker_info(1, port=9093))
         epoch_2 = await b.register_broker(broker_info(2, port=9093))
         assert epoch_2 > epoch
@@ -156,6 +156,48 @@ def test_one_controller_wins_and_the_deposed_one_is_fenced(connect_string):
         assert failed.value.index == 1 and isinstance(failed.value.error, BadVersionError)
 
     run_with_clients(connect_string, 3, scenario)
+
+
+def test_a_controller_write_is_never_sent_in_a_session_other_than_the_elected_one(connect_string):
+    """The epoch check alone would let this write through (nobody else has been elected, the
+    epoch's zkVersion has not moved); the controllership went with the session, so it is refused
+    (Kafka gets the same from its Expire event, handled before the new session)."""
+    async def scenario(controller, observer):
+        await observer.create_top_level_paths()
+        _, epoch_zk_version = await controller.register_controller_and_increment_epoch(1)
+        await controller.controller_multi([CreateOp("/before-expiry")], epoch_zk_version)
+        await expire_session(controller.zk)
+        assert await observer.get_controller_id() is None
+        with pytest.raises(ControllerMovedError, match="session that won the controller election"):
+            await controller.controller_multi([CreateOp("/after-expiry")], epoch_zk_version)
+        assert await observer.zk.exists("/after-expiry") is None
+
+        # Elected again in the new session, it writes again.
+        _, epoch_zk_version = await controller.register_controller_and_increment_epoch(1)
+        assert await controller.controller_multi([CreateOp("/re-elected")], epoch_zk_version) == ["/re-elected"]
+
+    run_with_clients(connect_string, 2, scenario)
+
+
+def test_a_controller_write_held_up_by_a_lost_connection_is_not_resent_in_a_new_session(connect_string):
+    async def scenario(controller, observer):
+        await observer.create_top_level_paths()
+        _, epoch_zk_version = await controller.register_controller_and_increment_epoch(1)
+        real_multi, attempts = controller.zk.multi, []
+
+        async def multi(ops):
+            attempts.append(ops)
+            if len(attempts) == 1:  # the connection is lost, and the session expires meanwhile
+                await expire_session(controller.zk)
+                raise ConnectionLoss()
+            return await real_multi(ops)
+
+        controller.zk.multi = multi
+        with pytest.raises(ControllerMovedError):
+            await controller.controller_multi([CreateOp("/held-up")], epoch_zk_version)
+        assert len(attempts) == 1 and await observer.zk.exists("/held-up") is None
+
+    run_with_clients(connect_string, 2, scenario)
 
 
 def lose_the_first_reply(zk_client):

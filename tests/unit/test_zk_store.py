@@ -29,10 +29,13 @@ from pybroker.controller.store import (
     StoreListener,
 )
 from pybroker.controller.zk_store import (
+    CHANGE_EXPIRATION_MS,
     BrokerIdInUseError,
     InconsistentClusterIdError,
     ZooKeeperStore,
 )
+from pybroker.scheduler import SYSTEM_TIME
+from tests.mock_time import MockTime
 from tests.zookeeper import SESSION_TIMEOUT_MS, chroot_for, expire_session, wait_for
 
 
@@ -58,15 +61,18 @@ class Recorder:
             on_controller_changed=lambda: self.events.append("controller"),
             on_topic_configs_changed=lambda name: self.events.append(("configs", name)),
             on_broker_registered=lambda epoch: self.events.append(("registered", epoch)),
+            on_connection_suspended=lambda: self.events.append("suspended"),
+            on_connection_resumed=lambda: self.events.append("resumed"),
+            on_session_expired=lambda: self.events.append("expired"),
         )
 
     def count(self, event):
         return self.events.count(event)
 
 
-async def open_store(connect_string, broker_id, listener=None):
+async def open_store(connect_string, broker_id, listener=None, time=SYSTEM_TIME):
     return await ZooKeeperStore.connect(
-        connect_string, SESSION_TIMEOUT_MS, 10000, broker_id, "cluster-A", listener
+        connect_string, SESSION_TIMEOUT_MS, 10000, broker_id, "cluster-A", listener, time
     )
 
 
@@ -125,7 +131,7 @@ def test_registration_election_failover_and_fencing(connect_string):
         # Another session with the same broker id is refused.
         intruder = await open_store(connect_string, 1)
         try:
-            with pytest.raises(BrokerIdInUseError, match="broker.id=1"):
+            with pytest.raises(BrokerIdInUseError, match="broker id 1 is already registered"):
                 await intruder.register_broker(broker(1))
         finally:
             await intruder.close()
@@ -253,6 +259,64 @@ def test_config_changes_reach_other_stores(connect_string):
     run_with_stores(connect_string, 2, scenario)
 
 
+def test_config_change_notifications_older_than_15_minutes_are_purged(connect_string):
+    """Kafka's ZkNodeChangeNotificationListener: each time the notifications are processed, the
+    ones created more than changeExpirationMs (15 min) ago are deleted; by the store's clock
+    (a MockTime here) against the znodes' ctime."""
+    async def run():
+        writer = await open_store(connect_string, 1)
+        clock = MockTime()
+        follower = await open_store(connect_string, 2, time=clock)
+        try:
+            await writer.create_topic("t", uuid.uuid4(), [[1]], {})
+            for value in ("1", "2"):
+                await writer.set_topic_configs("t", {"retention.ms": value})
+                await asyncio.sleep(0.005)  # distinct ctimes (ZooKeeper's clock, in ms)
+            await wait_for(lambda: follower.topic_configs("t") == {"retention.ms": "2"})
+            first, second = sorted(await writer.zk.get_children("/config/changes"))
+            second_ctime = (await writer.zk.exists(f"/config/changes/{second}")).ctime
+
+            # The second notification is exactly 15 min old: only the first one goes.
+            clock.advance(second_ctime + CHANGE_EXPIRATION_MS - clock.milliseconds())
+            await writer.set_topic_configs("t", {"retention.ms": "3"})
+            await wait_for(lambda: follower.topic_configs("t") == {"retention.ms": "3"})
+            remaining = await wait_for_children(writer, lambda c: first not in c)
+            assert second in remaining and len(remaining) == 2
+
+            # One ms later it goes too; the newest one stays.
+            clock.advance(1)
+            await writer.set_topic_configs("t", {"retention.ms": "4"})
+            await wait_for(lambda: follower.topic_configs("t") == {"retention.ms": "4"})
+            remaining = await wait_for_children(writer, lambda c: second not in c)
+            assert len(remaining) == 2 and all(c > second for c in remaining)
+
+            # A store that connects later purges at start-up, with its own clock.
+            late_clock = MockTime(wall_ms=clock.milliseconds() + CHANGE_EXPIRATION_MS + 60_000)
+            late = await open_store(connect_string, 3, time=late_clock)
+            await late.close()
+            assert await writer.zk.get_children("/config/changes") == []
+            # The sequence goes on: later notifications are still followed.
+            await writer.set_topic_configs("t", {"retention.ms": "5"})
+            await wait_for(lambda: follower.topic_configs("t") == {"retention.ms": "5"})
+        finally:
+            await follower.close()
+            await writer.close()
+
+    asyncio.run(run())
+
+
+async def wait_for_children(store, condition):
+    found = []
+
+    async def poll():
+        while not condition(children := await store.zk.get_children("/config/changes")):
+            await asyncio.sleep(0.01)
+        found.extend(children)
+
+    await asyncio.wait_for(poll(), 10)
+    return sorted(found)
+
+
 def test_deletion_marker_and_topic_removal(connect_string):
     async def scenario(first, second):
         (a, a_rec), (b, b_rec) = first, second
@@ -317,6 +381,28 @@ def test_session_expiry_re_registers_and_re_arms_the_watches(connect_string):
         await wait_for(lambda: a.topic_configs("u") == {"retention.ms": "8"})
 
     run_with_stores(connect_string, 2, scenario)
+
+
+def test_session_states_reach_the_listener_and_an_expiry_voids_the_election_at_once(connect_string):
+    async def scenario(only):
+        store, recorder = only
+        await store.register_broker(broker(1))
+        assert await store.try_become_controller(1) == 1
+        await store.create_topic("t", uuid.uuid4(), [[1]], {})
+        await store.read_topics(["t"])
+        events_before = len(recorder.events)
+        await expire_session(store.zk)
+        await wait_for(lambda: "resumed" in recorder.events[events_before:], message="connected again")
+        session_events = [e for e in recorder.events[events_before:] if e in ("suspended", "expired", "resumed")]
+        assert session_events == ["suspended", "expired", "resumed"]
+        # No other controller has been elected, yet this store's election is void: its session
+        # (and /controller with it) is gone.
+        with pytest.raises(ControllerMovedError, match="not the controller"):
+            await store.write_partition_states(1, {"t": {0: PartitionAssignment([1], 1, 0, [1])}})
+        assert await store.zk.exists("/brokers/topics/t/partitions/0/state") is None
+        assert await store.try_become_controller(1) == 2  # elected again, in the new session
+
+    run_with_stores(connect_string, 1, scenario)
 
 
 class FakeChannel:
@@ -386,6 +472,57 @@ def test_two_controllers_over_zookeeper(connect_string):
             await standby.idle()
             assert standby.context.epoch == 2
             assert set(standby.context.topics["t"].partitions[0].replicas) == {1, 2}
+        finally:
+            for controller in controllers.values():
+                await controller.shutdown()
+            for store in stores.values():
+                await store.close()
+
+    asyncio.run(run())
+
+
+def test_a_deposed_controller_that_has_not_noticed_is_fenced_by_the_epoch(connect_string):
+    """Two Controllers over two stores. The active one does not hear that /controller changed
+    (its notification is late); the other is elected with epoch 2. The deposed one's next write
+    fails with ControllerMovedError (the /controller_epoch zkVersion moved on), it resigns, and
+    only the new controller's decision is in ZooKeeper and reaches the brokers."""
+    async def run():
+        sent = {1: [], 2: []}
+        stores, controllers = {}, {}
+        try:
+            for broker_id in (1, 2):
+                listener = StoreListener()
+                stores[broker_id] = store = await open_store(connect_string, broker_id, listener)
+                channels = ControllerChannelManager(lambda b, s=sent[broker_id]: FakeChannel(b.broker_id, s))
+                controllers[broker_id] = Controller(broker_id, store, channels)
+                controllers[broker_id].listener(listener)
+                await store.register_broker(broker(broker_id))
+                controllers[broker_id].start()
+                await controllers[broker_id].idle()
+            old = next(c for c in controllers.values() if c.active)
+            new = controllers[3 - old.broker_id]
+            assert old.context.epoch == 1
+            stores[old.broker_id].listener.on_controller_changed = lambda: None  # deaf to the change
+
+            # /controller goes (as when an operator forces a re-election): the other one wins.
+            await stores[new.broker_id].zk.delete("/controller")
+            await wait_for(lambda: new.active, message="the other controller is elected")
+            await new.idle()
+            assert new.context.epoch == 2 and old.active and old.context.epoch == 1
+
+            # Both see the new topic; only the epoch-2 controller's partition state is written.
+            await stores[new.broker_id].create_topic("t", uuid.uuid4(), [[1, 2]], {})
+            await wait_for(lambda: not old.active, message="the deposed controller resigns")
+            await new.idle()
+            assert await raw(stores[1], "/brokers/topics/t/partitions/0/state") == {
+                "version": 1, "leader": 1, "leader_epoch": 0, "isr": [1, 2], "controller_epoch": 2,
+            }
+            await old.channels.flush()
+            assert not [r for _, r in sent[old.broker_id]
+                        if any(s.topic_partition.topic == "t" for s in getattr(r, "partition_states", []))]
+            with pytest.raises(ControllerMovedError, match="zkVersion"):
+                await stores[old.broker_id].write_partition_states(
+                    1, {"t": {0: PartitionAssignment([1, 2], 2, 1, [2], partition_epoch=0)}})
         finally:
             for controller in controllers.values():
                 await controller.shutdown()
