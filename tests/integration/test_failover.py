@@ -19,7 +19,7 @@ from confluent_kafka.admin import NewTopic
 
 from tests.conftest import wait_until
 from tests.integration import clients
-from tests.integration.cluster import SESSION_TIMEOUT_MS, Cluster, start_cluster
+from tests.integration.cluster import SESSION_TIMEOUT_MS, Cluster, start_cluster, zk_client
 from tests.zookeeper import chroot_for
 
 # Brokers of a killed leader's partitions log their lost connections; the controller warns
@@ -107,6 +107,14 @@ def check_acknowledged(cluster: Cluster, topic: str, producer: AckedProducer) ->
         assert len(values) == len(set(values)), f"duplicates in partition {partition}"
 
 
+def registered(cluster: Cluster) -> set[int]:
+    zk = zk_client(cluster.connect)
+    try:
+        return {int(node) for node in zk.get_children("/brokers/ids")}
+    finally:
+        zk.stop()
+
+
 def segment_bytes(data_dir: Path, topic: str, partition: int) -> bytes:
     directory = data_dir / f"{topic}-{partition}"
     return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
@@ -159,7 +167,9 @@ def test_jepsen_style_kill_9_cycles(cluster, topic_name):
                    message=f"acknowledged records before cycle {cycle}")
         victim = rng.choice([1, 2, 3])
         cluster.broker(victim).kill()
-        wait_until(lambda victim=victim: all(
+        # Its session expires (it cannot register again before: Kafka refuses the id meanwhile),
+        # and its partitions get other leaders.
+        wait_until(lambda victim=victim: victim not in registered(cluster) and all(
                        leader not in (victim, -1) for leader, _, _ in cluster.partitions(topic_name).values()),
                    timeout=SESSION_TIMEOUT_MS / 1000 + 20, message=f"leaders other than the killed broker {victim}")
         cluster.broker(victim).start()
