@@ -785,7 +785,7 @@ class Controller:
             replicas = topic.partitions[index].replicas
             live = [r for r in replicas if r in ctx.live_brokers]
             if not live:
-                log.error("Partition %s-%d has no live replica (replicas %s); it stays offline",
+                log.warning("Partition %s-%d has no live replica (replicas %s); it stays offline",
                           topic.name, index, replicas)
                 continue
             writes.setdefault(topic.name, {})[index] = PartitionAssignment(

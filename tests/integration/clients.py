@@ -67,11 +67,12 @@ def offset_for_time_confluent(bootstrap: str, topic: str, timestamp: int, partit
 # --- aiokafka ---------------------------------------------------------------------------------
 
 def produce_aiokafka(bootstrap: str, topic: str, pairs: list[tuple[bytes | None, bytes]], partition: int = 0,
-                     compression: str | None = None, acks: int | str = 1) -> None:
+                     compression: str | None = None, acks: int | str | None = None) -> None:
     from aiokafka import AIOKafkaProducer
 
     async def run() -> None:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=compression, acks=acks)
+        options = {} if acks is None else {"acks": acks}  # None: the client's default
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=compression, **options)
         await producer.start()
         try:
             futures = [await producer.send(topic, value=v, key=k, partition=partition) for k, v in pairs]
@@ -109,10 +110,11 @@ def consume_aiokafka(bootstrap: str, topic: str, count: int, partition: int = 0,
 # --- kafka-python -----------------------------------------------------------------------------
 
 def produce_kafka_python(bootstrap: str, topic: str, pairs: list[tuple[bytes | None, bytes]], partition: int = 0,
-                         compression: str | None = None, acks: int | str = 1) -> None:
+                         compression: str | None = None, acks: int | str | None = None) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=compression, acks=acks)
+    options = {} if acks is None else {"acks": acks}  # None: the client's default (acks=all, idempotent)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=compression, **options)
     try:
         futures = [producer.send(topic, value=v, key=k, partition=partition) for k, v in pairs]
         for future in futures:
