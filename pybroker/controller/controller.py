@@ -161,7 +161,8 @@ class Controller:
     def listener(self, base: StoreListener) -> StoreListener:
         """``base`` with the controller's watches added (the store's notifications become events)."""
         base.on_brokers_changed = lambda: self._enqueue("BrokerChange", self._process_broker_change)
-        base.on_topics_changed = lambda: self._enqueue("TopicChange", self._process_topic_change)
+        base.on_topics_changed = lambda names: self._enqueue(
+            "TopicChange", lambda: self._process_topic_change(None if names is None else set(names)))
         base.on_topic_deletions = lambda: self._enqueue("TopicDeletion", self._process_topic_deletion)
         base.on_controller_changed = lambda: self._enqueue("Reelect", self._elect)
         base.on_connection_suspended = self._on_connection_suspended
@@ -742,14 +743,17 @@ class Controller:
         value = self.store.topic_configs(topic).get("unclean.leader.election.enable")
         return self.unclean_leader_election_default if value is None else value.lower() == "true"
 
-    async def _process_topic_change(self) -> None:
+    async def _process_topic_change(self, changed_names: set[str] | None) -> None:
+        """Kafka's TopicChange and PartitionModifications: read the topics that are new to this
+        controller and those the store says changed (all of them when it cannot say)."""
         if not self.active:
             return
         ctx = self.context
         names = await self.store.topic_names()
         for gone in set(ctx.topics) - names:
             del ctx.topics[gone]
-        changed = await self.store.read_topics(names)
+        wanted = names if changed_names is None else (names - set(ctx.topics)) | (changed_names & names)
+        changed = await self.store.read_topics(wanted) if wanted else {}
         new: list[tuple[TopicMetadata, int]] = []
         for name, topic in changed.items():
             known = ctx.topics.get(name)

@@ -131,14 +131,14 @@ class LocalStore:
         self._topics[name] = TopicMetadata(name, topic_id, partitions, dict(configs))
         self.listener.on_topic_configs_changed(name)
         await self._save()
-        self.listener.on_topics_changed()
+        self.listener.on_topics_changed([name])
 
     async def add_partitions(self, name: str, assignment: list[list[int]]) -> None:
         topic = self._topic(name)
         for replicas in assignment[len(topic.partitions):]:
             topic.partitions.append(PartitionAssignment(list(replicas), leader=-1, leader_epoch=-1))
         await self._save()
-        self.listener.on_topics_changed()
+        self.listener.on_topics_changed([name])
 
     async def mark_topic_for_deletion(self, name: str) -> None:
         self._topic(name)

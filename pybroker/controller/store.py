@@ -21,7 +21,7 @@ Every method is a coroutine run on the event loop; an implementation never block
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -53,7 +53,9 @@ class StoreListener:
     controller watches the first three; every broker watches ``on_topic_configs_changed``."""
 
     on_brokers_changed: Callable[[], None] = lambda: None
-    on_topics_changed: Callable[[], None] = lambda: None
+    #: Topics were created, or partitions added to these topics (None: any topic may have
+    #: changed, e.g. after a reconnection).
+    on_topics_changed: Callable[[Collection[str] | None], None] = field(default=lambda names: None)
     on_topic_deletions: Callable[[], None] = lambda: None
     on_controller_changed: Callable[[], None] = lambda: None
     on_topic_configs_changed: Callable[[str], None] = field(default=lambda name: None)

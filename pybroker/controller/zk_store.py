@@ -354,7 +354,7 @@ class ZooKeeperStore:
     async def _refresh_topic(self, name: str) -> None:
         if not await self._watch_topic(name):
             self._watched_topics.discard(name)
-        self.listener.on_topics_changed()
+        self.listener.on_topics_changed([name])
 
     async def _refresh_topics(self) -> None:
         names = await self.client.get_all_topics(watch=self._topics_watch)
@@ -372,7 +372,8 @@ class ZooKeeperStore:
                 changed.append(name)
         for name in changed:
             self.listener.on_topic_configs_changed(name)
-        self.listener.on_topics_changed()
+        # The topics not watched until now: the new ones (every one after a reconnection).
+        self.listener.on_topics_changed(unwatched)
 
     def _deletions_watch(self, event: WatchedEvent) -> None:
         if event.type != EventType.NONE:

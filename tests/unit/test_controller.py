@@ -166,6 +166,34 @@ def test_new_partitions_lead_on_their_first_live_replica(tmp_path):
     run_cluster(tmp_path, scenario)
 
 
+def test_a_topic_change_reads_only_the_topics_it_concerns(tmp_path):
+    """Kafka's TopicChange / PartitionModifications: a new topic, or partitions added to one,
+    makes the controller read that topic, not every topic of the cluster."""
+    async def scenario(store, controller, recorder):
+        for name in ("a", "b", "c"):
+            await store.create_topic(name, uuid.uuid4(), [[1, 2, 3]], {})
+        await settle(controller)
+        recorder.take()
+        reads: list[set[str]] = []
+        read_topics = store.read_topics
+
+        async def recording(names):
+            reads.append(set(names))
+            return await read_topics(names)
+
+        store.read_topics = recording
+        await store.create_topic("d", uuid.uuid4(), [[2, 3, 1]], {})
+        await settle(controller)
+        await store.add_partitions("b", [[1, 2, 3], [3, 1, 2]])
+        await settle(controller)
+        assert reads == [{"d"}, {"b"}]
+        assert len(controller.context.topics["b"].partitions) == 2
+        assert leader_and_isr(recorder.take())[3] == {
+            TopicPartition("d", 0): (2, 0, [2, 3, 1]), TopicPartition("b", 1): (3, 0, [3, 1, 2])}
+
+    run_cluster(tmp_path, scenario)
+
+
 def test_a_dead_leader_is_replaced_by_the_first_live_in_sync_replica(tmp_path):
     async def scenario(store, controller, recorder):
         await create(store, controller)

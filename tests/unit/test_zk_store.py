@@ -56,7 +56,7 @@ class Recorder:
         self.events = []
         self.listener = StoreListener(
             on_brokers_changed=lambda: self.events.append("brokers"),
-            on_topics_changed=lambda: self.events.append("topics"),
+            on_topics_changed=lambda names: self.events.append("topics"),
             on_topic_deletions=lambda: self.events.append("deletions"),
             on_controller_changed=lambda: self.events.append("controller"),
             on_topic_configs_changed=lambda name: self.events.append(("configs", name)),
