@@ -415,17 +415,7 @@ class Controller:
                 list(p.replicas), leader=broker_id, leader_epoch=proposal.leader_epoch, isr=list(proposal.new_isr),
                 partition_epoch=proposal.partition_epoch, controller_epoch=ctx.epoch,
             )
-        conflicts: set[tuple[str, int]] = set()
-        if writes:
-            try:
-                await self.store.write_partition_states(ctx.epoch, writes)
-            except PartitionEpochConflictError as e:
-                conflicts = set(e.partitions)
-                log.warning("AlterPartition: %s", e)
-                for name in {topic for topic, _ in conflicts}:
-                    fresh = await self.store.read_topics([name])
-                    if name in fresh and name in ctx.topics:
-                        ctx.topics[name].partitions = fresh[name].partitions
+        conflicts = await self._write_partition_states(writes, "AlterPartition: {}") if writes else set()
         for tp, (topic, index, _) in accepted.items():
             if (tp.topic, index) in conflicts:
                 results[tp] = PartitionResult(ErrorCode.INVALID_UPDATE_VERSION)
@@ -720,16 +710,7 @@ class Controller:
                 list(p.replicas), leader=value.leader, leader_epoch=value.leader_epoch, isr=list(value.isr),
                 partition_epoch=p.partition_epoch, controller_epoch=ctx.epoch,
             )
-        conflicts: set[tuple[str, int]] = set()
-        try:
-            await self.store.write_partition_states(ctx.epoch, writes)
-        except PartitionEpochConflictError as e:
-            conflicts = set(e.partitions)
-            log.warning("%s; they are read again and decided next time", e)
-            for name in {topic for topic, _ in conflicts}:
-                fresh = await self.store.read_topics([name])
-                if name in fresh and name in ctx.topics:
-                    ctx.topics[name].partitions = fresh[name].partitions
+        conflicts = await self._write_partition_states(writes, "{}; they are read again and decided next time")
         batch = self._batch()
         for topic, index, _, recipients in decided:
             if (topic.name, index) in conflicts:
@@ -742,6 +723,24 @@ class Controller:
     def _unclean_enabled(self, topic: str) -> bool:
         value = self.store.topic_configs(topic).get("unclean.leader.election.enable")
         return self.unclean_leader_election_default if value is None else value.lower() == "true"
+
+    async def _write_partition_states(
+        self, writes: dict[str, dict[int, PartitionAssignment]], conflict_message: str
+    ) -> set[tuple[str, int]]:
+        """Write partition states conditionally on their partition epochs; the partitions whose
+        stored state had moved on are returned, and read again into the context."""
+        ctx = self.context
+        try:
+            await self.store.write_partition_states(ctx.epoch, writes)
+        except PartitionEpochConflictError as e:
+            log.warning(conflict_message.format(e))
+            conflicts = set(e.partitions)
+            for name in {topic for topic, _ in conflicts}:
+                fresh = await self.store.read_topics([name])
+                if name in fresh and name in ctx.topics:
+                    ctx.topics[name].partitions = fresh[name].partitions
+            return conflicts
+        return set()
 
     async def _process_topic_change(self, changed_names: set[str] | None) -> None:
         """Kafka's TopicChange and PartitionModifications: read the topics that are new to this

@@ -14,41 +14,18 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from kazoo.client import KazooClient
 
 from tests.conftest import BrokerProcess, wait_until
+from tests.integration.cluster import SESSION_TIMEOUT_MS, start_cluster, zk_client
 from tests.zookeeper import chroot_for
-
-SESSION_TIMEOUT_MS = 4000
 
 
 @pytest.fixture
 def cluster(zookeeper, tmp_path, request):
     """Three brokers (node ids 1-3) of one cluster, under a chroot of their own."""
-    connect = chroot_for(zookeeper, request.node.name)
-    brokers = [
-        BrokerProcess(
-            tmp_path / f"broker-{node}", **{
-                "node.id": node,
-                "zookeeper.connect": connect,
-                "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-                "offsets.topic.replication.factor": 1,
-                "group.initial.rebalance.delay.ms": 0,
-            },
-        )
-        for node in (1, 2, 3)
-    ]
-    for broker in brokers:
-        broker.start()
-    yield connect, brokers
-    for broker in brokers:
-        broker.kill()
-
-
-def zk_client(connect: str) -> KazooClient:
-    client = KazooClient(hosts=connect, timeout=5)
-    client.start(timeout=10)
-    return client
+    cluster = start_cluster(chroot_for(zookeeper, request.node.name), tmp_path)
+    yield cluster.connect, cluster.brokers
+    cluster.kill()
 
 
 def bootstrap(brokers: list[BrokerProcess]) -> str:

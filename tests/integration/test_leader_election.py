@@ -13,33 +13,19 @@ import pytest
 from confluent_kafka import ElectionType, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.conftest import BrokerProcess, wait_until
+from tests.conftest import wait_until
+from tests.integration.cluster import start_cluster
 from tests.integration.test_cli import ok, pybroker
-from tests.integration.test_cluster import SESSION_TIMEOUT_MS, bootstrap
+from tests.integration.test_cluster import bootstrap
 from tests.zookeeper import chroot_for
 
 
 @pytest.fixture
 def cluster(zookeeper, tmp_path, request):
     """Three brokers (node ids 1-3), without the automatic rebalance (the test elects by hand)."""
-    connect = chroot_for(zookeeper, request.node.name)
-    brokers = [
-        BrokerProcess(
-            tmp_path / f"broker-{node}", **{
-                "node.id": node,
-                "zookeeper.connect": connect,
-                "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-                "offsets.topic.replication.factor": 1,
-                "auto.leader.rebalance.enable": False,
-            },
-        )
-        for node in (1, 2, 3)
-    ]
-    for broker in brokers:
-        broker.start()
-    yield connect, brokers
-    for broker in brokers:
-        broker.kill()
+    cluster = start_cluster(chroot_for(zookeeper, request.node.name), tmp_path, **{"auto.leader.rebalance.enable": False})
+    yield cluster.connect, cluster.brokers
+    cluster.kill()
 
 
 def describe(servers: str, topic: str, *flags: str) -> dict[int, tuple[str, str, str]]:
