@@ -227,10 +227,21 @@ class DelayedDeleteRecords(DelayedOperation):
             self._future.set_result(self.results)
 
 
+def behind_leader_log_start(
+    results: dict[TopicPartition, FetchPartitionResult], follower_log_starts: dict[TopicPartition, int]
+) -> bool:
+    """Whether a follower reported a log start offset below its leader's: it has something to
+    learn (KIP-107), so its fetch is answered at once instead of parking."""
+    return any(
+        tp in results and results[tp].log_start_offset > offset >= 0 for tp, offset in follower_log_starts.items()
+    )
+
+
 class DelayedFetch(DelayedOperation):
     """A long poll: waits until ``min_bytes`` are readable or ``max_wait_ms`` passes. A follower's
-    fetch also completes when a leader's log start offset moved (so DeleteRecords reaches the
-    followers in one round trip), and is answered by ``final_read`` (which records the fetch)."""
+    fetch also completes once the leader's log start offset is above the one the follower reported
+    (so DeleteRecords reaches the followers in one round trip), and is answered by ``final_read``
+    (which records the fetch)."""
 
     def __init__(
         self,
@@ -251,10 +262,7 @@ class DelayedFetch(DelayedOperation):
 
     def try_complete(self) -> bool:
         results, total, errors = self._read()
-        moved = any(
-            tp in results and results[tp].log_start_offset != offset for tp, offset in self._log_start_offsets.items()
-        )
-        if total >= self._min_bytes or errors or moved:
+        if total >= self._min_bytes or errors or behind_leader_log_start(results, self._log_start_offsets):
             self._result = results
             return self.force_complete()
         return False
@@ -678,7 +686,9 @@ class ReplicaManager:
         A follower's fetch is recorded when it is answered (at once, or when the parked fetch
         completes)."""
         results, total, errors = self.read_from_local_log(replica_id, requests, max_bytes)
-        if max_wait_ms <= 0 or not requests or total >= min_bytes or errors:
+        follower_log_starts = {r.topic_partition: r.log_start_offset for r in requests}
+        if (max_wait_ms <= 0 or not requests or total >= min_bytes or errors
+                or (replica_id >= 0 and behind_leader_log_start(results, follower_log_starts))):
             if replica_id >= 0:
                 self._record_follower_fetch(replica_id, requests, results)
             return results
@@ -689,7 +699,7 @@ class ReplicaManager:
         follower = replica_id >= 0
         operation = DelayedFetch(
             max_wait_ms, min_bytes, lambda: self.read_from_local_log(replica_id, requests, max_bytes), future,
-            log_start_offsets={tp: r.log_start_offset for tp, r in results.items()} if follower else None,
+            log_start_offsets=follower_log_starts if follower else None,
             final_read=(lambda: self._follower_read(replica_id, requests, max_bytes)) if follower else None,
         )
         # The read above found too little; wait for appends to these partitions (or the deadline).

@@ -374,6 +374,22 @@ def test_delete_records_reaches_the_follower_in_one_round_trip(tmp_path):
     run(scenario)
 
 
+def test_a_follower_behind_the_leaders_log_start_is_answered_without_parking(tmp_path):
+    """The log start offset moved between two follower fetches: the next fetch still reports the
+    old one, so it is answered at once with the new one instead of waiting replica.fetch.wait.max.ms."""
+    async def scenario() -> None:
+        c = Cluster(tmp_path)
+        c.produce(5)
+        await c.catch_up()
+        deleted = c.leader.delete_records(30_000, {TP: 4}, leader_only=False)
+        before = c.time.monotonic_ms()
+        await c.fetcher.do_work()  # returns without any clock advance: not parked
+        assert c.time.monotonic_ms() == before and c.follower_log.log_start_offset == 4
+        await c.round()  # reports 4 now: parks until its deadline, and completes the delete
+        assert deleted.done() and deleted.result()[TP].low_watermark == 4
+    run(scenario)
+
+
 def test_fetcher_manager_groups_by_leader_and_shuts_down_idle_fetchers(tmp_path):
     async def scenario() -> None:
         endpoints: list[int] = []
