@@ -307,7 +307,6 @@ class Admin:
                 await connection.connect()
             except (OSError, KafkaClientError, TimeoutError) as e:
                 errors.append(f"{host}:{port}: {e}")
-                await connection.close()
                 continue
             self._connection = connection
             self._connections[(host, port)] = connection
@@ -339,7 +338,6 @@ class Admin:
                 try:
                     await connection.connect()
                 except (OSError, KafkaClientError, TimeoutError) as e:
-                    await connection.close()
                     raise KafkaClientError(f"could not connect to broker {host}:{port}: {e}") from e
                 self._connections[(host, port)] = connection
             return connection

@@ -40,11 +40,16 @@ class BrokerConnection:
 
     async def connect(self, timeout: float = 10.0) -> None:
         """Connect and negotiate versions, within ``timeout`` seconds for both (a broker that
-        accepts but never answers, e.g. a stopped process, fails here instead of hanging)."""
-        async with asyncio.timeout(timeout):
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-            self._read_task = asyncio.create_task(self._read_loop())
-            await self._negotiate()
+        accepts but never answers, e.g. a stopped process, fails here instead of hanging). A
+        failed connect leaves nothing open."""
+        try:
+            async with asyncio.timeout(timeout):
+                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                self._read_task = asyncio.create_task(self._read_loop())
+                await self._negotiate()
+        except BaseException:
+            await self.close()
+            raise
 
     async def _negotiate(self) -> None:
         request = ApiVersionsRequest(client_software_name="pybroker", client_software_version="0.1.0")

@@ -55,11 +55,7 @@ class RemoteLeaderEndPoint:
             if endpoint is None:
                 raise ConnectionError(f"broker {self.source_broker_id} is not alive in the metadata")
             connection = BrokerConnection(endpoint.host, endpoint.port, self._client_id)
-            try:
-                await connection.connect(self._timeout_s)
-            except BaseException:
-                await connection.close()
-                raise
+            await connection.connect(self._timeout_s)
             self._connection = connection
         try:
             return await self._connection.send(api_key, request, version, timeout=self._timeout_s + extra_wait_ms / 1000)

@@ -686,20 +686,18 @@ class ReplicaManager:
         A follower's fetch is recorded when it is answered (at once, or when the parked fetch
         completes)."""
         results, total, errors = self.read_from_local_log(replica_id, requests, max_bytes)
-        follower_log_starts = {r.topic_partition: r.log_start_offset for r in requests}
-        if (max_wait_ms <= 0 or not requests or total >= min_bytes or errors
-                or (replica_id >= 0 and behind_leader_log_start(results, follower_log_starts))):
-            if replica_id >= 0:
-                self._record_follower_fetch(replica_id, requests, results)
-            return results
-        if replica_id >= 0:
-            # Kafka records the follower's position before parking: the HW may move now.
-            self._record_follower_fetch(replica_id, requests, results)
-        future: asyncio.Future[dict[TopicPartition, FetchPartitionResult]] = asyncio.get_running_loop().create_future()
         follower = replica_id >= 0
+        # Kafka records a follower's position before deciding to park: the HW may move now.
+        follower_log_starts = {r.topic_partition: r.log_start_offset for r in requests} if follower else {}
+        if follower:
+            self._record_follower_fetch(replica_id, requests, results)
+        if (max_wait_ms <= 0 or not requests or total >= min_bytes or errors
+                or behind_leader_log_start(results, follower_log_starts)):
+            return results
+        future: asyncio.Future[dict[TopicPartition, FetchPartitionResult]] = asyncio.get_running_loop().create_future()
         operation = DelayedFetch(
             max_wait_ms, min_bytes, lambda: self.read_from_local_log(replica_id, requests, max_bytes), future,
-            log_start_offsets=follower_log_starts if follower else None,
+            log_start_offsets=follower_log_starts,
             final_read=(lambda: self._follower_read(replica_id, requests, max_bytes)) if follower else None,
         )
         # The read above found too little; wait for appends to these partitions (or the deadline).
