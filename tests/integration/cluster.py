@@ -10,7 +10,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
-from tests.conftest import BrokerProcess
+from tests.conftest import BrokerProcess, wait_until
 
 SESSION_TIMEOUT_MS = 4000
 
@@ -41,7 +41,8 @@ class Cluster:
 
 
 def start_cluster(connect: str, root: Path, nodes: int = 3, **overrides: object) -> Cluster:
-    """``nodes`` brokers (node ids 1..nodes) on ZooKeeper ``connect``, started one after another."""
+    """``nodes`` brokers (node ids 1..nodes) on ZooKeeper ``connect``, started one after another;
+    returns once every broker knows the whole cluster."""
     settings: dict[str, object] = {
         "zookeeper.connect": connect,
         "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
@@ -54,6 +55,12 @@ def start_cluster(connect: str, root: Path, nodes: int = 3, **overrides: object)
     try:
         for broker in brokers:
             broker.start()
+        # A broker listens before it registers: wait until every broker knows all of them (the
+        # controller's UpdateMetadata reached it), as a user would before creating topics.
+        for broker in brokers:
+            client = AdminClient({"bootstrap.servers": broker.bootstrap})
+            wait_until(lambda client=client: len(client.list_topics(timeout=10).brokers) == nodes, timeout=30,
+                       message=f"broker {broker.bootstrap} knowing all {nodes} brokers")
     except BaseException:
         cluster.kill()
         raise
