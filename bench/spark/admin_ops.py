@@ -37,14 +37,21 @@ def _admin(bootstrap: str) -> Any:
 
 
 def create_topics(
-    bootstrap: str, topics: list[str], partitions: int, configs: dict[str, str] | None = None
+    bootstrap: str,
+    topics: list[str],
+    partitions: int,
+    configs: dict[str, str] | None = None,
+    replication_factor: int = 1,
 ) -> float:
     """Create ``topics`` with ``partitions`` each; return the seconds it took."""
 
     async def go() -> None:
         async with _admin(bootstrap) as admin:
             await admin.create_topics(
-                topics, num_partitions=partitions, replication_factor=1, configs=configs
+                topics,
+                num_partitions=partitions,
+                replication_factor=replication_factor,
+                configs=configs,
             )
 
     t0 = time.perf_counter()

@@ -61,7 +61,15 @@ def _common_run(ap: argparse.ArgumentParser) -> None:
         "--brokers",
         default="pybroker,tansu",
         help="comma-separated: pybroker, tansu (started fresh per run on 127.0.0.1), "
-        "or NAME=HOST:PORT for a running broker",
+        "pybroker-clusterN (N pybroker processes and ZooKeeper, fresh per run; topics with "
+        "replication factor min(N, 3)), or NAME=HOST:PORT for a running broker",
+    )
+    g.add_argument(
+        "--cluster",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run against a local N-broker cluster (adds pybroker-clusterN to --brokers)",
     )
     g.add_argument("--runs", type=int, default=1, help="runs per broker (alternating)")
     g.add_argument(
@@ -296,7 +304,10 @@ def cmd_run(args: argparse.Namespace, command: str) -> int:
     from bench.spark.workloads import load, with_overrides
 
     try:
-        specs = [targets.TargetSpec.parse(s) for s in args.brokers.split(",") if s.strip()]
+        wanted = [s for s in args.brokers.split(",") if s.strip()]
+        if args.cluster:
+            wanted.append(f"pybroker-cluster{args.cluster}")
+        specs = [targets.TargetSpec.parse(s) for s in wanted]
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
     names = [s.name for s in specs]
@@ -411,6 +422,14 @@ def cmd_run(args: argparse.Namespace, command: str) -> int:
             "throughput-over-time samples lag by up to one producer batch per partition; "
             "totals come from the producers' summaries."
         )
+    for spec in specs:
+        if spec.kind == "cluster":
+            notes.append(
+                f"{spec.name}: a fresh local cluster per run, {spec.nodes} pybroker processes and "
+                f"ZooKeeper (bench/cluster.py), default broker settings; the run's topics have "
+                f"replication factor {spec.replication_factor}; broker CPU and peak RSS are summed "
+                "over its brokers."
+            )
     notes += run_notes(runs)
     if any(r.get("produce", {}).get("summaries_missing") for r in runs):
         notes.append(

@@ -124,7 +124,7 @@ def run_one(
                 spark, b, opts.client, FORMATS[opts.client], load.topics(tag), opts.workdir, run_no
             )
             record["topics"] = ctx.topics
-            record["create_topics_s"] = create_topics(b.bootstrap, ctx.topics)
+            record["create_topics_s"] = create_topics(b.bootstrap, ctx.topics, b.replication_factor)
             if load.warmup:
                 t = time.perf_counter()
                 load.warmup(ctx)
@@ -211,12 +211,15 @@ def run_one(
     return record
 
 
-def create_topics(bootstrap: str, topics: dict[str, int]) -> float:
+def create_topics(bootstrap: str, topics: dict[str, int], replication_factor: int = 1) -> float:
     """Create the topics (one request per partition count); return the seconds taken."""
     by_count: dict[int, list[str]] = {}
     for name, n in topics.items():
         by_count.setdefault(n, []).append(name)
-    return sum(admin_ops.create_topics(bootstrap, names, n) for n, names in by_count.items())
+    return sum(
+        admin_ops.create_topics(bootstrap, names, n, replication_factor=replication_factor)
+        for n, names in by_count.items()
+    )
 
 
 def one_line(r: dict[str, Any]) -> str:

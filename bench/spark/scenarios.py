@@ -141,7 +141,12 @@ def workload_load(wl: Workload) -> LoadSpec:
         if not wl.warmup_records:
             return
         name = f"warmup-{uuid.uuid4().hex[:8]}"
-        admin_ops.create_topics(ctx.broker.bootstrap, [name], wl.partitions)
+        admin_ops.create_topics(
+            ctx.broker.bootstrap,
+            [name],
+            wl.partitions,
+            replication_factor=ctx.broker.replication_factor,
+        )
         if wl.mode == "tasks":
             tasks_write(ctx, wl, [name], wl.warmup_records, None)
         else:
@@ -205,6 +210,7 @@ def replay_load(
             records=2_000,
             client=ctx.client,
             tasks=tasks,
+            replication_factor=ctx.broker.replication_factor,
         )
 
     def check(ctx: RunContext) -> dict[str, Any]:

@@ -1,13 +1,16 @@
 """The brokers of one invocation: launched pybroker / Tansu processes, or any bootstrap address.
 
-``--brokers pybroker,tansu,kafka=10.0.0.5:9092``: ``pybroker`` and ``tansu`` are started fresh
-for every run on ``127.0.0.1:<free port>`` (``bench/brokers.py``; pybroker with a new data dir,
-Tansu with its in-memory storage) and stopped by PID afterwards; ``NAME=HOST:PORT`` is an
-already running broker that is only connected to (topics get unique names per run instead).
+``--brokers pybroker,tansu,pybroker-cluster3,kafka=10.0.0.5:9092``: ``pybroker`` and ``tansu``
+are started fresh for every run on ``127.0.0.1:<free port>`` (``bench/brokers.py``; pybroker with
+a new data dir, Tansu with its in-memory storage) and stopped by PID afterwards;
+``pybroker-clusterN`` is a fresh local cluster of N pybroker processes and a ZooKeeper server for
+every run (``bench/cluster.py``), whose topics get replication factor min(N, 3); ``NAME=HOST:PORT``
+is an already running broker that is only connected to (topics get unique names per run instead).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +33,7 @@ from bench.brokers import (
 )
 
 LAUNCHABLE = ("pybroker", "tansu")
+CLUSTER = re.compile(r"pybroker-cluster(\d+)")
 
 
 @dataclass
@@ -37,8 +41,14 @@ class TargetSpec:
     """A broker named on the command line."""
 
     name: str
-    kind: str  # pybroker | tansu | external
+    kind: str  # pybroker | tansu | cluster | external
     bootstrap: str | None = None
+    nodes: int = 1  # brokers of a launched cluster
+
+    @property
+    def replication_factor(self) -> int:
+        """Of the topics a run creates: min(brokers, 3) on a launched cluster, else 1."""
+        return min(self.nodes, 3) if self.kind == "cluster" else 1
 
     @classmethod
     def parse(cls, text: str) -> TargetSpec:
@@ -50,7 +60,11 @@ class TargetSpec:
             return cls(name.strip(), "external", address.strip())
         if text in LAUNCHABLE:
             return cls(text, text)
-        raise ValueError(f"broker {text!r}: one of {', '.join(LAUNCHABLE)}, or NAME=HOST:PORT")
+        if (m := CLUSTER.fullmatch(text)) and int(m.group(1)) >= 1:
+            return cls(text, "cluster", nodes=int(m.group(1)))
+        raise ValueError(
+            f"broker {text!r}: one of {', '.join(LAUNCHABLE)}, pybroker-clusterN, or NAME=HOST:PORT"
+        )
 
 
 @dataclass
@@ -70,7 +84,7 @@ class Tools:
                 [tools.tansu, "--version"], capture_output=True, text=True, timeout=30
             )
             tools.info.update(meta, tansu=v.stdout.strip(), tansu_binary=tools.tansu)
-        if any(s.kind == "pybroker" for s in specs):
+        if any(s.kind in ("pybroker", "cluster") for s in specs):
             tools.info["pybroker_import"] = pybroker_import(python)
         return tools
 
@@ -84,26 +98,42 @@ class Running:
     process: Broker | None = None
     data_dir: Path | None = None
     startup_s: float | None = None
+    cluster: Any = None  # bench.cluster.LocalCluster of a launched cluster
 
     @property
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def replication_factor(self) -> int:
+        return self.spec.replication_factor
+
+    @property
+    def processes(self) -> list[Broker]:
+        """The launched broker processes (every broker of a cluster)."""
+        if self.cluster is not None:
+            return [n.process for n in self.cluster.nodes if n.process is not None]
+        return [self.process] if self.process else []
+
     def cpu_seconds(self) -> float | None:
-        """CPU seconds of the launched broker's process group (None for external brokers)."""
-        return group_cpu_seconds(self.process.pid) if self.process else None
+        """CPU seconds of the launched brokers' process groups, summed (None for external brokers)."""
+        procs = self.processes
+        return sum(group_cpu_seconds(p.pid) for p in procs) if procs else None
 
     def peak_rss_mb(self) -> float | None:
-        if not self.process:
+        """Peak RSS of the launched brokers, summed over a cluster's brokers."""
+        procs = self.processes
+        if not procs:
             return None
         try:
-            return proc_status_kb(self.process.pid, "VmHWM") * 1024 / 1e6
+            return sum(proc_status_kb(p.pid, "VmHWM") for p in procs) * 1024 / 1e6
         except (OSError, KeyError):
             return None
 
     def check_alive(self) -> None:
-        if self.process and not self.process.alive():
-            raise RuntimeError(f"{self.name} exited: {self.process.log_tail(1500)}")
+        for p in self.processes:
+            if not p.alive():
+                raise RuntimeError(f"{self.name} exited: {p.log_tail(1500)}")
 
 
 @contextmanager
@@ -120,6 +150,10 @@ def running(
         assert spec.bootstrap
         yield Running(spec, spec.bootstrap)
         return
+    if spec.kind == "cluster":
+        with running_cluster(spec, tools, workdir, overrides, startup_timeout, keep) as r:
+            yield r
+        return
     run_dir = Path(tempfile.mkdtemp(prefix=f"{spec.name}-", dir=workdir))  # fresh per run
     port = free_port()
     data_dir = run_dir / "data"
@@ -135,5 +169,38 @@ def running(
         yield Running(spec, f"127.0.0.1:{port}", proc, data_dir, startup)
     finally:
         proc.stop()
+        if not keep:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@contextmanager
+def running_cluster(
+    spec: TargetSpec,
+    tools: Tools,
+    workdir: Path,
+    overrides: dict[str, str] | None,
+    startup_timeout: float,
+    keep: bool,
+) -> Iterator[Running]:
+    """A fresh ZooKeeper and ``spec.nodes`` pybroker processes, for the duration of the block."""
+    from bench.cluster import LocalCluster, start_zookeeper
+
+    run_dir = Path(tempfile.mkdtemp(prefix=f"{spec.name}-", dir=workdir))
+    add_path = bool(tools.info.get("pybroker_import", {}).get("add_repo_to_pythonpath"))
+    zk = start_zookeeper(run_dir / "zookeeper")
+    cluster = LocalCluster(
+        f"{zk.connect_string}/bench",
+        run_dir / "cluster",
+        spec.nodes,
+        overrides,
+        tools.python,
+        add_path,
+    )
+    try:
+        startup = cluster.start(startup_timeout)
+        yield Running(spec, cluster.bootstrap(), startup_s=startup, cluster=cluster)
+    finally:
+        cluster.stop()
+        zk.stop()
         if not keep:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -279,11 +279,13 @@ def replay(
     keep_partitions: bool = True,
     create_topics: bool = True,
     stats: dict[str, Any] | None = None,
+    replication_factor: int = 1,
 ) -> dict[str, Any]:
     """Replay ``trace`` into ``bootstrap`` (``speed`` None or 0 = max rate); return totals.
 
     ``topic_map`` maps recorded topics to target topics (default: the same names). With
-    ``create_topics`` the targets are created with the recorded partition counts.
+    ``create_topics`` the targets are created with the recorded partition counts (and
+    ``replication_factor``).
     """
     from pyspark.sql import functions as F
 
@@ -298,7 +300,7 @@ def replay(
         for t in src:
             by_count[stats["topics"][t]].append(topic_map[t])
         for n, names in by_count.items():
-            admin_ops.create_topics(bootstrap, names, n)
+            admin_ops.create_topics(bootstrap, names, n, replication_factor=replication_factor)
     opts = {"kafka.bootstrap.servers": bootstrap, "kafka.acks": "all", **(producer_options or {})}
     df = spark.read.parquet(str(trace))
     has_values = "value" in df.columns
@@ -473,6 +475,7 @@ def replay_in_order(
     speed: float | None = None,
     client: str = "pybroker",
     tasks: int = 2,
+    replication_factor: int = 1,
 ) -> dict[str, Any]:
     """Generate a small trace, replay it into fresh topics, and verify order per key."""
     tag = uuid.uuid4().hex[:6]
@@ -485,7 +488,16 @@ def replay_in_order(
         rate=max(1000.0, records / 2.0),
     )
     topic_map = {f"src-{tag}": f"replay-{tag}"}
-    result = replay(spark, path, bootstrap, topic_map, speed=speed, client=client, tasks=tasks)
+    result = replay(
+        spark,
+        path,
+        bootstrap,
+        topic_map,
+        speed=speed,
+        client=client,
+        tasks=tasks,
+        replication_factor=replication_factor,
+    )
     check = verify_order(bootstrap, path, topic_map)
     check["replay"] = {k: result[k] for k in ("records", "replay_s", "max_behind_s")}
     return check

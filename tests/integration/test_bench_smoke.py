@@ -144,3 +144,14 @@ def test_cluster_failover(tmp_path):
     assert {t["result"] for t in data["targets"]} == {"not judged"}
     assert (tmp_path / "cluster_failover.png").exists()
 
+
+def test_spark_replay_against_a_cluster(tmp_path):
+    trace = tmp_path / "trace.parquet"
+    subprocess.run([sys.executable, "-m", "bench", "gen-trace", "--out", str(trace), "--records", "2000",
+                    "--rate", "2000", "--keys", "uniform:50"], cwd=REPO, check=True, capture_output=True, timeout=120)
+    run(tmp_path, "-m", "bench", "replay", "--trace", str(trace), "--speed", "4", "--runs", "1",
+        "--brokers", "pybroker-cluster3", "--master", "local[2]", "--no-progress", "--no-plots")
+    data = result(tmp_path, "spark_replay")
+    assert [(r["broker"], r["ok"]) for r in data["runs"]] == [("pybroker-cluster3", True)], data["runs"]
+    assert data["runs"][0]["check"]["ok"]
+    assert any("3 pybroker processes" in note for note in data["notes"])
