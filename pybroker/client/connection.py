@@ -1,17 +1,23 @@
 """A client connection to one broker: framed requests, correlation ids, version negotiation.
 
-Owns one TCP connection (asyncio streams are fine here: the client is not the broker's hot path),
-the ApiVersions exchange on connect (ApiVersions v3 first; on UNSUPPORTED_VERSION retry with v0,
-as librdkafka does), choosing for each request the highest version both sides support, and
-matching responses to pending requests by correlation id.
+Owns one TCP connection, the ApiVersions exchange on connect (ApiVersions v3 first; on
+UNSUPPORTED_VERSION retry with v0, as librdkafka does), choosing for each request the highest
+version both sides support, and matching responses to pending requests by correlation id.
+
+A follower's fetches from its leader come through here, so responses are read as the broker reads
+requests (`FrameReader`): a large response lands, in one copy from the socket, in a buffer of its
+own, which the decoded response's records then point into (writable, so the follower's log
+appends them in place).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from typing import Any
 
+from pybroker.network.framing import FrameReader
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
@@ -26,17 +32,74 @@ class UnsupportedVersionError(KafkaClientError):
     """The broker supports no version of this API that this client can send."""
 
 
+# The largest response accepted (librdkafka's receive.message.max.bytes default); a larger size
+# prefix is taken for a broken stream and ends the connection.
+MAX_RESPONSE_SIZE = 100_000_000
+
+
+class _Channel(FrameReader):
+    """The socket of a `BrokerConnection`: response frames in, request bytes out with the
+    transport's flow control."""
+
+    def __init__(self, on_frame: Callable[[bytearray], None], on_lost: Callable[[BaseException | None], None]) -> None:
+        super().__init__(MAX_RESPONSE_SIZE)
+        self.transport: asyncio.Transport | None = None
+        self._on_frame = on_frame
+        self._on_lost = on_lost
+        self._writable: asyncio.Future[None] | None = None  # set while the transport is paused
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        if not self.lost.done():
+            self.lost.set_result(None)
+        self._on_lost(exc)
+
+    def eof_received(self) -> bool:
+        return False
+
+    def frame_received(self, frame: bytearray) -> None:
+        self._on_frame(frame)
+
+    def frame_size_invalid(self, size: int) -> None:
+        self.closed = True
+        self._on_lost(KafkaClientError(f"response size {size} is outside 0..{self.max_frame_size}"))
+        assert self.transport is not None
+        self.transport.abort()
+
+    def pause_writing(self) -> None:
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    def write(self, data: bytes | bytearray) -> None:
+        if self.closed or self.transport is None:
+            raise KafkaClientError("not connected")
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        """Wait while the transport's write buffer is over its high-water mark."""
+        if self._writable is not None:
+            await self._writable
+
+
 class BrokerConnection:
     """A connection to one broker, usable by many concurrent requests."""
 
     def __init__(self, host: str, port: int, client_id: str = "pybroker-client") -> None:
         self.host, self.port, self.client_id = host, port, client_id
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._channel: _Channel | None = None
         self._correlation = itertools.count(1)
         self._pending: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
-        self._read_task: asyncio.Task[None] | None = None
 
     async def connect(self, timeout: float = 10.0) -> None:
         """Connect and negotiate versions, within ``timeout`` seconds for both (a broker that
@@ -44,8 +107,9 @@ class BrokerConnection:
         failed connect leaves nothing open."""
         try:
             async with asyncio.timeout(timeout):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-                self._read_task = asyncio.create_task(self._read_loop())
+                _, self._channel = await asyncio.get_running_loop().create_connection(
+                    lambda: _Channel(self._response_received, self._connection_lost), self.host, self.port
+                )
                 await self._negotiate()
         except BaseException:
             await self.close()
@@ -83,55 +147,53 @@ class BrokerConnection:
 
     async def send_without_response(self, api_key: int, request: Any, version: int) -> None:
         """Send a request the broker does not answer (Produce with acks=0)."""
-        if self._writer is None:
+        if self._channel is None:
             raise KafkaClientError("not connected")
-        self._writer.write(codec.encode_request(api_key, version, next(self._correlation), self.client_id, request))
-        await self._writer.drain()
+        self._channel.write(codec.encode_request(api_key, version, next(self._correlation), self.client_id, request))
+        await self._channel.drain()
 
     async def _send(self, api_key: int, version: int, request: Any) -> Any:
-        if self._writer is None:
+        if self._channel is None:
             raise KafkaClientError("not connected")
         correlation_id = next(self._correlation)
+        encoded = codec.encode_request(api_key, version, correlation_id, self.client_id, request)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._channel.write(encoded)
         self._pending[correlation_id] = (api_key, version, future)
-        self._writer.write(codec.encode_request(api_key, version, correlation_id, self.client_id, request))
-        await self._writer.drain()
+        await self._channel.drain()
         return await future
 
-    async def _read_loop(self) -> None:
-        assert self._reader is not None
-        error: BaseException = KafkaClientError(f"connection to {self.host}:{self.port} closed")
+    def _response_received(self, frame_buffer: bytearray) -> None:
+        frame = memoryview(frame_buffer)
+        correlation_id = int.from_bytes(frame[:4], "big", signed=True)
+        api_key, version, future = self._pending.pop(correlation_id, (None, 0, None))
+        if future is None or future.done():
+            return
         try:
-            while True:
-                size = int.from_bytes(await self._reader.readexactly(4), "big")
-                frame = memoryview(await self._reader.readexactly(size))
-                correlation_id = int.from_bytes(frame[:4], "big", signed=True)
-                api_key, version, future = self._pending.pop(correlation_id, (None, 0, None))
-                if future is None or future.done():
-                    continue
-                try:
-                    if api_key == ApiKey.API_VERSIONS and len(frame) >= 6 and int.from_bytes(frame[4:6], "big") == ErrorCode.UNSUPPORTED_VERSION:
-                        version = 0  # the broker answers an unsupported ApiVersions in the v0 layout
-                    future.set_result(codec.decode_response(api_key, version, frame)[1])
-                except Exception as e:  # a response we cannot decode fails that request only
-                    future.set_exception(KafkaClientError(f"undecodable {ApiKey(api_key).name} response: {e}"))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
-            error = KafkaClientError(f"connection to {self.host}:{self.port} lost: {e}")
-        except asyncio.CancelledError:
-            pass
-        finally:
-            for _, _, future in self._pending.values():
-                if not future.done():
-                    future.set_exception(error)
-            self._pending.clear()
+            if api_key == ApiKey.API_VERSIONS and len(frame) >= 6 and int.from_bytes(frame[4:6], "big") == ErrorCode.UNSUPPORTED_VERSION:
+                version = 0  # the broker answers an unsupported ApiVersions in the v0 layout
+            future.set_result(codec.decode_response(api_key, version, frame)[1])
+        except Exception as e:  # a response we cannot decode fails that request only
+            future.set_exception(KafkaClientError(f"undecodable {ApiKey(api_key).name} response: {e}"))
+
+    def _connection_lost(self, exc: BaseException | None) -> None:
+        """Every request still waiting fails: the connection is gone."""
+        if isinstance(exc, KafkaClientError):
+            error = exc
+        elif exc is None:
+            error = KafkaClientError(f"connection to {self.host}:{self.port} closed")
+        else:
+            error = KafkaClientError(f"connection to {self.host}:{self.port} lost: {exc}")
+        pending, self._pending = self._pending, {}
+        for _, _, future in pending.values():
+            if not future.done():
+                future.set_exception(error)
 
     async def close(self) -> None:
-        if self._read_task is not None:
-            self._read_task.cancel()
-        if self._writer is not None:
-            self._writer.close()
-            try:
-                await self._writer.wait_closed()
-            except OSError:
-                pass
-            self._writer = None
+        channel, self._channel = self._channel, None
+        if channel is not None and channel.transport is not None:
+            if channel.transport.get_write_buffer_size():
+                channel.transport.abort()  # a peer that stopped reading must not hold the close
+            else:
+                channel.transport.close()
+            await channel.lost

@@ -1,17 +1,19 @@
-"""One client connection: Kafka's length-prefixed frames over asyncio ``BufferedProtocol``.
+"""One client connection: Kafka's requests in, replies out in request order.
 
-Owns reading (the socket reads straight into a reusable buffer; a frame too large for it gets a
-buffer of its own, sized from its length prefix after that prefix is checked against
-``socket.request.max.bytes``), cutting frames, handing each frame to the request dispatcher in
-arrival order, and writing responses back **in request order** however they complete: replies
-ready at the end of a read are written with one ``writelines`` call. Pipelining is unbounded on
-the client side but bounded here: reading pauses while too many replies are pending or the
-transport's write buffer is full.
+Owns, over the frames that `FrameReader` cuts from the socket: handing each frame to the request
+dispatcher in arrival order, and writing responses back **in request order** however they
+complete: replies ready at the end of a read are written with one ``writelines`` call.
+Pipelining is unbounded on the client side but bounded here: reading pauses while too many
+replies are pending, while the transport's write buffer is full, or while a log region is only
+partly sent.
 
 A reply may be a `FrameWithRegions` (a Fetch response whose records are left in the log): its
 bytes go through the transport and its log regions straight from the file to the socket with
-``sendfile``, as Kafka's zero-copy fetch does, whenever the transport has nothing buffered
-(otherwise, or for the unsent rest after the socket fills up, the region is read and buffered).
+``sendfile``, as Kafka's zero-copy fetch does. A region waits until the transport has nothing
+buffered (so bytes stay in order); when the socket takes only part of it, the rest, and every
+reply after it, waits until the socket is writable again, and ``sendfile`` goes on from there:
+like Kafka, which mutes a channel until its send is complete, nothing is read into memory to
+finish a region. (Over TLS a region is read and written through the transport.)
 
 It knows nothing of Kafka's APIs: the dispatcher returns, per frame, the encoded reply, a future
 of it, or None (no reply, e.g. Produce with acks=0).
@@ -21,17 +23,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from pybroker._native import LogRegion
+from pybroker.network.framing import FrameReader
 from pybroker.protocol.codec import FrameWithRegions
 
 log = logging.getLogger(__name__)
 
-_INITIAL_BUFFER = 256 * 1024
 _MAX_PENDING = 1000  # replies owed before reading pauses
+
+# What the connection still has to write, in order: replies, or the parts of one after a region
+# that the socket did not take whole.
+_Output = bytes | bytearray | memoryview | FrameWithRegions | LogRegion
 
 
 class CloseConnection(Exception):
@@ -42,7 +49,7 @@ class Dispatcher(Protocol):
     def __call__(self, frame: bytearray, connection: KafkaConnection) -> Any: ...
 
 
-class KafkaConnection(asyncio.BufferedProtocol):
+class KafkaConnection(FrameReader):
     """Frames in, ordered replies out, for one socket."""
 
     def __init__(
@@ -51,23 +58,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
         max_request_size: int,
         on_close: Callable[[KafkaConnection], None] | None = None,
     ) -> None:
+        super().__init__(max_request_size)
         self._dispatch = dispatch
-        self._max_request_size = max_request_size
         self._on_close = on_close
-        self._buffer = bytearray(_INITIAL_BUFFER)
-        self._start = 0  # first unconsumed byte
-        self._end = 0  # end of received bytes
-        self._large: bytearray | None = None  # a frame bigger than the buffer, being filled
-        self._large_filled = 0
         self._pending: deque[Any] = deque()  # replies owed, in request order (bytes or futures)
-        self._out: list[bytes | bytearray | FrameWithRegions] = []
+        self._out: list[_Output] = []
         self._socket_fd: int | None = None  # for sendfile; None when the transport wraps the socket
+        self._region: LogRegion | None = None  # being sent, the socket took part of it
+        self._region_sent = 0
+        self._writable_fd: int | None = None  # a dup of the socket, watched while a region waits
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._reading_paused = False
         self._writing_paused = False
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = "/"
-        self.closed = False
         self.attributes: dict[str, Any] = {}  # per-connection state for handlers (e.g. principal)
 
     # --- asyncio callbacks ---------------------------------------------------------------------
@@ -83,6 +88,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._stop_watching_writable()
         for item in self._pending:
             if isinstance(item, asyncio.Future):
                 item.cancel()
@@ -98,70 +104,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._update_reading()
 
-    def get_buffer(self, sizehint: int) -> memoryview:
-        if self._large is not None:
-            return memoryview(self._large)[self._large_filled :]
-        if self._end == len(self._buffer):
-            self._compact()
-        return memoryview(self._buffer)[self._end :]
-
     def buffer_updated(self, nbytes: int) -> None:
-        if self._large is not None:
-            self._large_filled += nbytes
-            if self._large_filled < len(self._large):
-                return
-            frame, self._large = self._large, None
-            self._submit(frame)
-        else:
-            self._end += nbytes
-        self._cut_frames()
+        super().buffer_updated(nbytes)
         self._flush()
 
     def eof_received(self) -> bool:
         return False
 
-    # --- framing -------------------------------------------------------------------------------
+    # --- requests ------------------------------------------------------------------------------
 
-    def _cut_frames(self) -> None:
-        buffer = self._buffer
-        while not self.closed and self._large is None:
-            available = self._end - self._start
-            if available < 4:
-                break
-            size = int.from_bytes(buffer[self._start : self._start + 4], "big", signed=True)
-            if size < 0 or size > self._max_request_size:
-                log.warning(
-                    "Closing connection from %s: frame size %d is outside 0..%d (socket.request.max.bytes)",
-                    self.peer, size, self._max_request_size,
-                )
-                self.close()
-                return
-            body_start = self._start + 4
-            if available - 4 >= size:
-                frame = buffer[body_start : body_start + size]
-                self._start = body_start + size
-                self._submit(frame)
-                continue
-            if size > len(buffer) - body_start:
-                # Receive the rest of this frame straight into a buffer of its own.
-                large = bytearray(size)
-                have = self._end - body_start
-                large[:have] = buffer[body_start : self._end]
-                self._large, self._large_filled = large, have
-                self._start = self._end = 0
-            break
-        if self._start == self._end:
-            self._start = self._end = 0
+    def frame_size_invalid(self, size: int) -> None:
+        log.warning(
+            "Closing connection from %s: frame size %d is outside 0..%d (socket.request.max.bytes)",
+            self.peer, size, self.max_frame_size,
+        )
+        self.close()
 
-    def _compact(self) -> None:
-        remaining = self._end - self._start
-        if self._start:
-            self._buffer[:remaining] = self._buffer[self._start : self._end]
-        self._start, self._end = 0, remaining
-        if remaining == len(self._buffer):
-            self._buffer.extend(bytes(len(self._buffer)))
-
-    def _submit(self, frame: bytearray) -> None:
+    def frame_received(self, frame: bytearray) -> None:
         try:
             reply = self._dispatch(frame, self)
         except CloseConnection as e:
@@ -225,25 +184,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _flush(self) -> None:
         if self._pending:
             self._collect_ready()
-        if self._out and self.transport is not None and not self.closed:
-            out, self._out = self._out, []
-            if any(item.__class__ is FrameWithRegions for item in out):
-                self._write_with_regions(out)
-            elif len(out) == 1:
-                self.transport.write(out[0])
-            else:
-                self.transport.writelines(out)
+        if not self._out or self.transport is None or self.closed or self._region is not None:
+            return
+        out, self._out = self._out, []
+        if any(item.__class__ is FrameWithRegions or item.__class__ is LogRegion for item in out):
+            self._write_with_regions(out)
+        elif len(out) == 1:
+            self.transport.write(out[0])
+        else:
+            self.transport.writelines(out)
 
-    def _write_with_regions(self, out: list[bytes | bytearray | FrameWithRegions]) -> None:
-        """Write replies in order: bytes in as few transport writes as possible, each log region
-        sent from its file in between."""
+    def _write_with_regions(self, out: list[_Output]) -> None:
+        """Write in order: bytes in as few transport writes as possible, each log region sent
+        from its file in between. A region the socket does not take whole holds back what
+        follows it until the socket drains."""
         assert self.transport is not None
         chunks: list[Any] = []
-        for item in out:
-            if item.__class__ is not FrameWithRegions:
-                chunks.append(item)
-                continue
-            for part in item.parts:  # type: ignore[union-attr]
+        for i, item in enumerate(out):
+            parts: list[Any] = item.parts if item.__class__ is FrameWithRegions else [item]  # type: ignore[union-attr]
+            for j, part in enumerate(parts):
                 if part.__class__ is not LogRegion:
                     chunks.append(part)
                     continue
@@ -253,33 +212,80 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._send_region(part)
                 if self.closed:
                     return
+                if self._region is not None:
+                    self._out[:0] = [*parts[j + 1 :], *out[i + 1 :]]
+                    self._update_reading()
+                    return
         if chunks:
             self.transport.writelines(chunks)
 
     def _send_region(self, region: LogRegion) -> None:
-        """sendfile while the transport has nothing buffered (so bytes stay in order); the part the
-        socket did not take is read from the file and buffered by the transport."""
+        """Send ``region`` with sendfile once the transport has nothing buffered; whatever the
+        socket does not take now is sent when it is writable again (``self._region`` is set
+        until then). Over TLS the region is read and written through the transport."""
         assert self.transport is not None
-        sent = 0
-        try:
-            if self._socket_fd is not None and not self.transport.get_write_buffer_size():
-                sent = region.send_to(self._socket_fd, 0)
-                if sent == len(region):
-                    return
-            rest = region.read(sent)
-        except OSError as e:
-            # The peer went away, or the log was truncated under the region: the frame cannot be
-            # completed, so the connection ends (as Kafka ends it).
-            level = logging.INFO if isinstance(e, ConnectionError) else logging.WARNING
-            log.log(level, "Closing connection from %s: cannot send %r: %s", self.peer, region, e)
-            self.close()
+        if self._socket_fd is None:
+            try:
+                data = region.read()
+            except OSError as e:
+                self._region_failed(region, e)
+                return
+            self.transport.write(data)
             return
-        self.transport.write(rest)
+        self._region, self._region_sent = region, 0
+        self._continue_region()
+
+    def _continue_region(self) -> None:
+        region = self._region
+        assert region is not None and self.transport is not None and self._socket_fd is not None
+        if not self.transport.get_write_buffer_size():
+            try:
+                self._region_sent = region.send_to(self._socket_fd, self._region_sent)
+            except OSError as e:
+                self._region_failed(region, e)
+                return
+            if self._region_sent == len(region):
+                self._region = None
+                self._stop_watching_writable()
+                return
+        self._watch_writable()
+
+    def _on_writable(self) -> None:
+        if self.closed or self._region is None:
+            self._stop_watching_writable()
+            return
+        self._continue_region()
+        if self._region is None and not self.closed:
+            self._flush()
+            self._update_reading()
+
+    def _watch_writable(self) -> None:
+        """Be called back when the socket can take more. The transport owns the socket's own
+        descriptor in the event loop, so a duplicate of it is watched (epoll keys on both)."""
+        if self._writable_fd is None and self._socket_fd is not None:
+            self._writable_fd = os.dup(self._socket_fd)
+            self._loop = asyncio.get_running_loop()
+            self._loop.add_writer(self._writable_fd, self._on_writable)
+
+    def _stop_watching_writable(self) -> None:
+        if self._writable_fd is not None:
+            fd, self._writable_fd = self._writable_fd, None
+            if self._loop is not None:
+                self._loop.remove_writer(fd)
+            os.close(fd)
+
+    def _region_failed(self, region: LogRegion, error: OSError) -> None:
+        # The peer went away, or the log was truncated under the region: the frame cannot be
+        # completed, so the connection ends (as Kafka ends it).
+        level = logging.INFO if isinstance(error, ConnectionError) else logging.WARNING
+        log.log(level, "Closing connection from %s: cannot send %r: %s", self.peer, region, error)
+        self._region = None
+        self.close()
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self._writing_paused or len(self._pending) >= _MAX_PENDING
+        should_pause = self._writing_paused or self._region is not None or len(self._pending) >= _MAX_PENDING
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
@@ -290,4 +296,5 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def close(self) -> None:
         if not self.closed and self.transport is not None:
             self.closed = True
+            self._stop_watching_writable()
             self.transport.close()

@@ -151,10 +151,9 @@ class Partition:
         self.replicas: list[int] = []
         self.isr: set[int] = set()
         self.remote_replicas: dict[int, ReplicaState] = {}
-        # Which brokers are alive: the replica manager answers from its metadata cache (Kafka's
-        # ZooKeeper-mode rule); alone, the replicas the last LeaderAndIsr did not call offline.
-        self.alive_brokers: frozenset[int] = frozenset()
-        self.is_broker_alive: Callable[[int], bool] = lambda broker: broker in self.alive_brokers
+        # Whether a broker is alive (ISR eligibility, the low watermark): the replica manager
+        # answers from its metadata cache, Kafka's ZooKeeper-mode rule; alone, every broker is.
+        self.is_broker_alive: Callable[[int], bool] = lambda broker: True
         self.time: Time = time or SystemTime()
         self.replica_lag_time_max_ms = DEFAULT_REPLICA_LAG_TIME_MAX_MS
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
@@ -180,7 +179,6 @@ class Partition:
         self.replicas = list(state.replicas)
         self.isr = set(state.isr)
         self.pending_isr = None
-        self.alive_brokers = frozenset(r for r in state.replicas if r not in state.offline_replicas)
         if new_epoch:
             self.leader_epoch = state.leader_epoch
             self.leader_epoch_start_offset = self.log.log_end_offset

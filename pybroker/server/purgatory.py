@@ -8,6 +8,12 @@ session deadlines. An operation is watched under one or more keys
 an operation completes exactly once, either because ``try_complete`` found its condition true or
 because its deadline passed (then ``on_complete`` runs, followed by ``on_expiration``).
 
+A purgatory may be told that its operations become ready **in key order** (delayed produce: the
+appends behind one partition's waiting operations were made in the order they were watched, and
+each waits for the high watermark to reach its own end): a scan of a key then stops at the first
+operation that is still ``blocked_on`` it, so a high watermark that moves under many waiting
+acks=all produces costs the operations it completes, not all of them.
+
 Everything runs on the event loop thread. Deadlines are event-loop timers (a heap), or the timers
 of the ``Scheduler`` a purgatory is given (as Kafka's purgatories are given their ``Timer``): a test
 that injects ``tests/mock_time.MockScheduler`` decides when they fall due.
@@ -46,6 +52,11 @@ class DelayedOperation:
     def on_expiration(self) -> None:
         """Called after ``on_complete`` when the deadline, not the condition, completed it."""
 
+    def blocked_on(self, key: Hashable) -> bool:
+        """Whether this incomplete operation still waits on ``key`` in a way that holds every
+        operation watched under ``key`` after it (consulted by purgatories in key order)."""
+        return False
+
     def force_complete(self) -> bool:
         """Complete now unless already completed; True if this call completed it."""
         if self._completed:
@@ -68,9 +79,10 @@ class DelayedOperation:
 class Purgatory:
     """Operations of one kind, watched by key, completed by events or by their deadlines."""
 
-    def __init__(self, name: str, scheduler: Scheduler | None = None) -> None:
+    def __init__(self, name: str, scheduler: Scheduler | None = None, in_key_order: bool = False) -> None:
         self.name = name
         self.scheduler = scheduler  # None: deadlines are event-loop timers
+        self.in_key_order = in_key_order
         self._watchers: dict[Hashable, dict[DelayedOperation, None]] = {}
 
     def __len__(self) -> int:
@@ -104,14 +116,19 @@ class Purgatory:
             operation._timer = self.scheduler.call_later(operation.delay_ms, operation._expire)
 
     def check_and_complete(self, key: Hashable) -> int:
-        """Re-check the operations watching ``key``; returns how many completed."""
+        """Re-check the operations watching ``key``, in the order they were watched (in key order:
+        up to the first still blocked on it); returns how many completed."""
         ops = self._watchers.get(key)
         if not ops:
             return 0
         completed = 0
         for op in list(ops):
-            if not op.is_completed and op.try_complete():
+            if op.is_completed:
+                continue
+            if op.try_complete():
                 completed += 1
+            elif self.in_key_order and op.blocked_on(key):
+                break
         return completed
 
     def _unwatch(self, operation: DelayedOperation) -> None:

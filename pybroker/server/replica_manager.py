@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from pybroker import _native
@@ -156,6 +156,15 @@ class DelayedProduce(DelayedOperation):
         if self._pending():
             return False
         return self.force_complete()
+
+    def blocked_on(self, key: Hashable) -> bool:
+        """Its append to ``key`` waits for that partition's high watermark: so do the later
+        appends, whose operations were watched after this one."""
+        result = self.results.get(key) if isinstance(key, TopicPartition) else None
+        if result is None or result.error != ErrorCode.NONE or result.required_offset < 0:
+            return False
+        partition = self._partitions(key)  # type: ignore[arg-type]  # key is a TopicPartition
+        return partition is not None and not partition.check_enough_replicas_reach_offset(result.required_offset)[0]
 
     def on_complete(self) -> None:
         for tp in self._pending():
@@ -295,7 +304,7 @@ class ReplicaManager:
         self.isr_submitter = isr_submitter
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
-        self.produce_purgatory = Purgatory("Produce", scheduler)
+        self.produce_purgatory = Purgatory("Produce", scheduler, in_key_order=True)
         self.fetch_purgatory = Purgatory("Fetch", scheduler)
         self.delete_records_purgatory = Purgatory("DeleteRecords", scheduler)
         self.controller_epoch = 0  # the highest controller epoch seen (fences stale controllers)

@@ -161,8 +161,8 @@ def test_acks_zero_and_all(broker, topic_name):
         connection = await connect(broker.bootstrap)
         await create(connection, topic_name)
         # acks=0: no response; the next request's response must still match its own request.
-        connection._writer.write(codec.encode_request(
-            ApiKey.PRODUCE, 7, 999, "t", produce_request(topic_name, build_batch([(None, b"a")]), acks=0)))
+        await connection.send_without_response(
+            ApiKey.PRODUCE, produce_request(topic_name, build_batch([(None, b"a")]), acks=0), version=7)
         all_acks = await connection.send(ApiKey.PRODUCE, produce_request(topic_name, build_batch([(None, b"b")]), acks=-1))
         bad_acks = await connection.send(ApiKey.PRODUCE, produce_request(topic_name, build_batch([(None, b"c")]), acks=2))
         committed = partition_of(await connection.send(ApiKey.FETCH, fetch_request(topic_name, 0, isolation_level=1)))

@@ -1,6 +1,7 @@
 """KafkaConnection writing replies that hold log regions (zero-copy fetch), over real loopback
-sockets: order with pipelined replies, the fallback when the socket fills up mid-region, and a
-region whose file shrank (the connection closes rather than send a short frame)."""
+sockets with small buffers: order with pipelined replies when the socket fills up mid-region
+(sendfile goes on once it is writable, later replies wait), and a region whose file shrank (the
+connection closes rather than send a short frame)."""
 
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ def test_dead_replica_does_not_hold_the_low_watermark(tmp_path):
         p = make_partition(tmp_path, "a")
         manager = replica_manager(p)
         future = start(manager, {p: 3})
-        p.alive_brokers = frozenset({LOCAL, 2})  # broker 3 fenced / gone
+        p.is_broker_alive = lambda broker: broker in {LOCAL, 2}  # broker 3 fenced / gone
         report(manager, p, r2=3)
         assert answer(future) == {"a": (E.NONE, 3, 3)}
 

@@ -79,3 +79,51 @@ def test_deadlines_on_an_injected_scheduler_follow_its_clock():
         assert scheduler.tasks("timer") == []  # no deadline left behind
 
     asyncio.run(run())
+
+
+class Counted(WaitFor):
+    """Counts its checks; blocked on every key while its target is not reached."""
+
+    def __init__(self, delay_ms, state, target):
+        super().__init__(delay_ms, state, target)
+        self.checks = 0
+
+    def try_complete(self):
+        self.checks += 1
+        return super().try_complete()
+
+    def blocked_on(self, key):
+        return self.state["value"] < self.target
+
+
+def test_in_key_order_a_scan_stops_at_the_first_blocked_operation():
+    async def run():
+        purgatory = Purgatory("produce", in_key_order=True)
+        state = {"value": 0}
+        ops = [Counted(10_000, state, target) for target in range(1, 101)]
+        for op in ops:
+            purgatory.watch(op, ["tp"])
+        state["value"] = 3
+        assert purgatory.check_and_complete("tp") == 3
+        assert [op.checks for op in ops[:5]] == [1, 1, 1, 1, 0]  # 1..3 done, 4 blocked, 5.. not looked at
+        assert sum(op.checks for op in ops) == 4
+        state["value"] = 100
+        assert purgatory.check_and_complete("tp") == 97
+        assert len(purgatory) == 0
+
+    asyncio.run(run())
+
+
+def test_without_key_order_every_operation_is_checked():
+    async def run():
+        purgatory = Purgatory("any")
+        state = {"value": 0}
+        ops = [Counted(10_000, state, target) for target in (5, 1)]
+        for op in ops:
+            purgatory.watch(op, ["k"])
+        state["value"] = 1
+        assert purgatory.check_and_complete("k") == 1  # the second, behind a blocked first
+        assert ops[1].completions == 1 and ops[0].completions == 0
+        purgatory.shutdown()
+
+    asyncio.run(run())
