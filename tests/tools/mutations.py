@@ -50,9 +50,9 @@ MUTATIONS = [
     ),
     Mutation(
         "oversized-frame-crashes", "an oversized frame raises inside the protocol instead of closing",
-        "pybroker/network/connection.py",
-        [("                self.close()\n                return\n            body_start",
-          "                raise RuntimeError('frame size')\n            body_start")],
+        "pybroker/network/framing.py",
+        [("                self.frame_size_invalid(size)\n                return\n",
+          "                raise RuntimeError('frame size')\n")],
         ["tests/integration/test_bad_input.py::test_frame_size_outside_limits_closes_connection"],
     ),
     Mutation(
@@ -79,7 +79,7 @@ MUTATIONS = [
     Mutation(
         "no-long-poll", "a fetch that finds too little answers at once instead of waiting",
         REPLICA_MANAGER,
-        [("if max_wait_ms <= 0 or not requests or total >= min_bytes or errors:", "if True:")],
+        [("        if (max_wait_ms <= 0 or not requests or total >= min_bytes or errors\n", "        if (True\n")],
         ["tests/integration/test_fetch_produce_protocol.py::test_long_poll_wakes_when_a_record_arrives",
          "tests/integration/test_fetch_produce_protocol.py::test_long_poll_returns_empty_at_max_wait",
          "tests/integration/test_fetch_produce_protocol.py::test_pipelined_requests_are_answered_in_order"],
@@ -113,8 +113,8 @@ MUTATIONS = [
     Mutation(
         "no-shutdown-checkpoint", "a clean shutdown does not write the offset checkpoints",
         LOG_MANAGER,
-        [("            await self.flush(partition_log)\n        await self.write_all_checkpoints()\n",
-          "            await self.flush(partition_log)\n")],
+        [("        await self._epoch_writer.close()\n        await self.write_all_checkpoints()\n",
+          "        await self._epoch_writer.close()\n")],
         ["tests/integration/test_retention.py::test_log_start_offset_checkpoint_follows_retention"],
     ),
     Mutation(
@@ -134,7 +134,7 @@ MUTATIONS = [
     Mutation(
         "dead-replicas-hold-the-low-watermark", "the low watermark waits for replicas that are not alive",
         "pybroker/server/partition.py",
-        [("            if broker in self.alive_brokers:\n", "            if True:\n")],
+        [("            if self.is_replica_isr_eligible(broker):\n                low = min(", "            if True:\n                low = min(")],
         [f"{PURGATORY_TESTS}::test_dead_replica_does_not_hold_the_low_watermark"],
     ),
     Mutation(
@@ -147,9 +147,10 @@ MUTATIONS = [
     Mutation(
         "delete-records-on-internal-topics", "DeleteRecords may move an internal topic's start offset",
         REPLICA_MANAGER,
-        [("        topic = self.metadata.topic(tp.topic)\n        if topic is not None and topic.is_internal:\n"
-          "            return DeleteRecordsResult(",
-          "        topic = self.metadata.topic(tp.topic)\n        if False:\n            return DeleteRecordsResult(")],
+        [("    def _delete_records_on_local_log(self, tp: TopicPartition, offset: int) -> DeleteRecordsResult:\n"
+          "        if tp.topic in INTERNAL_TOPICS:\n",
+          "    def _delete_records_on_local_log(self, tp: TopicPartition, offset: int) -> DeleteRecordsResult:\n"
+          "        if False:\n")],
         [f"{PURGATORY_TESTS}::test_replica_manager_local_errors"],
     ),
     Mutation(
