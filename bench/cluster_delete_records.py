@@ -37,14 +37,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
-import json
 import math
-import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -53,13 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from broker_compare import REPO, wait_for_quiet  # noqa: E402
 from brokers import (  # noqa: E402
-    confirm_provenance,
-    machine_info,
-    provenance,
     provenance_line,
     pybroker_import,
-    sigterm_as_interrupt,
 )
+from harness import BenchRun  # noqa: E402
 
 from bench.cluster import KAFKA_SESSION_TIMEOUT_MS, LocalCluster, pick_roles, start_zookeeper  # noqa: E402
 from pybroker.client.admin import Admin, AdminError  # noqa: E402
@@ -362,76 +354,50 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stamp = provenance(__file__, list(argv if argv is not None else sys.argv[1:]))
-    own_workdir = args.workdir is None
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-cluster-delete-records-")).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    t_wall = time.monotonic()
     pyb = pybroker_import(args.python)
-    machine = machine_info(workdir)
     measured: dict[str, Any] = {}
     error = None
-    interrupted = False
-    zk = cluster = None
-    try:
-        with sigterm_as_interrupt():
-            try:
-                zk = start_zookeeper(workdir / "zookeeper", args.zk_tick_ms)
-                cluster = LocalCluster(f"{zk.connect_string}/cluster-delete-records", workdir / "cluster",
-                                       overrides={"zookeeper.session.timeout.ms": args.session_timeout_ms},
-                                       python=args.python, add_repo_to_pythonpath=bool(pyb.get("add_repo_to_pythonpath")))
-                measured["cluster_start_s"] = cluster.start(args.startup_timeout)
-                controller, leader, followers = pick_roles(cluster)
-                follower = next(f for f in followers if f != controller)
-                measured.update(controller=controller, leader=leader, stopped_follower=follower)
-                cluster.create_topic(TOPIC, [[leader, *followers]])
-                records = (2 * args.requests + args.stopped_requests + args.stopped_timeouts) + 100
-                asyncio.run(produce(cluster.node(leader).port, records))
-                measured["records"] = records
-                asyncio.run(measure(cluster, leader, follower, args, measured))
-            except KeyboardInterrupt:
-                interrupted = True
-                error = "interrupted"
-                print("interrupted: writing partial results", flush=True)
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
-                if cluster is not None:
-                    measured["broker_log_tails"] = cluster.log_tails()
-    finally:
-        if cluster is not None:
-            measured["exit_codes"] = cluster.stop()
-        if zk is not None:
-            zk.stop()
-        if own_workdir and not args.keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    machine["loadavg_end"] = list(os.getloadavg())
+    with BenchRun.start(__file__, argv, args, prefix="bench-cluster-delete-records-") as bench:
+        zk = cluster = None
+        try:
+            zk = start_zookeeper(bench.workdir / "zookeeper", args.zk_tick_ms)
+            cluster = LocalCluster(f"{zk.connect_string}/cluster-delete-records", bench.workdir / "cluster",
+                                   overrides={"zookeeper.session.timeout.ms": args.session_timeout_ms},
+                                   python=args.python, add_repo_to_pythonpath=bool(pyb.get("add_repo_to_pythonpath")))
+            measured["cluster_start_s"] = cluster.start(args.startup_timeout)
+            controller, leader, followers = pick_roles(cluster)
+            follower = next(f for f in followers if f != controller)
+            measured.update(controller=controller, leader=leader, stopped_follower=follower)
+            cluster.create_topic(TOPIC, [[leader, *followers]])
+            records = (2 * args.requests + args.stopped_requests + args.stopped_timeouts) + 100
+            asyncio.run(produce(cluster.node(leader).port, records))
+            measured["records"] = records
+            asyncio.run(measure(cluster, leader, follower, args, measured))
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            if cluster is not None:
+                measured["broker_log_tails"] = cluster.log_tails()
+        finally:
+            if cluster is not None:
+                measured["exit_codes"] = cluster.stop()
+            if zk is not None:
+                zk.stop()
+    if bench.interrupted:
+        error = "interrupted"
     calls = measured.pop("calls", [])
     summary = summarize(calls)
     result: dict[str, Any] = {
-        "provenance": confirm_provenance(stamp),
-        "interrupted": interrupted,
+        **bench.head(),
         "error": error,
-        "started_at": started,
-        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "wall_s": time.monotonic() - t_wall,
         "parameters": vars(args),
-        "machine": machine,
+        "machine": bench.machine,
         "versions": {"pybroker_import": pyb, "python": sys.version.split()[0]},
         **measured,
         "summary": summary,
         "calls": calls,
     }
     result["targets"] = targets(summary, result.get("windows", []))
-    stem = out_dir / "cluster_delete_records"
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    md = render_markdown(result)
-    stem.with_suffix(".md").write_text(md)
-    plotted = plot(result, stem.with_suffix(".png"))
-    print(md)
-    print(f"wrote {stem}.json, {stem}.md" + (f", {stem}.png" if plotted else ""))
+    bench.write("cluster_delete_records", result, render_markdown, plot)
     return 0 if error is None else 1
 
 

@@ -35,14 +35,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import functools
-import json
 import logging
 import os
 import shutil
 import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -53,14 +51,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import confluent_kafka  # noqa: E402
 from broker_compare import REPO, wait_for_quiet  # noqa: E402
 from brokers import (  # noqa: E402
-    confirm_provenance,
-    machine_info,
-    provenance,
     provenance_line,
     pybroker_import,
-    sigterm_as_interrupt,
 )
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from harness import BenchRun  # noqa: E402
 
 from bench.cluster import KAFKA_SESSION_TIMEOUT_MS, LocalCluster, pick_roles, start_zookeeper  # noqa: E402
 
@@ -469,63 +464,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stamp = provenance(__file__, list(argv if argv is not None else sys.argv[1:]))
-    own_workdir = args.workdir is None
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-cluster-failover-")).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    t_wall = time.monotonic()
     pyb = pybroker_import(args.python)
     args.add_repo_to_pythonpath = bool(pyb.get("add_repo_to_pythonpath"))
-    machine = machine_info(workdir)
     runs: list[dict[str, Any]] = []
-    interrupted = False
-    zk = None
-    try:
-        with sigterm_as_interrupt():
-            try:
-                zk = start_zookeeper(workdir / "zookeeper", args.zk_tick_ms)
-                for run_no in range(1, args.runs + 1):
-                    for sc in args.scenarios:
-                        r = run_one(sc, run_no, zk.connect_string, args, workdir)
-                        runs.append(r)
-                        print(one_line(r), flush=True)
-            except KeyboardInterrupt:
-                interrupted = True
-                print("interrupted: writing partial results", flush=True)
-    finally:
-        if zk is not None:
+    with BenchRun.start(__file__, argv, args, prefix="bench-cluster-failover-") as bench:
+        zk = start_zookeeper(bench.workdir / "zookeeper", args.zk_tick_ms)
+        try:
+            for run_no in range(1, args.runs + 1):
+                for sc in args.scenarios:
+                    r = run_one(sc, run_no, zk.connect_string, args, bench.workdir)
+                    runs.append(r)
+                    print(one_line(r), flush=True)
+        finally:
             zk.stop()
-        if own_workdir and not args.keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    machine["loadavg_end"] = list(os.getloadavg())
     summary = summarize(runs, args.scenarios)
     result: dict[str, Any] = {
-        "provenance": confirm_provenance(stamp),
-        "interrupted": interrupted,
-        "started_at": started,
-        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "wall_s": time.monotonic() - t_wall,
+        **bench.head(),
         "parameters": vars(args),
         "producer_settings": "confluent-kafka defaults; error_cb and logger set to observe",
-        "machine": machine,
+        "machine": bench.machine,
         "versions": {"confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0],
                      "pybroker_import": pyb, "python": sys.version.split()[0]},
         "runs": runs,
         "summary": summary,
+        "targets": targets(summary, args.session_timeout_ms),
     }
-    result["targets"] = targets(summary, args.session_timeout_ms)
-    stem = out_dir / "cluster_failover"
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    md = render_markdown(result)
-    stem.with_suffix(".md").write_text(md)
-    plotted = plot(result, stem.with_suffix(".png"))
-    print()
-    print(md)
-    print(f"wrote {stem}.json, {stem}.md" + (f", {stem}.png" if plotted else ""))
-    return 0 if runs and not interrupted and all(r.get("ok") for r in runs) else 1
+    bench.write("cluster_failover", result, render_markdown, plot)
+    return 0 if runs and not bench.interrupted and all(r.get("ok") for r in runs) else 1
 
 
 def one_line(r: dict[str, Any]) -> str:

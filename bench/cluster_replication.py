@@ -20,19 +20,28 @@ run-pair ratio RF=3 acks=all / RF=1 acks=1 with its median and a distribution-fr
 Target: the median ratio >= 0.5 (Kafka's published figure: 421,823 against 821,557 records/s of
 100 B, 3x synchronous replication against none, Jay Kreps, "Benchmarking Apache Kafka", 2014),
 judged on at least 3 run pairs. Results: ``<out>/cluster_replication.{json,md,png}``.
+
+Guest memory. On these machines (a Firecracker VM whose balloon device reports free memory to the
+host), memory left free for a few seconds goes back to the host, and touching it again costs the
+writer page faults into the hypervisor: writing 1 GiB into the page cache then costs 1-2 CPU s
+instead of about 0.2. An RF=3 phase writes three times the pages of an RF=1 phase, so measured
+that way the ratio would mostly be the hypervisor's. By default (``--warm-memory-mib``, 4 GiB)
+every phase is therefore preceded, right after its quiet gate, by touching that much anonymous
+memory and freeing it, so that both configurations write into memory the guest holds;
+``--warm-memory-mib 0`` measures without it. The cost of a 1 GiB page-cache write with and without
+the warm-up is measured once at the start and reported (``page_cache_write``).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
+import mmap
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -51,13 +60,10 @@ from broker_compare import (  # noqa: E402
     wait_for_quiet,
 )
 from brokers import (  # noqa: E402
-    confirm_provenance,
-    machine_info,
-    provenance,
     provenance_line,
     pybroker_import,
-    sigterm_as_interrupt,
 )
+from harness import BenchRun  # noqa: E402
 
 from bench.cluster import LocalCluster, pick_roles, start_zookeeper  # noqa: E402
 
@@ -68,6 +74,37 @@ CONFIGS = {  # name -> (replication factor, acks)
 RATIO_TARGET = 0.5
 KAFKA_REFERENCE = "Kafka: 421,823 / 821,557 records/s = 0.51 (100 B, 3x sync replication vs none; Kreps 2014)"
 MIN_JUDGED = 3
+MIB = 1 << 20
+
+
+def warm_guest_memory(mib: int) -> float:
+    """Touch ``mib`` MiB of anonymous memory and free it (see "Guest memory" above); seconds."""
+    t0 = time.perf_counter()
+    if mib > 0:
+        with mmap.mmap(-1, mib * MIB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE):
+            pass
+    return time.perf_counter() - t0
+
+
+def page_cache_write_cost(workdir: Path, warm_mib: int, idle_s: float = 8.0) -> dict[str, float]:
+    """CPU seconds (user + system, this process) to write 1 GiB into a new file (page cache, no sync)
+    after ``idle_s`` idle seconds (cold: the guest has given its free memory back) and again
+    right after a warm-up of ``warm_mib`` MiB."""
+    block = b"\x5a" * MIB
+    out: dict[str, float] = {}
+    for mode in ("cold", "warm"):
+        time.sleep(idle_s)
+        if mode == "warm":
+            warm_guest_memory(max(warm_mib, 1024))
+        path = workdir / f"page-cache-{mode}.bin"
+        c0 = os.times()
+        with open(path, "wb", buffering=0) as f:
+            for _ in range(1024):
+                f.write(block)
+        c1 = os.times()
+        path.unlink()
+        out[f"{mode}_cpu_s_per_gib"] = (c1.user - c0.user) + (c1.system - c0.system)
+    return out
 
 
 def produce_phase(cluster: LocalCluster, tools: Tools, topic: str, acks: str, records_file: Path, records: int,
@@ -140,9 +177,10 @@ def run_one(run_no: int, size: int, records: int, records_file: Path, zk_connect
             replicas = [leader, *followers[: rf - 1]]
             cluster.create_topic(name, [replicas])
             quiet = wait_for_quiet(args.quiet_cores, args.quiet_wait)
+            warm_s = warm_guest_memory(args.warm_memory_mib)
             phase = produce_phase(cluster, tools, name, acks, records_file, records, size, run_dir,
                                   args.phase_timeout)
-            phase.update(replicas=replicas, acks=acks, pre_busy_cores=quiet["busy_cores"],
+            phase.update(replicas=replicas, acks=acks, pre_busy_cores=quiet["busy_cores"], warm_s=warm_s,
                          pre_wait_s=quiet["waited_s"], loadavg_before=list(os.getloadavg()))
             out["phases"][name] = phase
             if not phase["ok"]:
@@ -218,6 +256,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         "same records into each, `-X acks=1` and `-X acks=all`, order alternating. Broker CPU = the three "
         "brokers' CPU over the phase, summed; MB = 10^6 bytes of record payload.",
         "",
+        _memory_line(result),
+        "",
         "| size | records | configuration | records/s | MB/s | broker CPU s/GB (3 brokers) | runs |",
         "|---:|---:|---|---:|---:|---:|---:|",
     ]
@@ -271,6 +311,19 @@ def render_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _memory_line(result: dict[str, Any]) -> str:
+    mib = result["parameters"]["warm_memory_mib"]
+    cost = result["machine"].get("page_cache_write", {})
+    measured = (f" Writing 1 GiB into the page cache cost {cost['cold_cpu_s_per_gib']:.2f} CPU s after 8 idle "
+                f"seconds and {cost['warm_cpu_s_per_gib']:.2f} CPU s right after a warm-up, on this machine."
+                if cost else "")
+    if mib:
+        return (f"Guest memory: {mib:,} MiB touched and freed right before every phase, so that both "
+                "configurations write into memory the VM holds (free memory goes back to the host after a "
+                f"few seconds, and touching it again is paid by the writer).{measured}")
+    return f"Guest memory: no warm-up (`--warm-memory-mib 0`): page-cache writes pay the VM's cold-memory cost.{measured}"
+
+
 def plot(result: dict[str, Any], path: Path) -> bool:
     """Per size: MB/s and broker CPU s/GB of both configurations, every run as a dot."""
     sizes = [s for s, e in result["summary"].items() if e.get("ratio")]
@@ -321,6 +374,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--quiet-cores", type=float, default=0.3,
                     help="before each phase, wait until the machine's busy CPU (1 s sample) is below this")
     ap.add_argument("--quiet-wait", type=float, default=60.0, help="longest wait for --quiet-cores, s")
+    ap.add_argument("--warm-memory-mib", type=int, default=4096,
+                    help="before each phase, touch and free this much memory (0: off; see the docstring)")
     ap.add_argument("--kcat", default="kcat", help="kcat binary")
     ap.add_argument("--any-librdkafka", action="store_true", help="do not insist on librdkafka 2.16")
     ap.add_argument("--python", default=sys.executable, help="interpreter that runs pybroker")
@@ -333,70 +388,43 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stamp = provenance(__file__, list(argv if argv is not None else sys.argv[1:]))
-    own_workdir = args.workdir is None
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-cluster-replication-")).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    t_wall = time.monotonic()
     pyb = pybroker_import(args.python)
     args.add_repo_to_pythonpath = bool(pyb.get("add_repo_to_pythonpath"))
-    machine = machine_info(workdir)
     runs: list[dict[str, Any]] = []
-    interrupted = False
-    zk = None
-    try:
-        with sigterm_as_interrupt():
-            tools = setup_tools(workdir, args.kcat, False, args.any_librdkafka)
-            zk = start_zookeeper(workdir / "zookeeper", args.zk_tick_ms)
-            files = {}
-            for size in args.sizes:
-                records = args.records or default_records(size)
-                files[size] = (workdir / f"records-{size}.txt", records)
-                make_records_file(files[size][0], records, size)
-            try:
-                for run_no in range(1, args.runs + 1):
-                    for size in args.sizes:
-                        path, records = files[size]
-                        r = run_one(run_no, size, records, path, zk.connect_string, tools, args, workdir)
-                        runs.append(r)
-                        print(one_line(r), flush=True)
-            except KeyboardInterrupt:
-                interrupted = True
-                print("interrupted: writing partial results", flush=True)
-    finally:
-        if zk is not None:
+    tools: Tools | None = None
+    with BenchRun.start(__file__, argv, args, prefix="bench-cluster-replication-") as bench:
+        workdir = bench.workdir
+        tools = setup_tools(workdir, args.kcat, False, args.any_librdkafka)
+        bench.machine["page_cache_write"] = page_cache_write_cost(workdir, args.warm_memory_mib)
+        files = {}
+        for size in args.sizes:
+            records = args.records or default_records(size)
+            files[size] = (workdir / f"records-{size}.txt", records)
+            make_records_file(files[size][0], records, size)
+        zk = start_zookeeper(workdir / "zookeeper", args.zk_tick_ms)
+        try:
+            for run_no in range(1, args.runs + 1):
+                for size in args.sizes:
+                    path, records = files[size]
+                    r = run_one(run_no, size, records, path, zk.connect_string, tools, args, workdir)
+                    runs.append(r)
+                    print(one_line(r), flush=True)
+        finally:
             zk.stop()
-        if own_workdir and not args.keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    machine["loadavg_end"] = list(os.getloadavg())
     summary = summarize(runs, args.sizes)
     result: dict[str, Any] = {
-        "provenance": confirm_provenance(stamp),
-        "interrupted": interrupted,
-        "started_at": started,
-        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "wall_s": time.monotonic() - t_wall,
-        "parameters": {k: v for k, v in vars(args).items()},
+        **bench.head(),
+        "parameters": vars(args),
         "configs": {name: {"replication_factor": rf, "acks": acks} for name, (rf, acks) in CONFIGS.items()},
-        "machine": machine,
-        "versions": {"kcat": tools.kcat_version, "librdkafka_file": tools.librdkafka, "pybroker_import": pyb,
-                     "python": sys.version.split()[0]},
+        "machine": bench.machine,
+        "versions": {"kcat": tools.kcat_version if tools else None, "librdkafka_file": tools.librdkafka if tools else None,
+                     "pybroker_import": pyb, "python": sys.version.split()[0]},
         "runs": runs,
         "summary": summary,
+        "targets": targets(summary),
     }
-    result["targets"] = targets(summary)
-    stem = out_dir / f"cluster_replication{'-' + args.tag if args.tag else ''}"
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    md = render_markdown(result)
-    stem.with_suffix(".md").write_text(md)
-    plotted = plot(result, stem.with_suffix(".png"))
-    print()
-    print(md)
-    print(f"wrote {stem}.json, {stem}.md" + (f", {stem}.png" if plotted else ""))
-    return 0 if runs and not interrupted and all(r.get("ok") for r in runs) else 1
+    bench.write(f"cluster_replication{'-' + args.tag if args.tag else ''}", result, render_markdown, plot)
+    return 0 if runs and not bench.interrupted and all(r.get("ok") for r in runs) else 1
 
 
 def one_line(r: dict[str, Any]) -> str:

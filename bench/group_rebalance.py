@@ -48,7 +48,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 import uuid
@@ -67,12 +66,11 @@ from broker_compare import (  # noqa: E402
     find_wheel_librdkafka,
     fmt_load,
     free_port,
-    machine_info,
     pybroker_import,
-    sigterm_as_interrupt,
     wait_for_quiet,
 )
-from brokers import confirm_provenance, provenance, provenance_line  # noqa: E402
+from brokers import provenance_line  # noqa: E402
+from harness import BenchRun  # noqa: E402
 
 # The rebalance scenarios' topic stays empty: with records, each member's auto-commit
 # (auto.commit.interval.ms=5000, only when offsets changed) would also refresh its session on the
@@ -1218,16 +1216,7 @@ def one_line(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stamp = provenance(__file__, list(argv if argv is not None else sys.argv[1:]))
-    own_workdir = args.workdir is None
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="group_rebalance-")).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    t_wall = time.monotonic()
     runs: list[dict[str, Any]] = []
-    interrupted = False
     import confluent_kafka  # the harness only reads versions; consumers run in child processes
 
     tools = Tools(kcat="", librdkafka=find_wheel_librdkafka(), ld_dir="", kcat_version="")
@@ -1236,43 +1225,30 @@ def main(argv: list[str] | None = None) -> int:
         v = subprocess.run([tools.tansu, "--version"], capture_output=True, text=True, timeout=30)
         tools.tansu_version = v.stdout.strip()
     args.pybroker_import = pybroker_import(args.python) if "pybroker" in args.brokers else {}
-    machine = machine_info(workdir)
     plan: list[tuple[str, int]] = [
         (s, getattr(args, "runs" if s == "first" else s.replace("-", "_") + "_runs"))
         for s in SCENARIO_SPECS
         if s in args.scenarios
     ]
-    print(f"workdir {workdir}, load {fmt_load(machine['loadavg_start'])}, plan {plan}", flush=True)
-    try:
-        with sigterm_as_interrupt():
-            try:
-                for scen, n in plan:
-                    for run_no in range(1, n + 1):
-                        for name in args.brokers:
-                            if scen == "first":
-                                r = run_first(name, run_no, args, tools, workdir)
-                            else:
-                                spec = SCENARIO_SPECS[scen]
-                                hb_ms = spec.heartbeat_ms or int(
-                                    args.client_extra.get(
-                                        "heartbeat.interval.ms", DEFAULT_HEARTBEAT_MS
-                                    )
-                                )
-                                phase = (run_no - 0.5) / n * hb_ms / 1000
-                                r = run_rebalance(
-                                    name, scen, run_no, args, tools, workdir, spec, phase
-                                )
-                            r["loadavg_after"] = list(os.getloadavg())
-                            runs.append(r)
-                            print(one_line(r), flush=True)
-            except KeyboardInterrupt:
-                interrupted = True
-                print("interrupted: writing partial results", flush=True)
-    finally:
-        if own_workdir and not args.keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
+    with BenchRun.start(__file__, argv, args, prefix="group_rebalance-") as bench:
+        workdir = bench.workdir
+        print(f"workdir {workdir}, load {fmt_load(bench.machine['loadavg_start'])}, plan {plan}", flush=True)
+        for scen, n in plan:
+            for run_no in range(1, n + 1):
+                for name in args.brokers:
+                    if scen == "first":
+                        r = run_first(name, run_no, args, tools, workdir)
+                    else:
+                        spec = SCENARIO_SPECS[scen]
+                        hb_ms = spec.heartbeat_ms or int(
+                            args.client_extra.get("heartbeat.interval.ms", DEFAULT_HEARTBEAT_MS)
+                        )
+                        phase = (run_no - 0.5) / n * hb_ms / 1000
+                        r = run_rebalance(name, scen, run_no, args, tools, workdir, spec, phase)
+                    r["loadavg_after"] = list(os.getloadavg())
+                    runs.append(r)
+                    print(one_line(r), flush=True)
 
-    machine["loadavg_end"] = list(os.getloadavg())
     versions = {
         "confluent_kafka": confluent_kafka.__version__,
         "librdkafka": confluent_kafka.libversion()[0],
@@ -1285,11 +1261,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     summary = summarize(runs, args.brokers)
     result: dict[str, Any] = {
-        "provenance": confirm_provenance(stamp),
-        "interrupted": interrupted,
-        "started_at": started,
-        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "wall_s": time.monotonic() - t_wall,
+        **bench.head(),
         "config": {
             "brokers": args.brokers,
             "scenarios": args.scenarios,
@@ -1307,20 +1279,14 @@ def main(argv: list[str] | None = None) -> int:
             "client_props": args.client_props,
             "broker_overrides": args.broker_override,
         },
-        "machine": machine,
+        "machine": bench.machine,
         "versions": versions,
         "runs": runs,
         "summary": summary,
     }
     result["targets"] = targets(summary, runs)
-    stem = out_dir / "group_rebalance"
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    md = render_markdown(result)
-    stem.with_suffix(".md").write_text(md)
-    print()
-    print(md)
-    print(f"wrote {stem}.json and {stem}.md")
-    return 0 if runs and not interrupted and all(r.get("ok") for r in runs) else 1
+    bench.write("group_rebalance", result, render_markdown, to_json=lambda r: json.dumps(r, indent=2) + "\n")
+    return 0 if runs and not bench.interrupted and all(r.get("ok") for r in runs) else 1
 
 
 if __name__ == "__main__":

@@ -64,7 +64,6 @@ CPU s per million records against P). The exit code is 0 only if every measureme
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
 import os
@@ -75,7 +74,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -92,19 +90,16 @@ from brokers import (  # noqa: E402
     Broker,
     broker_command,
     broker_env,
-    confirm_provenance,
     find_tansu,
     free_port,
     group_cpu_split,
     group_run_seconds,
     kb_to_mb,
-    machine_info,
     proc_status_kb,
-    provenance,
     provenance_line,
     pybroker_import,
-    sigterm_as_interrupt,
 )
+from harness import BenchRun  # noqa: E402
 
 SWEEP_PRODUCER_CONF = {"linger.ms": 50}  # otherwise librdkafka's defaults (acks=all)
 STATISTICS_INTERVAL_MS = 1000  # the sweep's producer reports its request counts this often (its report
@@ -1179,70 +1174,48 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    stamp = provenance(__file__, list(argv if argv is not None else sys.argv[1:]))
-    own_workdir = args.workdir is None
-    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-partitions-")).resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     args.pybroker_import = pybroker_import(args.python)
     args.tansu = args.tansu_version = args.tansu_package = None
     if args.reference_partitions:
         args.tansu, args.tansu_package = find_tansu()
         done = subprocess.run([args.tansu, "--version"], capture_output=True, text=True, timeout=30)
         args.tansu_version = done.stdout.strip()
-    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    t_wall = time.monotonic()
-    machine = machine_info(workdir)
     sweep_runs: list[dict[str, Any]] = []
     control: dict[str, Any] = {}
     reference: dict[str, Any] = {}
     creation: dict[str, Any] = {}
     startup: dict[str, Any] = {}
-    interrupted = False
-    print(f"workdir {workdir}, load {fmt_load(machine['loadavg_start'])}", flush=True)
-    try:
-        with sigterm_as_interrupt():
-            try:
-                for p in args.partitions:
-                    for run_no in range(1, args.runs + 1):
-                        out: dict[str, Any] = {"run": run_no}
-                        sweep_runs.append(out)
-                        measure_sweep_run(out, p, args, workdir)
-                        print(one_line_sweep(out), flush=True)
-                    if p == args.control_of:  # next to the runs it is compared with
-                        measure_control(control, sweep_runs, args, workdir)
-                if args.reference_partitions:
-                    measure_reference(reference, args, workdir)
-                if args.create:
-                    quiet_gate(creation, args)
-                    measure_creation(creation, args, workdir)
-                    for c in creation["creations"]:
-                        print(one_line_creation(c), flush=True)
-                    if creation.get("error"):
-                        print(f"[creation] FAILED {creation['error']}", flush=True)
-                if args.startup_partitions:
-                    quiet_gate(startup, args)
-                    measure_startup(startup, args, workdir)
-                    print(one_line_startup(startup), flush=True)
-            except KeyboardInterrupt:
-                interrupted = True
-                print("interrupted: writing partial results", flush=True)
-    finally:
-        if own_workdir and not args.keep_workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
+    with BenchRun.start(__file__, argv, args, prefix="bench-partitions-") as bench:
+        workdir = bench.workdir
+        print(f"workdir {workdir}, load {fmt_load(bench.machine['loadavg_start'])}", flush=True)
+        for p in args.partitions:
+            for run_no in range(1, args.runs + 1):
+                out: dict[str, Any] = {"run": run_no}
+                sweep_runs.append(out)
+                measure_sweep_run(out, p, args, workdir)
+                print(one_line_sweep(out), flush=True)
+            if p == args.control_of:  # next to the runs it is compared with
+                measure_control(control, sweep_runs, args, workdir)
+        if args.reference_partitions:
+            measure_reference(reference, args, workdir)
+        if args.create:
+            quiet_gate(creation, args)
+            measure_creation(creation, args, workdir)
+            for c in creation["creations"]:
+                print(one_line_creation(c), flush=True)
+            if creation.get("error"):
+                print(f"[creation] FAILED {creation['error']}", flush=True)
+        if args.startup_partitions:
+            quiet_gate(startup, args)
+            measure_startup(startup, args, workdir)
+            print(one_line_startup(startup), flush=True)
 
-    machine["loadavg_end"] = list(os.getloadavg())
     parameters = {k: v for k, v in vars(args).items() if k != "pybroker_import" and not k.startswith("tansu")}
     result: dict[str, Any] = {
-        "provenance": confirm_provenance(stamp),
-        "interrupted": interrupted,
-        "started_at": started,
-        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "wall_s": time.monotonic() - t_wall,
+        **bench.head(),
         "parameters": parameters,
         "client_settings": {"sweep_producer": SWEEP_PRODUCER_CONF, "probe_producer": PROBE_PRODUCER_CONF},
-        "machine": machine,
+        "machine": bench.machine,
         "versions": {
             "confluent_kafka": confluent_kafka.__version__,
             "librdkafka": confluent_kafka.libversion()[0],
@@ -1256,19 +1229,11 @@ def main(argv: list[str] | None = None) -> int:
         "startup": startup,
     }
     result["targets"] = targets(result)
-    stem = out_dir / "partitions"
-    stem.with_suffix(".json").write_text(to_json(result))
-    md = render_markdown(result)
-    stem.with_suffix(".md").write_text(md)
-    plotted = plot(result, stem.with_suffix(".png"))
-    print()
-    print(md)
-    print(f"wrote {stem}.json, {stem}.md" + (f", {stem}.png" if plotted else ""))
+    bench.write("partitions", result, render_markdown, plot, to_json)
     runs = sweep_runs + control.get("runs", []) + reference.get("runs", [])
     ok = (all(r.get("ok") for r in runs) and "error" not in control
           and all(g.get("ok", True) for g in (creation, startup)))
-    return 0 if ok and not interrupted else 1
-
+    return 0 if ok and not bench.interrupted else 1
 
 def to_json(result: dict[str, Any]) -> str:
     """Indented JSON with every list of numbers on one line."""
