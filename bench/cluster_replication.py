@@ -12,7 +12,9 @@ the whole script, a chroot and fresh data dirs per cluster, default broker setti
 linger.ms=5) produces the same ``--records`` records of ``size`` bytes: ``-X acks=1`` into rf1,
 ``-X acks=all`` into rf3. The order of the two alternates from run to run. Each phase is timed
 from kcat's start to its exit (kcat exits once every record is acknowledged), after the quiet
-gate; its high watermark must then equal ``--records``. Broker CPU is the scheduler run time of
+gate; its high watermark must then equal ``--records``. Before the gate, ``sync`` writes back what
+the previous phase left dirty (3 GiB after an RF=3 phase of 1 GiB: enough for the kernel to
+throttle the next writer). Broker CPU is the scheduler run time of
 the three brokers' process groups over the phase, summed (per broker in the JSON).
 
 Reported per size: records/s and MB/s of each, the broker CPU seconds per GB of payload, and the
@@ -75,6 +77,14 @@ RATIO_TARGET = 0.5
 KAFKA_REFERENCE = "Kafka: 421,823 / 821,557 records/s = 0.51 (100 B, 3x sync replication vs none; Kreps 2014)"
 MIN_JUDGED = 3
 MIB = 1 << 20
+
+
+def write_back_dirty_pages() -> float:
+    """``sync``: the previous phase's dirty pages written back, so that a phase neither competes
+    with that writeback nor is throttled by the kernel's dirty-page limits; seconds."""
+    t0 = time.perf_counter()
+    os.sync()
+    return time.perf_counter() - t0
 
 
 def warm_guest_memory(mib: int) -> float:
@@ -176,11 +186,12 @@ def run_one(run_no: int, size: int, records: int, records_file: Path, zk_connect
             rf, acks = CONFIGS[name]
             replicas = [leader, *followers[: rf - 1]]
             cluster.create_topic(name, [replicas])
+            sync_s = write_back_dirty_pages()
             quiet = wait_for_quiet(args.quiet_cores, args.quiet_wait)
             warm_s = warm_guest_memory(args.warm_memory_mib)
             phase = produce_phase(cluster, tools, name, acks, records_file, records, size, run_dir,
                                   args.phase_timeout)
-            phase.update(replicas=replicas, acks=acks, pre_busy_cores=quiet["busy_cores"], warm_s=warm_s,
+            phase.update(replicas=replicas, acks=acks, pre_busy_cores=quiet["busy_cores"], sync_s=sync_s, warm_s=warm_s,
                          pre_wait_s=quiet["waited_s"], loadavg_before=list(os.getloadavg()))
             out["phases"][name] = phase
             if not phase["ok"]:
@@ -253,7 +264,8 @@ def render_markdown(result: dict[str, Any]) -> str:
         "Every run: a fresh cluster of 3 pybroker processes and ZooKeeper (tickTime "
         f"{par['zk_tick_ms']} ms) on this machine, default broker settings; two 1-partition topics led by the "
         "same broker (not the controller), RF=1 and RF=3; kcat (librdkafka 2.16, linger.ms=5) produces the "
-        "same records into each, `-X acks=1` and `-X acks=all`, order alternating. Broker CPU = the three "
+        "same records into each, `-X acks=1` and `-X acks=all`, order alternating, each phase after `sync` "
+        "(the previous phase's dirty pages written back) and a quiet gate. Broker CPU = the three "
         "brokers' CPU over the phase, summed; MB = 10^6 bytes of record payload.",
         "",
         _memory_line(result),
