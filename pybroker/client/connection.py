@@ -35,6 +35,7 @@ class UnsupportedVersionError(KafkaClientError):
 # The largest response accepted (librdkafka's receive.message.max.bytes default); a larger size
 # prefix is taken for a broken stream and ends the connection.
 MAX_RESPONSE_SIZE = 100_000_000
+CLOSE_TIMEOUT_S = 5.0  # for the write buffer to drain on close(), before the socket is aborted
 
 
 class _Channel(FrameReader):
@@ -86,9 +87,11 @@ class _Channel(FrameReader):
         self.transport.write(data)
 
     async def drain(self) -> None:
-        """Wait while the transport's write buffer is over its high-water mark."""
+        """Wait while the transport's write buffer is over its high-water mark. Every writer
+        waits on the same future, shielded: one that is cancelled (its request timed out) must
+        not cancel the others' wait."""
         if self._writable is not None:
-            await self._writable
+            await asyncio.shield(self._writable)
 
 
 class BrokerConnection:
@@ -192,8 +195,10 @@ class BrokerConnection:
     async def close(self) -> None:
         channel, self._channel = self._channel, None
         if channel is not None and channel.transport is not None:
-            if channel.transport.get_write_buffer_size():
+            channel.transport.close()  # after what is still buffered (acks=0 produce requests)
+            try:
+                async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                    await channel.lost
+            except TimeoutError:
                 channel.transport.abort()  # a peer that stopped reading must not hold the close
-            else:
-                channel.transport.close()
-            await channel.lost
+                await channel.lost

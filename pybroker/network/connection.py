@@ -261,11 +261,24 @@ class KafkaConnection(FrameReader):
 
     def _watch_writable(self) -> None:
         """Be called back when the socket can take more. The transport owns the socket's own
-        descriptor in the event loop, so a duplicate of it is watched (epoll keys on both)."""
-        if self._writable_fd is None and self._socket_fd is not None:
+        descriptor in the event loop, so a duplicate of it is watched (epoll keys on both). If
+        that cannot be set up (no descriptor left), the rest of the region goes through the
+        transport instead."""
+        if self._writable_fd is not None or self._socket_fd is None:
+            return
+        self._loop = asyncio.get_running_loop()
+        try:
             self._writable_fd = os.dup(self._socket_fd)
-            self._loop = asyncio.get_running_loop()
             self._loop.add_writer(self._writable_fd, self._on_writable)
+        except OSError as e:
+            log.warning("Connection from %s: cannot watch its socket (%s); buffering the rest of a reply", self.peer, e)
+            self._stop_watching_writable()
+            region, self._region = self._region, None
+            assert region is not None and self.transport is not None
+            try:
+                self.transport.write(region.read(self._region_sent))
+            except OSError as read_error:
+                self._region_failed(region, read_error)
 
     def _stop_watching_writable(self) -> None:
         if self._writable_fd is not None:

@@ -486,6 +486,8 @@ class ReplicaManager:
             outcome = asyncio.get_running_loop().create_future()
             operation = DelayedProduce(timeout_ms, results, self.partitions.get, outcome)
             # _append_one already found these high watermarks short of the appended records.
+            # Watched in the same step as the appends (no await in between): per partition, the
+            # purgatory's watch order is append order, which its in-key-order scan relies on.
             self.produce_purgatory.watch(operation, [tp for tp, r in results.items() if r.required_offset >= 0])
         if flushes:
             return asyncio.ensure_future(self._after_flushes(flushes, outcome))

@@ -1,6 +1,8 @@
 """BrokerConnection reading responses over a real loopback socket from a scripted peer: a large
 response arriving in pieces is decoded with its records pointing, writable, into the frame (what a
-follower appends in place); a broken size prefix or a closed socket fails the waiting request."""
+follower appends in place); a broken size prefix or a closed socket fails the waiting request. And
+its channel's flow control: a writer cancelled while the transport is paused leaves the others
+waiting."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from pybroker.client.connection import BrokerConnection, KafkaClientError
+from pybroker.client.connection import BrokerConnection, KafkaClientError, _Channel
 from pybroker.protocol import codec, messages
 from pybroker.protocol.api_keys import ApiKey
 
@@ -113,3 +115,19 @@ def test_a_peer_closing_mid_response_fails_the_waiting_request() -> None:
             await connection.send(ApiKey.FETCH, fetch_request(), version=12)
 
     asyncio.run(with_peer(script, client))
+
+
+def test_a_cancelled_writer_does_not_cancel_the_others_waiting_to_write() -> None:
+    async def scenario() -> None:
+        channel = _Channel(lambda frame: None, lambda exc: None)
+        channel.pause_writing()  # the transport's buffer is over its high-water mark
+        first = asyncio.create_task(channel.drain())
+        second = asyncio.create_task(channel.drain())
+        await asyncio.sleep(0)
+        first.cancel()  # e.g. its request timed out
+        await asyncio.sleep(0)
+        channel.resume_writing()
+        await asyncio.wait_for(second, 5)
+        assert first.cancelled() and second.done() and not second.cancelled()
+
+    asyncio.run(scenario())

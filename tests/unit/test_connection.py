@@ -6,12 +6,14 @@ connection closes rather than send a short frame)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import socket
 from pathlib import Path
 from typing import Any
 
 from pybroker._native import Segment
+from pybroker.network import connection as connection_module
 from pybroker.network.connection import KafkaConnection
 from pybroker.protocol import codec, messages
 from tests.unit import batches
@@ -99,4 +101,22 @@ def test_a_region_truncated_under_the_reply_closes_the_connection(tmp_path: Path
 
     assert eof
     assert len(data) < len(frame)
+    segment.close()
+
+
+def test_without_a_descriptor_to_watch_the_rest_of_a_region_is_buffered(tmp_path: Path, monkeypatch: Any) -> None:
+    def no_descriptor(fd: int) -> int:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(connection_module.os, "dup", no_descriptor)
+    segment = fill_segment(tmp_path, 3 << 20)
+    region = segment.read_region(0, 8 << 20, 1 << 62, False)
+    assert region is not None
+    with_region = codec.encode_response(1, 12, 1, fetch_response(region))
+    plain = codec.encode_response(1, 12, 2, fetch_response(b""))
+
+    data, eof = asyncio.run(exchange([with_region, plain], 2))
+
+    assert not eof
+    assert data == bytes(with_region) + bytes(plain)
     segment.close()
