@@ -32,6 +32,14 @@ every phase is therefore preceded, right after its quiet gate, by touching that 
 memory and freeing it, so that both configurations write into memory the guest holds;
 ``--warm-memory-mib 0`` measures without it. The cost of a 1 GiB page-cache write with and without
 the warm-up is measured once at the start and reported (``page_cache_write``).
+
+The bound on this machine. Three brokers and the client share 2 cores, so both phases are bound by
+CPU, and RF=3 adds for each follower at least the leader's ``sendfile`` of the bytes over loopback
+and the follower's receive and page-cache write. That least cost is measured once with no broker
+code (``replica_copy``: a blocking ``sendfile`` loop to a thread that ``recv_into``s a 1 MiB buffer
+and ``write``s it to a file; no CRC, no protocol). Per run pair, the best ratio any implementation
+could reach here is then bounded by RF=1's wall time over (RF=1's client and broker CPU + two such
+copies) / cores; the median of that bound is reported beside the target.
 """
 
 from __future__ import annotations
@@ -41,9 +49,11 @@ import datetime as dt
 import mmap
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -168,6 +178,63 @@ def produce_phase(cluster: LocalCluster, tools: Tools, topic: str, acks: str, re
     return out
 
 
+def replica_copy_cost(workdir: Path, warm_mib: int, mib: int = 1024) -> dict[str, float]:
+    """CPU seconds per GiB of the least work one follower adds (see "The bound" above): a
+    ``sendfile`` of a page-cached file over loopback, and on the other end ``recv_into`` a 1 MiB
+    buffer and ``write`` into a new file, each timed by its own thread's CPU clock."""
+    source, sink = workdir / "replica-copy.src", workdir / "replica-copy.dst"
+    block = b"\xa5" * MIB
+    with open(source, "wb") as f:
+        for _ in range(mib):
+            f.write(block)
+    total = mib * MIB
+    received: dict[str, float] = {}
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def receive() -> None:
+        conn, _ = listener.accept()
+        buf = bytearray(MIB)
+        view = memoryview(buf)
+        t0 = time.thread_time()
+        with conn, open(sink, "wb", buffering=0) as out:
+            got = 0
+            while got < total:
+                n = conn.recv_into(buf)
+                if not n:
+                    break
+                out.write(view[:n])
+                got += n
+        received["cpu_s"] = time.thread_time() - t0
+        received["bytes"] = got
+
+    warm_guest_memory(warm_mib)
+    thread = threading.Thread(target=receive)
+    thread.start()
+    with socket.create_connection(listener.getsockname()) as conn, open(source, "rb") as src:
+        t0 = time.thread_time()
+        sent = 0
+        while sent < total:
+            sent += os.sendfile(conn.fileno(), src.fileno(), sent, total - sent)
+        send_cpu = time.thread_time() - t0
+    thread.join()
+    listener.close()
+    source.unlink()
+    sink.unlink()
+    gib = total / (1 << 30)
+    if received.get("bytes") != total:
+        raise RuntimeError(f"replica copy: received {received.get('bytes')} of {total} bytes")
+    return {"send_cpu_s_per_gib": send_cpu / gib, "receive_write_cpu_s_per_gib": received["cpu_s"] / gib}
+
+
+def ratio_bound(run: dict[str, Any], copy: dict[str, float], cores: int) -> float:
+    """The best RF=3/RF=1 ratio reachable in this run pair (see "The bound" above)."""
+    rf1 = run["phases"]["rf1-acks1"]
+    gib = rf1["records"] * rf1["size"] / (1 << 30)
+    floor_cpu = rf1["client_cpu_s"] + rf1["broker_cpu_s"] + 2 * gib * (
+        copy["send_cpu_s_per_gib"] + copy["receive_write_cpu_s_per_gib"])
+    return rf1["wall_s"] / (floor_cpu / cores)
+
+
 def run_one(run_no: int, size: int, records: int, records_file: Path, zk_connect: str, tools: Tools,
             args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """One fresh cluster, both configurations produced into it (order alternating by run)."""
@@ -208,8 +275,9 @@ def run_one(run_no: int, size: int, records: int, records_file: Path, zk_connect
     return out
 
 
-def summarize(runs: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
-    """Per size: each configuration's medians (and spread), and the run-pair ratio."""
+def summarize(runs: list[dict[str, Any]], sizes: list[int], copy: dict[str, float] | None,
+              cores: int) -> dict[str, Any]:
+    """Per size: each configuration's medians (and spread), the run-pair ratio and its bound."""
     out: dict[str, Any] = {}
     for size in sizes:
         good = [r for r in runs if r["size"] == size and r.get("ok")]
@@ -228,6 +296,9 @@ def summarize(runs: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
             cpu = [r["phases"]["rf3-acksall"]["broker_cpu_s_per_gb"] / r["phases"]["rf1-acks1"]["broker_cpu_s_per_gb"]
                    for r in good]
             entry["cpu_ratio"] = {**median_interval(cpu), "ratios": cpu}
+            if copy:
+                bounds = [ratio_bound(r, copy, cores) for r in good]
+                entry["ratio_bound"] = {"median": statistics.median(bounds), "bounds": bounds}
         out[str(size)] = entry
     return out
 
@@ -246,8 +317,10 @@ def targets(summary: dict[str, Any]) -> list[dict[str, Any]]:
             result = "not judged"
         else:
             result = "PASS" if ratio["median"] >= RATIO_TARGET else "FAIL"
+        bound = entry.get("ratio_bound")
+        reach = f"; best reachable on this machine: {bound['median']:.2f} (see the bound)" if bound else ""
         res.append({"target": name, "value": value, "result": result,
-                    "note": f"{ratio['n']} run pair(s); {KAFKA_REFERENCE}"})
+                    "note": f"{ratio['n']} run pair(s){reach}; {KAFKA_REFERENCE}"})
     return res
 
 
@@ -295,6 +368,7 @@ def render_markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {int(size):,} B | {', '.join(f'{x:.2f}' for x in r['ratios'])} | {r['median']:.2f} | "
                          f"{r['low']:.2f}-{r['high']:.2f} ({r['coverage']:.0%}) | "
                          f"{', '.join(f'{x:.2f}' for x in c['ratios'])} | {c['median']:.2f} |")
+    lines += _bound_lines(result)
     lines += ["", "## Targets", "", "| target | value | result | note |", "|---|---|---|---|"]
     for t in result["targets"]:
         lines.append(f"| {t['target']} | {t['value']} | {t['result']} | {t['note']} |")
@@ -321,6 +395,25 @@ def render_markdown(result: dict[str, Any]) -> str:
                          f"{cpu} | {p['client_cpu_s']:.2f} | {p['other_cpu_s']:.2f} | {status} |")
     lines += ["", "Versions: " + "; ".join(f"{k}: {v}" for k, v in result["versions"].items() if v), ""]
     return "\n".join(lines)
+
+
+def _bound_lines(result: dict[str, Any]) -> list[str]:
+    copy = result["machine"].get("replica_copy")
+    if not copy:
+        return []
+    lines = ["", "## The bound on this machine", "",
+             f"The least work one follower adds, measured with no broker code: the leader's `sendfile` over loopback "
+             f"{copy['send_cpu_s_per_gib']:.2f} CPU s/GiB, the follower's receive and page-cache write "
+             f"{copy['receive_write_cpu_s_per_gib']:.2f} CPU s/GiB. With the brokers and the client on "
+             f"{result['machine']['nproc']} cores, no implementation's RF=3 phase can take less than (RF=1's client and "
+             "broker CPU + two such copies) / cores, so each run pair's ratio is bounded by RF=1's wall time over that:",
+             "", "| size | bound per run pair | median bound | measured median |", "|---:|---|---:|---:|"]
+    for size, entry in result["summary"].items():
+        b, r = entry.get("ratio_bound"), entry.get("ratio")
+        if b and r:
+            lines.append(f"| {int(size):,} B | {', '.join(f'{x:.2f}' for x in b['bounds'])} | {b['median']:.2f} | "
+                         f"{r['median']:.2f} |")
+    return lines
 
 
 def _memory_line(result: dict[str, Any]) -> str:
@@ -408,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir = bench.workdir
         tools = setup_tools(workdir, args.kcat, False, args.any_librdkafka)
         bench.machine["page_cache_write"] = page_cache_write_cost(workdir, args.warm_memory_mib)
+        bench.machine["replica_copy"] = replica_copy_cost(workdir, args.warm_memory_mib)
         files = {}
         for size in args.sizes:
             records = args.records or default_records(size)
@@ -423,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(one_line(r), flush=True)
         finally:
             zk.stop()
-    summary = summarize(runs, args.sizes)
+    summary = summarize(runs, args.sizes, bench.machine.get("replica_copy"), bench.machine["nproc"])
     result: dict[str, Any] = {
         **bench.head(),
         "parameters": vars(args),
