@@ -5,7 +5,8 @@ reusable buffer and frames are cut from it in arrival order; a frame too large f
 buffer of its own, sized from its length prefix once that prefix is checked against the limit,
 and the socket then reads the rest of the frame directly into it. Every byte is copied once from
 the kernel, whatever the frame's size: a follower's 1 MiB fetch responses and a producer's large
-batches arrive in the buffer that is then handed on, writable, to the log.
+batches arrive in the buffer that is then handed on, writable, to the log. The large-frame buffer
+is reused for the next large frame once nothing refers to it any more.
 
 Two users: the broker's `KafkaConnection` (requests) and the client's `BrokerConnection`
 (responses, among them a follower's fetches).
@@ -14,6 +15,7 @@ Two users: the broker's `KafkaConnection` (requests) and the client's `BrokerCon
 from __future__ import annotations
 
 import asyncio
+import sys
 
 INITIAL_BUFFER = 256 * 1024
 
@@ -31,6 +33,7 @@ class FrameReader(asyncio.BufferedProtocol):
         self._end = 0  # end of received bytes
         self._large: bytearray | None = None  # a frame bigger than the buffer, being filled
         self._large_filled = 0
+        self._spare: bytearray | None = None  # the last large frame, reused once nothing holds it
 
     def frame_received(self, frame: bytearray) -> None:
         raise NotImplementedError
@@ -78,7 +81,7 @@ class FrameReader(asyncio.BufferedProtocol):
                 continue
             if size > len(buffer) - body_start:
                 # Receive the rest of this frame straight into a buffer of its own.
-                large = bytearray(size)
+                large = self._large_buffer(size)
                 have = self._end - body_start
                 large[:have] = buffer[body_start : self._end]
                 self._large, self._large_filled = large, have
@@ -86,6 +89,22 @@ class FrameReader(asyncio.BufferedProtocol):
             break
         if self._start == self._end:
             self._start = self._end = 0
+
+    def _large_buffer(self, size: int) -> bytearray:
+        """A buffer of ``size`` bytes for a large frame: the previous one resized, when nothing
+        refers to it any more (no frame, memoryview or decoded message: only ``self._spare``,
+        ``spare`` and the argument of ``getrefcount``), else a new one. Large frames come one
+        after another (a producer's batches, a follower's fetches), and a fresh buffer each
+        time costs zeroing and page faults for every byte."""
+        spare = self._spare
+        if spare is not None and sys.getrefcount(spare) == 3:
+            if len(spare) > size:
+                del spare[size:]
+            elif len(spare) < size:
+                spare.extend(bytes(size - len(spare)))
+            return spare
+        self._spare = bytearray(size)
+        return self._spare
 
     def _compact(self) -> None:
         remaining = self._end - self._start
