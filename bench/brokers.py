@@ -165,11 +165,22 @@ class HasTansu(Protocol):
     tansu: str | None
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that was free a moment ago, and never one this process handed
+    out before. The kernel may give the same free port to two ``bind(0)`` calls in a row (about
+    once in 1,500 four-port clusters here): two brokers told to listen on it make a cluster in
+    which one of them cannot start, while the other answers on its port."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no free port on 127.0.0.1 that this process has not handed out already")
 
 
 def port_open(port: int) -> bool:

@@ -155,6 +155,11 @@ class LocalCluster:
         expected = {n.node_id for n in self.nodes if n.alive}
         last: object = None
         while time.monotonic() < deadline:
+            exited = [n for n in self.nodes if n.node_id in expected and not n.alive]
+            if exited:
+                raise RuntimeError("broker(s) exited while the cluster formed: " + ", ".join(
+                    f"{n.node_id} (exit code {n.process.proc.returncode})" for n in exited  # type: ignore[union-attr]
+                ) + "\n" + self.log_tails())
             try:
                 views = [self.metadata(n) for n in self.nodes if n.alive and not n.paused]
                 if all({b.node_id for b in v.brokers} == expected and v.controller_id in expected for v in views):
@@ -245,7 +250,7 @@ class LocalCluster:
                     pass
         return out
 
-    def log_tails(self, n: int = 1500) -> str:
+    def log_tails(self, n: int = 3000) -> str:
         return "\n".join(f"--- broker {node.node_id}:\n{node.process.log_tail(n)}"
                          for node in self.nodes if node.process is not None)
 

@@ -24,18 +24,14 @@ from pathlib import Path
 
 import pytest
 
+from bench.brokers import free_port
+
 REPO = Path(__file__).resolve().parent.parent
 
 # A log entry is a line in the broker's format ("[time] LEVEL message (logger)") plus the lines
 # that follow it (a traceback); these entries fail the test that caused them.
 _ENTRY_START = re.compile(r"^\[[^\]]+\] [A-Z]+ ", re.M)
 _UNEXPECTED = re.compile(r"^\[[^\]]+\] (ERROR|CRITICAL) |Traceback \(most recent call last\)", re.M)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_until(condition: Callable[[], object], timeout: float = 10.0, interval: float = 0.02, message: str = "") -> object:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import io
 import logging
 import signal
@@ -53,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
         stream=sys.stderr,
     )
+    # A fatal signal (a crash in native code) prints every thread's Python stack to the log
+    # before the process dies, as the JVM writes its hs_err file.
+    faulthandler.enable(sys.stderr)
     try:
         config = BrokerConfig.load(args.config, args.override)
         asyncio.run(_serve(config))

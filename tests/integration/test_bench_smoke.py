@@ -22,7 +22,8 @@ pytestmark = pytest.mark.timeout(300)
 def run(tmp_path: Path, *args: str) -> str:
     done = subprocess.run([sys.executable, *args, "--out", str(tmp_path)], cwd=REPO, capture_output=True,
                           text=True, timeout=280, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    # The tail is long enough for a failed run's error line, brokers' log tails included.
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout[-15000:]}\n{done.stderr[-5000:]}"
     return done.stdout
 
 

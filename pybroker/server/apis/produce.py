@@ -35,6 +35,8 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
     else:
         outcome = ctx.broker.replica_manager.append_records(acks, request.timeout_ms, entries)
         if asyncio.isfuture(outcome):
+            del entries
+            _release_records(request)
             return _respond_later(request, outcome)
         results = outcome
     if acks == 0:
@@ -44,6 +46,14 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
             raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
         return None
     return _response(request, results)
+
+
+def _release_records(request: ProduceRequest) -> None:
+    """The batches are in the log: a response that waits (acks=all, a forced flush) must not
+    keep the request frame alive, so that the connection reuses its buffer for the next one."""
+    for topic in request.topic_data:
+        for partition in topic.partition_data:
+            partition.records = None
 
 
 async def _respond_later(request: ProduceRequest, outcome: asyncio.Future) -> ProduceResponse:
