@@ -19,7 +19,8 @@ Owns what ``pybroker cluster`` does, apart from parsing its arguments:
   found by its command line and taken back into the manifest), and the stop: each broker
   SIGTERM'd in turn, the controller last, so that every one does its controlled shutdown while
   a controller is there to answer, SIGKILL after a bound, then ZooKeeper. No process is left
-  behind on any path, a failed start included.
+  behind on any path, a failed start included; if ``pybroker cluster`` is itself SIGKILLed, the
+  kernel sends each child SIGTERM (`terminated_with_parent`).
 
 Concurrency rules: the coroutines run on the one loop of ``pybroker cluster``; ZooKeeper reads
 go through the asyncio `ZooKeeperClient` (never blocking the loop), the blocking ZooKeeper
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from pybroker.child_process import terminated_with_parent
 from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import KafkaClientError
 from pybroker.log.config import ConfigError
@@ -476,6 +478,7 @@ class LocalCluster:
                     stdout=log_file,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # Ctrl-C in a terminal is for us; we stop them in order
+                    preexec_fn=terminated_with_parent(),  # and if we are killed, they stop themselves
                 )
             broker.adopted_pid = None
             broker.exit_reported = False

@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pybroker.child_process import terminated_with_parent
+
 DEBIAN_ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 DEBIAN_CONF_DIR = Path("/etc/zookeeper/conf")
 SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")
@@ -190,6 +192,7 @@ class ZooKeeperServer:
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: a terminal's Ctrl-C is not for it
+                preexec_fn=terminated_with_parent(),  # but it ends if whoever started it is killed
             )
         deadline = time.monotonic() + timeout
         while True:

@@ -223,3 +223,22 @@ def test_a_broker_that_cannot_start_fails_the_command_and_leaves_no_process(tmp_
         assert command.manifest()["state"] == "failed"
     finally:
         command.kill()
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_command_leaves_no_process(tmp_path):
+    """``pybroker cluster`` SIGKILLed cannot stop its children: each gets SIGTERM from the kernel
+    (the parent-death signal) and stops by itself."""
+    directory = tmp_path / "cluster"
+    command = ClusterCommand(directory, "--brokers", "2", "--port", str(free_ports(2)),
+                             "--zookeeper-port", str(free_port()))
+    try:
+        manifest = command.wait_running()
+        children = [manifest["zookeeper"]["pid"], *(b["pid"] for b in manifest["brokers"])]
+        assert set(children) <= set(processes_using(directory))
+        command.proc.kill()
+        command.proc.wait(10)
+        wait_until(lambda: not processes_using(directory), 60, interval=0.2,
+                   message="the brokers and ZooKeeper of a SIGKILLed pybroker cluster to exit")
+    finally:
+        command.kill()
