@@ -235,6 +235,7 @@ def encode_partitioned_batches(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequences: Sequence[int] | None = None,
+    initial_partitions: int | None = None,
 ) -> list[tuple[int, list[bytes], int]]:
     """Partition Arrow columns of records and encode them into produce-ready magic-2 batches:
     ``[(partition, batches, record_count), ...]`` in ascending partition order, only partitions
@@ -246,9 +247,11 @@ def encode_partitioned_batches(
 
     Partition of record ``i``: ``partitions[i]`` if not null (must be in
     ``[0, num_partitions)``, else ``ValueError`` naming the record); else, for a non-null key,
-    Kafka's built-in partitioner ``toPositive(murmur2(key)) % num_partitions`` (the Java
-    client's ``Utils.murmur2``, so keyed records land where a Java producer puts them); else
-    ``sticky_partition``. Records keep their input order within a partition.
+    KIP-253's linear hashing (`LinearHashing`) with ``initial_partitions`` (default
+    ``num_partitions``) and ``num_partitions`` as the undeleted count, which is Kafka's built-in
+    partitioner ``toPositive(murmur2(key)) % num_partitions`` (the Java client's
+    ``Utils.murmur2``) while both counts are equal; else ``sticky_partition``. Records keep
+    their input order within a partition.
 
     Batching follows Kafka's ``batch.size``: a record is appended to its partition's current
     batch unless the batch's uncompressed size would then exceed ``batch_size`` bytes; a record
@@ -269,11 +272,35 @@ def encode_partitioned_batches(
     checksums), 4 zstd (standard frames, fastest level).
 
     Raises ``ValueError`` for inconsistent buffers (too short for offset + length, decreasing
-    or out-of-range offsets, mismatched lengths), ``num_partitions < 1``, ``sticky_partition``
-    outside ``[0, num_partitions)``, a negative ``batch_size``, an unknown codec, a wrong
+    or out-of-range offsets, mismatched lengths), ``num_partitions < 1``, ``initial_partitions``
+    outside ``[1, num_partitions]``, ``sticky_partition`` outside ``[0, num_partitions)``, a
+    negative ``batch_size``, an unknown codec, a wrong
     ``base_sequences`` length, an out-of-range explicit partition, a null header key, or a batch
     over 2 GiB; ``TypeError`` when a column is not a tuple of the documented shape.
     """
+
+@final
+class LinearHashing:
+    """KIP-253's partition function for a topic: keys by linear hashing over the
+    ``undeleted_partition_count`` partitions, starting from ``initial_partition_count``.
+    Equal counts give Kafka's built-in partitioner. ``ValueError`` unless
+    ``1 <= initial_partition_count <= undeleted_partition_count <= 2**31 - 1``."""
+
+    def __init__(self, initial_partition_count: int, undeleted_partition_count: int) -> None: ...
+    @property
+    def initial_partition_count(self) -> int: ...
+    @property
+    def undeleted_partition_count(self) -> int: ...
+    def partition_for_key(self, key: bytes) -> int:
+        """The partition of a non-null key: ``b = h % M`` if ``b >= S``, else ``h % 2M``, with
+        ``h = toPositive(murmur2(key))``, ``M`` the largest ``initial·2^L <= undeleted`` and
+        ``S = undeleted - M``."""
+    def split_source(self, added: int) -> int:
+        """The partition (under these counts) whose keys partition ``added``, numbered at or
+        above the undeleted count, takes over when the topic grows past it."""
+    def drained_into(self, survivor: int, old_count: int) -> list[int]:
+        """The partitions deleted by a shrink from ``old_count`` to this undeleted count whose
+        keys now go to ``survivor``, ascending."""
 
 @final
 class DecodedRecords:

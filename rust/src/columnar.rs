@@ -13,9 +13,9 @@
 //! Encoding ([`plan_batches`], then [`write_batches`] or [`encode_batches`]) works as Kafka's
 //! producer does:
 //!
-//! * partition: an explicit partition wins; else a non-null key goes to
-//!   `toPositive(murmur2(key)) % numPartitions` (Kafka's built-in partitioner, [`murmur2`]);
-//!   else the sticky partition;
+//! * partition: an explicit partition wins; else a non-null key goes where KIP-253's linear
+//!   hashing puts it (`partitioner.rs`), which is `toPositive(murmur2(key)) % numPartitions`,
+//!   Kafka's built-in partitioner, until the topic's first expansion; else the sticky partition;
 //! * records keep their input order within a partition and are appended to the partition's
 //!   current batch unless that would make the batch (uncompressed size, as the Java producer
 //!   estimates it) exceed `batch.size`; a record larger than `batch.size` gets a batch of its own;
@@ -45,6 +45,7 @@ use crate::batch::{
 use crate::builder::varint_len;
 use crate::crc32c::crc32c;
 use crate::errors::{Result, StorageError};
+use crate::partitioner::LinearHashing;
 use crate::records::{decompress_body, XERIAL_HEADER_LEN, XERIAL_MAGIC};
 
 /// Uncompressed bytes per xerial snappy block (snappy-java's `SnappyOutputStream` default).
@@ -268,71 +269,8 @@ fn read_i32_le(buf: &[u8], index: usize) -> i32 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Partitioning
+// Producer sequences
 // ---------------------------------------------------------------------------------------------
-
-/// Kafka's `Utils.murmur2`: 32-bit MurmurHash2 with seed `0x9747b28c`, bytes read unsigned.
-pub fn murmur2(data: &[u8]) -> i32 {
-    const SEED: u32 = 0x9747_b28c;
-    const M: u32 = 0x5bd1_e995;
-    const R: u32 = 24;
-    let mut h = SEED ^ data.len() as u32;
-    let mut words = data.chunks_exact(4);
-    for word in &mut words {
-        let mut k = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
-        k = k.wrapping_mul(M);
-        k ^= k >> R;
-        k = k.wrapping_mul(M);
-        h = h.wrapping_mul(M);
-        h ^= k;
-    }
-    let tail = words.remainder();
-    if tail.len() >= 3 {
-        h ^= (tail[2] as u32) << 16;
-    }
-    if tail.len() >= 2 {
-        h ^= (tail[1] as u32) << 8;
-    }
-    if !tail.is_empty() {
-        h ^= tail[0] as u32;
-        h = h.wrapping_mul(M);
-    }
-    h ^= h >> 13;
-    h = h.wrapping_mul(M);
-    h ^= h >> 15;
-    h as i32
-}
-
-/// The partition Kafka's built-in partitioner gives a non-null key:
-/// `toPositive(murmur2(key)) % num_partitions`.
-#[inline]
-pub fn partition_for_key(key: &[u8], num_partitions: u32) -> u32 {
-    (murmur2(key) as u32 & 0x7fff_ffff) % num_partitions
-}
-
-/// `a % divisor` for a divisor fixed in advance, without a division instruction (Lemire, Kaser
-/// and Kurz, "Faster remainder by direct computation", 2019): exact for every 32-bit `a` and
-/// non-zero 32-bit divisor.
-struct FastRem {
-    divisor: u64,
-    magic: u64,
-}
-
-impl FastRem {
-    fn new(divisor: u32) -> Self {
-        assert!(divisor > 0);
-        FastRem {
-            divisor: divisor as u64,
-            magic: (u64::MAX / divisor as u64).wrapping_add(1),
-        }
-    }
-
-    #[inline(always)]
-    fn rem(&self, a: u32) -> u32 {
-        let low = self.magic.wrapping_mul(a as u64);
-        ((low as u128 * self.divisor as u128) >> 64) as u32
-    }
-}
 
 /// Kafka's `DefaultRecordBatch.incrementSequence`: sequences wrap from `i32::MAX` to 0.
 fn increment_sequence(sequence: i32, increment: i32) -> i32 {
@@ -362,7 +300,12 @@ pub struct EncodeInput<'a> {
 /// How to partition, batch and stamp the records.
 #[derive(Debug, Clone)]
 pub struct EncodeOptions {
+    /// Partitions a record may go to: KIP-253's `undeleted_partition_count`.
     pub num_partitions: i32,
+    /// KIP-253's `initial_partition_count`: keys go by linear hashing over `num_partitions`
+    /// from it. Equal to `num_partitions` until the topic is first expanded (Kafka's own
+    /// partitioner then).
+    pub initial_partitions: i32,
     /// Partition of records with a null key and no explicit partition.
     pub sticky_partition: i32,
     /// CreateTime of every record (ms).
@@ -440,6 +383,11 @@ impl EncodeInput<'_> {
                 opts.num_partitions
             )));
         }
+        LinearHashing::new(
+            opts.initial_partitions.max(0) as u32,
+            opts.num_partitions as u32,
+        )
+        .map_err(StorageError::invalid)?;
         if !(0..opts.num_partitions).contains(&opts.sticky_partition) {
             return Err(StorageError::invalid(format!(
                 "sticky_partition {} is outside [0, {})",
@@ -470,14 +418,14 @@ impl EncodeInput<'_> {
         Ok(n)
     }
 
-    /// Partition of record `i`, whose key is `key`; `modulo` divides by `num_partitions`.
+    /// Partition of record `i`, whose key is `key`; `keyed` places keys.
     #[inline]
     fn partition_of(
         &self,
         i: usize,
         key: Option<&[u8]>,
         num_partitions: i32,
-        modulo: &FastRem,
+        keyed: &LinearHashing,
         sticky: i32,
     ) -> Result<u32> {
         if let Some(p) = self.partitions.as_ref().and_then(|c| c.value(i)) {
@@ -489,7 +437,7 @@ impl EncodeInput<'_> {
             return Ok(p as u32);
         }
         if let Some(key) = key {
-            return Ok(modulo.rem(murmur2(key) as u32 & 0x7fff_ffff));
+            return Ok(keyed.partition_for_key(key));
         }
         Ok(sticky as u32)
     }
@@ -591,7 +539,8 @@ pub fn plan_batches(input: &EncodeInput<'_>, opts: &EncodeOptions) -> Result<Enc
     let n = input.check(opts)?;
     let max_size = i32::MAX as usize + LOG_OVERHEAD;
     // One pass in input order: partition and size of every record.
-    let modulo = FastRem::new(opts.num_partitions as u32);
+    let keyed = LinearHashing::new(opts.initial_partitions as u32, opts.num_partitions as u32)
+        .map_err(StorageError::invalid)?;
     let mut part = Vec::with_capacity(n);
     let mut fields = Vec::with_capacity(n);
     for i in 0..n {
@@ -600,7 +549,7 @@ pub fn plan_batches(input: &EncodeInput<'_>, opts: &EncodeOptions) -> Result<Enc
             i,
             key,
             opts.num_partitions,
-            &modulo,
+            &keyed,
             opts.sticky_partition,
         )?);
         let len = input.fields_len(i, key)?;
@@ -1236,6 +1185,7 @@ mod tests {
         assign_offsets, validate_batches, CONTROL_FLAG_MASK, TRANSACTIONAL_FLAG_MASK,
     };
     use crate::builder::{build_batch, KeyValue, ProducerFields};
+    use crate::partitioner::partition_for_key;
     use crate::records::read_records;
 
     const TS: i64 = 1_700_000_000_000;
@@ -1374,6 +1324,7 @@ mod tests {
     fn options(num_partitions: i32, compression: u8, batch_size: i64) -> EncodeOptions {
         EncodeOptions {
             num_partitions,
+            initial_partitions: num_partitions,
             sticky_partition: 0,
             timestamp: TS,
             batch_size,
@@ -1440,86 +1391,6 @@ mod tests {
         ];
         records[3].headers = vec![(b"only".to_vec(), Some(vec![7; 300]))];
         records
-    }
-
-    #[test]
-    fn murmur2_matches_kafka() {
-        // org.apache.kafka.common.utils.UtilsTest#testMurmur2.
-        for (data, expected) in [
-            (b"21".as_slice(), -973932308),
-            (b"foobar", -790332482),
-            (b"a-little-bit-long-string", -985981536),
-            (b"a-little-bit-longer-string", -1486304829),
-            (
-                b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
-                -58897971,
-            ),
-            (b"abc", 479470107),
-        ] {
-            assert_eq!(
-                murmur2(data),
-                expected,
-                "{:?}",
-                String::from_utf8_lossy(data)
-            );
-        }
-        // Values computed with Java's Utils.murmur2 as quoted by Akka's Murmur2Spec.
-        for (data, expected) in [
-            (b"1".as_slice(), -1993445489),
-            (b"12", 126087238),
-            (b"123", -267702483),
-            (b"1234", -1614185708),
-            (b"12345", -1188365604),
-        ] {
-            assert_eq!(murmur2(data), expected);
-        }
-        assert_eq!(
-            partition_for_key(b"21", 1 << 30),
-            (-973932308i32 as u32 & 0x7fff_ffff) % (1 << 30)
-        );
-    }
-
-    #[test]
-    fn fast_remainder_is_exact() {
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut values = vec![
-            0u32,
-            1,
-            2,
-            11,
-            12,
-            13,
-            i32::MAX as u32,
-            u32::MAX - 1,
-            u32::MAX,
-        ];
-        for _ in 0..2000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            values.push(x as u32);
-        }
-        let divisors = [
-            1u32,
-            2,
-            3,
-            7,
-            12,
-            1000,
-            65_535,
-            1 << 20,
-            i32::MAX as u32 - 1,
-            i32::MAX as u32,
-        ];
-        for d in divisors
-            .into_iter()
-            .chain(values.iter().take(300).map(|v| v | 1))
-        {
-            let m = FastRem::new(d);
-            for &a in &values {
-                assert_eq!(m.rem(a), a % d, "{a} % {d}");
-            }
-        }
     }
 
     #[test]

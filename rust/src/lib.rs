@@ -4,7 +4,7 @@
 //! broker's own batches (`builder`), CRC-32C (`crc32c`), record decoding for timestamp lookups
 //! and the group coordinator's reads (`records`), the sparse indexes
 //! (`offset_index`, `time_index`, over `index_file`), segments (`segment`) and their recovery
-//! (`recovery`), the log regions a fetch sends with `sendfile(2)` (`region`), and the clients' Arrow-columnar record encoding and decoding (`columnar`).
+//! (`recovery`), the log regions a fetch sends with `sendfile(2)` (`region`), the clients' Arrow-columnar record encoding and decoding (`columnar`), and where a keyed record goes (`partitioner`: Kafka's murmur2 and KIP-253's linear hashing).
 //! These modules are plain Rust with no Python types; `python` holds the PyO3 bindings, and this
 //! file only declares the modules and the `#[pymodule]` entry point.
 
@@ -15,6 +15,7 @@ pub mod crc32c;
 pub mod errors;
 mod index_file;
 pub mod offset_index;
+pub mod partitioner;
 mod python;
 pub mod records;
 pub mod recovery;

@@ -38,6 +38,7 @@ use crate::columnar::{
 };
 use crate::crc32c as crc;
 use crate::errors::StorageError;
+use crate::partitioner::LinearHashing;
 use crate::records::{self, Record};
 use crate::region::LogRegion;
 use crate::segment::{read_planned_raw, BatchInfo, ReadPlan, Segment};
@@ -646,11 +647,67 @@ unsafe fn new_uninit_bytes(py: Python<'_>, len: usize) -> PyResult<(Bound<'_, Py
     Ok((obj, RawBytes { ptr, len }))
 }
 
+/// KIP-253's partition function for a topic's `initial_partition_count` and
+/// `undeleted_partition_count` (see `partitioner.rs`).
+#[pyclass(frozen, module = "pybroker._native", name = "LinearHashing")]
+struct PyLinearHashing(LinearHashing);
+
+#[pymethods]
+impl PyLinearHashing {
+    #[new]
+    fn new(initial_partition_count: i64, undeleted_partition_count: i64) -> PyResult<Self> {
+        let count =
+            |value: i64| u32::try_from(value).unwrap_or(if value < 0 { 0 } else { u32::MAX });
+        LinearHashing::new(
+            count(initial_partition_count),
+            count(undeleted_partition_count),
+        )
+        .map(PyLinearHashing)
+        .map_err(PyValueError::new_err)
+    }
+
+    #[getter]
+    fn initial_partition_count(&self) -> u32 {
+        self.0.initial()
+    }
+
+    #[getter]
+    fn undeleted_partition_count(&self) -> u32 {
+        self.0.undeleted()
+    }
+
+    /// The partition of a non-null key.
+    fn partition_for_key(&self, key: &[u8]) -> u32 {
+        self.0.partition_for_key(key)
+    }
+
+    /// The partition whose keys an added partition (numbered at or above the undeleted count)
+    /// takes over when the topic grows past it.
+    fn split_source(&self, added: u32) -> u32 {
+        self.0.split_source(added)
+    }
+
+    /// The deleted partitions (of a shrink from `old_count` to this count) that drain into
+    /// `survivor`, ascending.
+    fn drained_into(&self, survivor: u32, old_count: u32) -> Vec<u32> {
+        self.0.drained_into(survivor, old_count)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "LinearHashing(initial_partition_count={}, undeleted_partition_count={})",
+            self.0.initial(),
+            self.0.undeleted()
+        )
+    }
+}
+
 /// Partitions Arrow columns of records and encodes them into magic-2 batches.
 #[pyfunction]
 #[pyo3(signature = (
     values, keys, headers, partitions, num_partitions, sticky_partition, timestamp, batch_size,
-    compression, producer_id = -1, producer_epoch = -1, base_sequences = None
+    compression, producer_id = -1, producer_epoch = -1, base_sequences = None,
+    initial_partitions = None
 ))]
 #[allow(clippy::too_many_arguments)]
 fn encode_partitioned_batches<'py>(
@@ -667,6 +724,7 @@ fn encode_partitioned_batches<'py>(
     producer_id: i64,
     producer_epoch: i16,
     base_sequences: Option<Vec<i32>>,
+    initial_partitions: Option<i64>,
 ) -> PyResult<Bound<'py, PyList>> {
     let mut exports = Vec::new();
     let args = EncodeArgs {
@@ -686,6 +744,10 @@ fn encode_partitioned_batches<'py>(
     };
     let opts = EncodeOptions {
         num_partitions: to_i32(num_partitions, "num_partitions")?,
+        initial_partitions: to_i32(
+            initial_partitions.unwrap_or(num_partitions),
+            "initial_partitions",
+        )?,
         sticky_partition: to_i32(sticky_partition, "sticky_partition")?,
         timestamp,
         batch_size,
@@ -1315,6 +1377,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(encode_partitioned_batches, m)?)?;
     m.add_function(wrap_pyfunction!(decode_record_batches, m)?)?;
     m.add_class::<PyDecodedRecords>()?;
+    m.add_class::<PyLinearHashing>()?;
     m.add_class::<PyRecordsInfo>()?;
     m.add_class::<PyReplicatedRecordsInfo>()?;
     m.add_class::<PyBatchHeader>()?;

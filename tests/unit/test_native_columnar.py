@@ -324,6 +324,43 @@ def test_partitioner_matches_kafka_python_on_arbitrary_bytes():
         assert count == len(expected[partition])
 
 
+def test_keys_go_by_linear_hashing_once_the_topic_has_grown():
+    """Topic created with 3 partitions, now 7 undeleted: every key lands where
+    ``LinearHashing(3, 7)`` puts it, ``h % 6`` unless that is below the split pointer 1."""
+    from kafka.partitioner.default import murmur2
+
+    keys = [b"key-%d" % i for i in range(600)]
+    result = encode(pa.array([b"v"] * 600), pa.array(keys), num_partitions=7, initial_partitions=3)
+    got = {key: partition for partition, batches, _ in result
+           for _, _, key, _ in _native.read_records(b"".join(batches))}
+    hashing = _native.LinearHashing(3, 7)
+    for key in keys:
+        h = murmur2(key) & 0x7FFFFFFF
+        assert got[key] == hashing.partition_for_key(key) == (h % 12 if h % 6 < 1 else h % 6)
+    assert set(got.values()) == set(range(7))
+
+
+def test_initial_partitions_out_of_range():
+    values, keys = pa.array([b"v"]), pa.array([b"k"])
+    for initial in (0, -1, 5):
+        with pytest.raises(ValueError, match="partition_count"):
+            encode(values, keys, num_partitions=4, initial_partitions=initial)
+
+
+def test_linear_hashing_from_python():
+    grown = _native.LinearHashing(3, 12)
+    assert (grown.initial_partition_count, grown.undeleted_partition_count) == (3, 12)
+    # Growing 3 -> 12: each added partition takes its keys from one of the first three.
+    first = _native.LinearHashing(3, 3)
+    assert [first.split_source(q) for q in range(3, 12)] == [0, 1, 2, 0, 1, 2, 0, 1, 2]
+    # Shrinking 12 -> 7: partitions 7..11 drain into 1..5, one each.
+    shrunk = _native.LinearHashing(3, 7)
+    assert [shrunk.drained_into(p, 12) for p in range(7)] == [[], [7], [8], [9], [10], [11], []]
+    for initial, undeleted in ((0, 3), (4, 3), (1, 2**31)):
+        with pytest.raises(ValueError):
+            _native.LinearHashing(initial, undeleted)
+
+
 def test_explicit_and_sticky_partitions():
     keys = pa.array([b"a", None, b"b", None, None])
     values = pa.array([b"0", b"1", b"2", b"3", b"4"])
