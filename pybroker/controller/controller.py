@@ -760,6 +760,8 @@ class Controller:
             if known is not None and known.topic_id == topic.topic_id:
                 known.partitions.extend(topic.partitions[first_new:])
                 known.configs = topic.configs
+                known.initial_partition_count = topic.initial_partition_count
+                known.undeleted_partition_count = topic.undeleted_partition_count
                 topic = known
             else:
                 ctx.topics[name] = topic

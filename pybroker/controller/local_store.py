@@ -69,6 +69,8 @@ class LocalStore:
                 uuid.UUID(item["topic_id"]),
                 [PartitionAssignment(**p) for p in item["partitions"]],
                 dict(item.get("configs", {})),
+                item.get("initial_partition_count", 0),
+                item.get("undeleted_partition_count", 0),
             )
             self._topics[topic.name] = topic
 
@@ -88,6 +90,8 @@ class LocalStore:
                 "topic_id": str(t.topic_id),
                 "partitions": [p.__dict__ for p in t.partitions],
                 "configs": t.configs,
+                "initial_partition_count": t.initial_partition_count,
+                "undeleted_partition_count": t.undeleted_partition_count,
             }, separators=(",", ":"))
             for t in sorted(self._topics.values(), key=lambda t: t.name)
         )
@@ -137,6 +141,7 @@ class LocalStore:
         topic = self._topic(name)
         for replicas in assignment[len(topic.partitions):]:
             topic.partitions.append(PartitionAssignment(list(replicas), leader=-1, leader_epoch=-1))
+        topic.undeleted_partition_count = len(topic.partitions)
         await self._save()
         self.listener.on_topics_changed([name])
 

@@ -75,12 +75,23 @@ class PartitionAssignment:
 
 @dataclass
 class TopicMetadata:
-    """A topic: its id, its partitions in index order, and its config overrides."""
+    """A topic: its id, its partitions in index order, and its config overrides.
+
+    KIP-253's counts: ``initial_partition_count``, the partitions it was created with, and
+    ``undeleted_partition_count``, those producers may write to (the partitions above it are
+    marked for deletion). Keys go by linear hashing from the first over the second; both are
+    the partition count for a topic whose count never changed (0 given: that count)."""
 
     name: str
     topic_id: uuid.UUID
     partitions: list[PartitionAssignment]
     configs: dict[str, str] = field(default_factory=dict)
+    initial_partition_count: int = 0
+    undeleted_partition_count: int = 0
+
+    def __post_init__(self) -> None:
+        self.initial_partition_count = self.initial_partition_count or len(self.partitions)
+        self.undeleted_partition_count = self.undeleted_partition_count or len(self.partitions)
 
     @property
     def is_internal(self) -> bool:

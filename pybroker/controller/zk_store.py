@@ -489,8 +489,10 @@ class ZooKeeperStore:
         new = dict(current.assignment)
         for index in range(len(current.assignment), len(assignment)):
             new[index] = ReplicaAssignment(tuple(assignment[index]))
+        initial = current.initial_partition_count or len(current.assignment)
         try:
-            await self.client.set_topic_assignment(name, current.topic_id, new)
+            await self.client.set_topic_assignment(name, current.topic_id, new, initial_partition_count=initial,
+                                                   undeleted_partition_count=len(new))
         except NoNodeError:
             raise UnknownTopicError(f"Topic {name} does not exist.") from None
 
@@ -548,7 +550,8 @@ class ZooKeeperStore:
                     replicas, leader_and_isr.leader, leader_and_isr.leader_epoch, list(leader_and_isr.isr),
                     leader_and_isr.partition_epoch, state.controller_epoch,
                 ))
-            topics[name] = TopicMetadata(name, topic_id, partitions, config)
+            topics[name] = TopicMetadata(name, topic_id, partitions, config, found.initial_partition_count or 0,
+                                         found.undeleted_partition_count or 0)
         return topics
 
     async def _assign_topic_id(self, name: str, assignment: dict[int, ReplicaAssignment]) -> uuid.UUID:

@@ -422,7 +422,9 @@ class KafkaZkClient:
             raise TopicExistsError(f"Topic '{topic}' already exists.")
         topic_id = topic_id or uuid.uuid4()
         await self.set_or_create_entity_configs(CONFIG_TYPE_TOPIC, topic, config or {})
-        data = encode_topic(topic_id, {p: ReplicaAssignment(tuple(r)) for p, r in assignment.items()})
+        # KIP-253's counts start equal: keys go by Kafka's murmur2 % N until the first expansion.
+        data = encode_topic(topic_id, {p: ReplicaAssignment(tuple(r)) for p, r in assignment.items()},
+                            len(assignment), len(assignment))
         try:
             await self._retry(lambda: self.zk.create(topic_path(topic), data, makepath=True))
         except NodeExistsError:
@@ -446,11 +448,12 @@ class KafkaZkClient:
         topic_id: uuid.UUID | None,
         assignment: Mapping[int, ReplicaAssignment],
         epoch_zk_version: int = MATCH_ANY_VERSION,
+        initial_partition_count: int | None = None,
+        undeleted_partition_count: int | None = None,
     ) -> ZnodeStat:
         """Rewrite a topic znode (new partitions, reassignment, adding a topic id); fenced."""
-        return await self._controller_op(
-            SetDataOp(topic_path(topic), encode_topic(topic_id, assignment), MATCH_ANY_VERSION), epoch_zk_version
-        )
+        data = encode_topic(topic_id, assignment, initial_partition_count, undeleted_partition_count)
+        return await self._controller_op(SetDataOp(topic_path(topic), data, MATCH_ANY_VERSION), epoch_zk_version)
 
     async def get_topic_partition_states(
         self, partitions: Iterable[TopicPartition]

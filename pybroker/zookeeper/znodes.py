@@ -277,16 +277,26 @@ class ReplicaAssignment:
 
 @dataclass(frozen=True)
 class TopicIdReplicaAssignment:
-    """The content of a topic znode: its id (None in a version 2 znode) and assignment."""
+    """The content of a topic znode: its id (None in a version 2 znode), its assignment, and
+    KIP-253's ``initial_partition_count`` and ``undeleted_partition_count`` (None in a znode
+    Kafka wrote)."""
 
     topic: str
     topic_id: uuid.UUID | None
     assignment: Mapping[int, ReplicaAssignment]
+    initial_partition_count: int | None = None
+    undeleted_partition_count: int | None = None
 
 
-def encode_topic(topic_id: uuid.UUID | None, assignment: Mapping[int, ReplicaAssignment]) -> bytes:
+def encode_topic(
+    topic_id: uuid.UUID | None,
+    assignment: Mapping[int, ReplicaAssignment],
+    initial_partition_count: int | None = None,
+    undeleted_partition_count: int | None = None,
+) -> bytes:
     """Version 3; partition numbers are string keys; only reassigning partitions appear in
-    ``adding_replicas``/``removing_replicas``; ``topic_id`` is left out when None."""
+    ``adding_replicas``/``removing_replicas``; ``topic_id`` is left out when None, and so are
+    the KIP-253 counts (keys Kafka's own reader ignores, as it ignores any it does not know)."""
     ordered = sorted(assignment.items())
     body: dict[str, Any] = {
         "version": 3,
@@ -296,6 +306,10 @@ def encode_topic(topic_id: uuid.UUID | None, assignment: Mapping[int, ReplicaAss
     }
     if topic_id is not None:
         body["topic_id"] = uuid_to_base64(topic_id)
+    if initial_partition_count is not None:
+        body["initial_partition_count"] = initial_partition_count
+    if undeleted_partition_count is not None:
+        body["undeleted_partition_count"] = undeleted_partition_count
     return to_json(body)
 
 
@@ -311,7 +325,11 @@ def decode_topic(topic: str, data: bytes) -> TopicIdReplicaAssignment:
         for p, replicas in (body.get("partitions") or {}).items()
     }
     topic_id = body.get("topic_id")
-    return TopicIdReplicaAssignment(topic, uuid_from_base64(topic_id) if topic_id else None, assignment)
+    initial, undeleted = body.get("initial_partition_count"), body.get("undeleted_partition_count")
+    return TopicIdReplicaAssignment(
+        topic, uuid_from_base64(topic_id) if topic_id else None, assignment,
+        None if initial is None else int(initial), None if undeleted is None else int(undeleted),
+    )
 
 
 LEADER_RECOVERY_RECOVERED = 0

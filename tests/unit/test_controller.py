@@ -188,6 +188,8 @@ def test_a_topic_change_reads_only_the_topics_it_concerns(tmp_path):
         await settle(controller)
         assert reads == [{"d"}, {"b"}]
         assert len(controller.context.topics["b"].partitions) == 2
+        b = controller.context.topics["b"]
+        assert (b.initial_partition_count, b.undeleted_partition_count) == (1, 2)  # KIP-253's counts
         assert leader_and_isr(recorder.take())[3] == {
             TopicPartition("d", 0): (2, 0, [2, 3, 1]), TopicPartition("b", 1): (3, 0, [3, 1, 2])}
 

@@ -178,6 +178,7 @@ def test_topics_are_stored_in_kafkas_format_and_seen_by_other_stores(connect_str
         assert await raw(a, "/brokers/topics/t") == {
             "version": 3, "partitions": {"0": [1, 2], "1": [2, 1]},
             "adding_replicas": {}, "removing_replicas": {}, "topic_id": topic_id_to_string(topic_id),
+            "initial_partition_count": 2, "undeleted_partition_count": 2,
         }
         assert await raw(a, "/config/topics/t") == {"version": 1, "config": {"cleanup.policy": "compact"}}
 
@@ -189,6 +190,9 @@ def test_topics_are_stored_in_kafkas_format_and_seen_by_other_stores(connect_str
         await wait_for(lambda: b_rec.count("topics") > before, message="b sees the new partition")
         topic = (await b.read_topics(["t"]))["t"]
         assert topic.topic_id == topic_id and [p.replicas for p in topic.partitions] == [[1, 2], [2, 1], [1, 2]]
+        # KIP-253: the count the topic was created with stays; producers now use all three.
+        assert (topic.initial_partition_count, topic.undeleted_partition_count) == (2, 3)
+        assert (await raw(a, "/brokers/topics/t"))["undeleted_partition_count"] == 3
         with pytest.raises(UnknownTopicError):
             await a.add_partitions("missing", [[1]])
 

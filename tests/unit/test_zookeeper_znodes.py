@@ -91,6 +91,19 @@ def test_topic_znode():
     assert znodes.decode_topic("t", znodes.encode_topic(TOPIC_ID, moving)).assignment == moving
 
 
+def test_topic_znode_with_kip_253_counts():
+    assignment = {0: ReplicaAssignment((1,)), 1: ReplicaAssignment((2,)), 2: ReplicaAssignment((1,))}
+    data = znodes.encode_topic(TOPIC_ID, assignment, 2, 3)
+    body = json.loads(data)
+    assert (body["version"], body["initial_partition_count"], body["undeleted_partition_count"]) == (3, 2, 3)
+    decoded = znodes.decode_topic("t", data)
+    assert (decoded.initial_partition_count, decoded.undeleted_partition_count) == (2, 3)
+    assert decoded.assignment == assignment
+    # A znode Kafka wrote has neither count.
+    kafka = znodes.decode_topic("t", znodes.encode_topic(TOPIC_ID, assignment))
+    assert (kafka.initial_partition_count, kafka.undeleted_partition_count) == (None, None)
+
+
 def test_partition_state():
     state = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1, 2)), controller_epoch=1)
     kafka = '{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}'
