@@ -7,6 +7,10 @@ in-sync replicas::
     Topic: t\\tTopicId: …\\tPartitionCount: 2\\tReplicationFactor: 3\\tConfigs: cleanup.policy=compact
     \\tTopic: t\\tPartition: 0\\tLeader: 1\\tReplicas: 1,2,3\\tIsr: 1,2,3
 
+A topic whose partition count changed since its creation also shows KIP-253's counts at the end
+of its header: ``InitialPartitionCount`` (the count it was created with) and
+``UndeletedPartitionCount`` (the partitions producers use).
+
 ``--under-replicated-partitions`` (fewer in-sync replicas than replicas) and
 ``--unavailable-partitions`` (no live leader) print only the matching partition lines, without
 headers. ``create --replica-assignment 1:2,2:3`` places each partition's replicas by hand (the
@@ -73,8 +77,12 @@ def topic_line(topic: TopicDescription, configs: str) -> str:
     """TopicCommand's topic header (the replication factor is partition 0's replica count)."""
     replication = len(topic.partitions[0].replicas) if topic.partitions else 0
     topic_id = f"\tTopicId: {topic.topic_id}" if topic.topic_id != ZERO_TOPIC_ID else ""
-    return (f"Topic: {topic.name}{topic_id}\tPartitionCount: {len(topic.partitions)}\t"
+    line = (f"Topic: {topic.name}{topic_id}\tPartitionCount: {len(topic.partitions)}\t"
             f"ReplicationFactor: {replication}\tConfigs: {configs}")
+    counts = (topic.initial_partition_count, topic.undeleted_partition_count)
+    if None not in counts and counts != (len(topic.partitions),) * 2:
+        line += f"\tInitialPartitionCount: {counts[0]}\tUndeletedPartitionCount: {counts[1]}"
+    return line
 
 
 def has_live_leader(partition: PartitionInfo, live_brokers: set[int]) -> bool:

@@ -262,6 +262,9 @@ class TopicDescription:
     topic_id: str
     partitions: list[PartitionInfo] = field(default_factory=list)
     internal: bool = False
+    # KIP-253's counts, as a pybroker broker reports them (None from any other broker).
+    initial_partition_count: int | None = None
+    undeleted_partition_count: int | None = None
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
@@ -396,6 +399,8 @@ class Admin:
                     key=lambda p: p.partition,
                 ),
                 topic.is_internal,
+                topic.initial_partition_count if topic.initial_partition_count > 0 else None,
+                topic.undeleted_partition_count if topic.undeleted_partition_count > 0 else None,
             ))
         return sorted(out, key=lambda t: t.name)
 

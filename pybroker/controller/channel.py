@@ -161,6 +161,7 @@ class ControllerBrokerRequestBatch:
         live_brokers: dict[int, LiveBroker],
         broker_epochs: dict[int, int],
         topic_ids: dict[str, uuid.UUID],
+        partition_counts: dict[str, tuple[int, int]] | None = None,
     ) -> dict[int, asyncio.Future[ControlResponse]]:
         """Queue every request of the batch; the futures of the StopReplica answers by broker."""
         for broker_id, states in self.leader_and_isr.items():
@@ -176,9 +177,11 @@ class ControllerBrokerRequestBatch:
         brokers = list(live_brokers.values())
         used_ids = {s.topic_partition.topic: topic_ids[s.topic_partition.topic]
                     for s in states if s.topic_partition.topic in topic_ids}
+        counts = {name: partition_counts[name] for name in used_ids if name in (partition_counts or {})}
         for broker_id in sorted(self.update_metadata_brokers):
             channels.send(broker_id, UpdateMetadata(
                 self.controller_id, self.controller_epoch, broker_epochs.get(broker_id, -1), states, brokers, used_ids,
+                counts,
             ))
         stops: dict[int, asyncio.Future[ControlResponse]] = {}
         for broker_id, partitions in self.stop_replica.items():

@@ -119,6 +119,11 @@ class ControllerContext:
     def topic_ids(self) -> dict[str, uuid.UUID]:
         return {name: topic.topic_id for name, topic in self.topics.items()}
 
+    @property
+    def partition_counts(self) -> dict[str, tuple[int, int]]:
+        """KIP-253's (initial, undeleted) partition counts by topic."""
+        return {name: (t.initial_partition_count, t.undeleted_partition_count) for name, t in self.topics.items()}
+
 
 Event = Callable[[], Awaitable[None]]
 
@@ -869,4 +874,4 @@ class Controller:
         if not self.active:  # resigned during the event (its session expired): decided nothing
             return {}
         ctx = self.context
-        return batch.send(self.channels, ctx.live_brokers, ctx.broker_epochs, ctx.topic_ids)
+        return batch.send(self.channels, ctx.live_brokers, ctx.broker_epochs, ctx.topic_ids, ctx.partition_counts)

@@ -86,6 +86,8 @@ class UpdateMetadata:
     partition_states: list[PartitionState]
     live_brokers: list[LiveBroker]
     topic_ids: dict[str, uuid.UUID]
+    # KIP-253's (initial_partition_count, undeleted_partition_count) of the topics listed.
+    partition_counts: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

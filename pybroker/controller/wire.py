@@ -84,6 +84,8 @@ def to_wire(request: ControlRequest) -> tuple[ApiKey, int, Any]:
             topic_states=[
                 U.UpdateMetadataTopicState(
                     topic_name=topic, topic_id=request.topic_ids.get(topic, ZERO_UUID),
+                    initial_partition_count=request.partition_counts.get(topic, (-1, -1))[0],
+                    undeleted_partition_count=request.partition_counts.get(topic, (-1, -1))[1],
                     partition_states=[U.UpdateMetadataPartitionState(
                         partition_index=s.topic_partition.partition, controller_epoch=s.controller_epoch,
                         leader=s.leader, leader_epoch=s.leader_epoch, isr=list(s.isr),
@@ -136,10 +138,12 @@ def from_wire(api_key: int, message: Any) -> ControlRequest:
         return LeaderAndIsr(message.controller_id, message.controller_epoch, message.broker_epoch, states,
                             topic_ids, leaders)
     if api_key == ApiKey.UPDATE_METADATA:
-        states, topic_ids = [], {}
+        states, topic_ids, counts = [], {}, {}
         for topic in message.topic_states:
             if topic.topic_id is not None and topic.topic_id != ZERO_UUID:
                 topic_ids[topic.topic_name] = topic.topic_id
+            if topic.initial_partition_count > 0 and topic.undeleted_partition_count > 0:
+                counts[topic.topic_name] = (topic.initial_partition_count, topic.undeleted_partition_count)
             states += [PartitionState(
                 TopicPartition(topic.topic_name, p.partition_index), p.controller_epoch, p.leader, p.leader_epoch,
                 list(p.isr), p.zk_version, list(p.replicas), offline_replicas=list(p.offline_replicas),
@@ -152,7 +156,7 @@ def from_wire(api_key: int, message: Any) -> ControlRequest:
             for b in message.live_brokers
         ]
         return UpdateMetadata(message.controller_id, message.controller_epoch, message.broker_epoch, states,
-                              brokers, topic_ids)
+                              brokers, topic_ids, counts)
     partitions = [
         StopReplicaPartition(TopicPartition(topic.topic_name, p.partition_index), p.leader_epoch, p.delete_partition)
         for topic in message.topic_states for p in topic.partition_states

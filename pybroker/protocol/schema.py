@@ -43,6 +43,7 @@ __all__ = [
     "response",
     "snake_case",
     "NO_DEFAULT",
+    "PRIVATE_TAG_START",
     "struct",
 ]
 
@@ -84,6 +85,10 @@ class _NoDefault:
 
 #: marker for "the spec gave no default": the type's natural default applies
 NO_DEFAULT: Any = _NoDefault()
+
+# Tags this project gives its own tagged fields: far above Kafka's, which it allocates from 0 up
+# in each struct, so that a later official tag cannot collide (research: kip-semantics §5.2).
+PRIVATE_TAG_START = 10000
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +187,7 @@ class Field:
     ignorable: bool
     struct: Struct | None = None
     map_key: bool = False
+    extension: str | None = None
 
     @property
     def is_array(self) -> bool:
@@ -320,6 +326,7 @@ def field(
     fields: Sequence[Field] | None = None,
     struct: Struct | None = None,
     map_key: bool = False,
+    extension: str | None = None,
 ) -> Field:
     """Declare one field.
 
@@ -329,12 +336,17 @@ def field(
     ``versions``/``nullable``/``tagged``: version ranges; ``tag`` is required when ``tagged`` is set.
     ``default``: Kafka's default (omitted: 0, False, "", b"", zero UUID, [], None for records).
     ``map_key``: Kafka's ``mapKey`` (no wire effect); only for primitive, non-array fields.
+    ``extension``: this project's addition to Kafka's message (the KIP it implements, such as
+    ``"KIP-253"``); it must be a tagged field with a tag from `PRIVATE_TAG_START` on, which a
+    Kafka peer skips as an unknown tag, and is absent from the wire while at its default.
     """
     vers = VersionRange.parse(versions)
     null = VersionRange.parse(nullable)
     tagv = VersionRange.parse(tagged)
     if (tag is None) != tagv.empty:
         raise ValueError(f"field {kafka_name}: tag and tagged versions go together")
+    if extension is not None and (tag is None or tag < PRIVATE_TAG_START):
+        raise ValueError(f"field {kafka_name}: an extension needs a tag from {PRIVATE_TAG_START} on")
     elem = type[2:] if type.startswith("[]") else type
     if map_key and (type.startswith("[]") or elem not in PRIMITIVES or type == "records"):
         raise ValueError(f"field {kafka_name}: a map key must be a primitive, not {type}")
@@ -375,6 +387,7 @@ def field(
         ignorable=ignorable,
         struct=st,
         map_key=map_key,
+        extension=extension,
     )
 
 

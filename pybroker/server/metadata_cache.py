@@ -31,11 +31,14 @@ from pybroker.types import TopicPartition
 
 @dataclass
 class CachedTopic:
-    """A topic as the cache knows it: its id and its partitions' states by index."""
+    """A topic as the cache knows it: its id, its partitions' states by index, and KIP-253's
+    partition counts (-1 until the controller sent them)."""
 
     name: str
     topic_id: uuid.UUID
     partitions: dict[int, PartitionState]
+    initial_partition_count: int = -1
+    undeleted_partition_count: int = -1
 
     @property
     def is_internal(self) -> bool:
@@ -91,6 +94,10 @@ class MetadataCache:
                 self.topics[tp.topic] = topic
                 self._by_id[topic.topic_id] = topic
             topic.partitions[tp.partition] = state
+        for name, (initial, undeleted) in request.partition_counts.items():
+            topic = self.topics.get(name)
+            if topic is not None:
+                topic.initial_partition_count, topic.undeleted_partition_count = initial, undeleted
         if self.broker_id in self.live_brokers:
             self.initialized.set()
         self._wake_waiters()

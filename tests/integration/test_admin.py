@@ -275,6 +275,8 @@ def test_project_admin_client(broker, admin, topic_name):
     }
     assert [p.partition for p in described.partitions] == [0, 1, 2]
     assert all(p.leader == 1 and p.replicas == [1] and p.isr == [1] for p in described.partitions)
+    # KIP-253's counts (Metadata tags 10000 and 10001): created with 2, producers now use 3.
+    assert (described.initial_partition_count, described.undeleted_partition_count) == (2, 3)
     assert configs["segment.bytes"] == ("100000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
     assert configs["retention.ms"] == ("604800000", ConfigSource.DEFAULT_CONFIG.value)
     assert topic_name in listed and topic_name not in after_delete

@@ -123,6 +123,18 @@ def test_zero_topic_id_is_not_printed():
     assert topics.topic_line(topic, "") == "Topic: t\tPartitionCount: 1\tReplicationFactor: 1\tConfigs: "
 
 
+def test_kip_253_counts_are_shown_once_the_partition_count_changed():
+    partitions = [PartitionInfo(i, 1, 0, [1], [1]) for i in range(4)]
+    grown = TopicDescription("t", topics.ZERO_TOPIC_ID, partitions, initial_partition_count=2, undeleted_partition_count=4)
+    assert topics.topic_line(grown, "") == ("Topic: t\tPartitionCount: 4\tReplicationFactor: 1\tConfigs: "
+                                            "\tInitialPartitionCount: 2\tUndeletedPartitionCount: 4")
+    # Unchanged since creation, or described by a broker that does not send them: Kafka's line.
+    for counts in ((4, 4), (None, None)):
+        plain = TopicDescription("t", topics.ZERO_TOPIC_ID, partitions, initial_partition_count=counts[0],
+                                 undeleted_partition_count=counts[1])
+        assert topics.topic_line(plain, "") == "Topic: t\tPartitionCount: 4\tReplicationFactor: 1\tConfigs: "
+
+
 def test_replica_assignment_syntax():
     assert topics.parse_replica_assignment("1:2:3, 2:3:1,3:1:2") == [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
     assert topics.parse_replica_assignment("4") == [[4]]

@@ -486,3 +486,28 @@ def test_delete_records_v3_kip_1343_fields() -> None:
     )
     _, back = codec.decode_response(21, 2, memoryview(codec.encode_response(21, 2, 7, resp))[4:])
     assert back.topics[0].partitions[0].leader_log_start_offset == -1
+
+
+def test_kip_253_counts_ride_in_private_tags() -> None:
+    """Tag 10000 (and 10001) carry KIP-253's counts; at their default (-1) nothing is written,
+    so what a Kafka client receives and sends is unchanged."""
+    M = messages.MetadataResponse
+    topic = M.MetadataResponseTopic(name="t", initial_partition_count=3, undeleted_partition_count=7)
+    frame = codec.encode_response(3, 12, 1, M(topics=[topic]))
+    # ... TopicAuthorizedOperations, then the topic's tagged section: 2 fields, tags 10000 and
+    # 10001 as 2-byte varints, 4 bytes each.
+    tags = b"\x02" + b"\x90\x4e\x04" + (3).to_bytes(4, "big") + b"\x91\x4e\x04" + (7).to_bytes(4, "big")
+    assert tags in bytes(frame)
+    _, back = codec.decode_response(3, 12, memoryview(frame)[4:])
+    assert (back.topics[0].initial_partition_count, back.topics[0].undeleted_partition_count) == (3, 7)
+    plain = codec.encode_response(3, 12, 1, M(topics=[M.MetadataResponseTopic(name="t")]))
+    assert len(plain) == len(frame) - len(tags) + 1  # an empty tagged section instead
+
+    P = messages.ProduceRequest
+    request = P(acks=-1, timeout_ms=1000, topic_data=[P.TopicProduceData(name="t", undeleted_partition_count=7)])
+    view = memoryview(codec.encode_request(0, 9, 1, "c", request))[4:]
+    _, off = codec.decode_request_header(view)
+    assert codec.decode_request(0, 9, view, off).topic_data[0].undeleted_partition_count == 7
+    # Only flexible versions have tagged fields: v8 cannot carry the count.
+    with pytest.raises(codec.EncodeError, match="undeleted_partition_count"):
+        codec.encode_request(0, 8, 1, "c", request)

@@ -33,6 +33,10 @@ REQUEST = request(1, "Fetch", "4-12", "12+", [
             field("PartitionMaxBytes", "int32", "0+"),
             field("ReplicaDirectoryId", "uuid", "17+", tagged="17+", tag=0, ignorable=True),
         ]),
+        # KIP-253: the count the consumer knows (-1, absent: not sent; no check). Not ignorable:
+        # a client that relies on the check must not lose it to an older version.
+        field("UndeletedPartitionCount", "int32", "12+", tagged="12+", tag=10000, default=-1,
+              extension="KIP-253"),
     ]),
     field("ForgottenTopicsData", "[]ForgottenTopic", "7+", fields=[
         field("Topic", "string", "7-12", ignorable=True),

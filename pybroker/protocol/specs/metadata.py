@@ -40,6 +40,11 @@ RESPONSE = response(3, "Metadata", "0-12", "9+", [
             field("OfflineReplicas", "[]int32", "5+", ignorable=True),
         ]),
         field("TopicAuthorizedOperations", "int32", "8+", default=-2147483648),
+        # KIP-253: the partitions the topic was created with, and those producers use.
+        field("InitialPartitionCount", "int32", "9+", tagged="9+", tag=10000, default=-1, ignorable=True,
+              extension="KIP-253"),
+        field("UndeletedPartitionCount", "int32", "9+", tagged="9+", tag=10001, default=-1, ignorable=True,
+              extension="KIP-253"),
     ]),
     field("ClusterAuthorizedOperations", "int32", "8-10", default=-2147483648),
 ])

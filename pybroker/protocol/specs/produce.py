@@ -15,6 +15,10 @@ REQUEST = request(0, "Produce", "3-9", "9+", [
             field("Index", "int32", "0+"),
             field("Records", "records", "0+", nullable="0+"),
         ]),
+        # KIP-253: the count the producer partitioned by (-1, absent: not sent; no check). Not
+        # ignorable: a client that relies on the check must not lose it to an older version.
+        field("UndeletedPartitionCount", "int32", "9+", tagged="9+", tag=10000, default=-1,
+              extension="KIP-253"),
     ]),
 ])
 

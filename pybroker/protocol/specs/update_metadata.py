@@ -39,6 +39,11 @@ REQUEST = request(6, "UpdateMetadata", "6-7", "6+", [
         field("TopicName", "string", "5+"),
         field("TopicId", "uuid", "7+", ignorable=True),
         field("PartitionStates", "[]UpdateMetadataPartitionState", "5+", struct=_PARTITION_STATE),
+        # KIP-253's counts of the topic, for the brokers' metadata caches.
+        field("InitialPartitionCount", "int32", "6+", tagged="6+", tag=10000, default=-1, ignorable=True,
+              extension="KIP-253"),
+        field("UndeletedPartitionCount", "int32", "6+", tagged="6+", tag=10001, default=-1, ignorable=True,
+              extension="KIP-253"),
     ]),
     field("LiveBrokers", "[]UpdateMetadataBroker", "0+", fields=[
         field("Id", "int32", "0+"),

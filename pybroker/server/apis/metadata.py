@@ -125,6 +125,8 @@ def _topic(topic: CachedTopic, live_brokers: Collection[int]) -> MetadataRespons
     return MetadataResponse.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
         partitions=partitions, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        initial_partition_count=topic.initial_partition_count,
+        undeleted_partition_count=topic.undeleted_partition_count,
     )
 
 
