@@ -58,8 +58,12 @@ def topic_id(broker, topic: str) -> str:
     return topic_id_to_string(uuid.UUID(int=value))
 
 
-def expected_description(topic: str, topic_id: str, partitions: int, configs: str) -> str:
-    lines = [f"Topic: {topic}\tTopicId: {topic_id}\tPartitionCount: {partitions}\tReplicationFactor: 1\tConfigs: {configs}"]
+def expected_description(topic: str, topic_id: str, partitions: int, configs: str, initial: int | None = None) -> str:
+    """Kafka's TopicCommand lines; a topic created with ``initial`` partitions (fewer) also shows
+    KIP-253's counts at the end of its header."""
+    counts = f"\tInitialPartitionCount: {initial}\tUndeletedPartitionCount: {partitions}" if initial else ""
+    lines = [f"Topic: {topic}\tTopicId: {topic_id}\tPartitionCount: {partitions}\tReplicationFactor: 1\tConfigs: {configs}"
+             f"{counts}"]
     lines += [f"\tTopic: {topic}\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1" for p in range(partitions)]
     return "\n".join(lines) + "\n"
 
@@ -75,7 +79,7 @@ def test_create_describe_alter_delete(broker, topic_name):
     assert ok(topics(broker, "alter", "--topic", topic_name, "--partitions", "4", "--config", "segment.bytes=50000",
                      "--delete-config", "retention.ms")) == f"Altered topic {topic_name}.\n"
     assert ok(topics(broker, "describe", "--topic", topic_name)) == \
-        expected_description(topic_name, tid, 4, "cleanup.policy=compact,segment.bytes=50000")
+        expected_description(topic_name, tid, 4, "cleanup.policy=compact,segment.bytes=50000", initial=2)
     # What the CLI changed is what a Kafka client sees.
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert len(admin.list_topics(timeout=10).topics[topic_name].partitions) == 4
@@ -111,7 +115,8 @@ def test_describe_every_topic(broker, topic_name):
     out = ok(topics(broker, "describe"))
     headers = [line for line in out.splitlines() if line.startswith("Topic: ")]
     for line in headers:
-        assert re.fullmatch(rf"Topic: \S+\tTopicId: {TOPIC_ID}\tPartitionCount: \d+\tReplicationFactor: 1\tConfigs: \S*", line), line
+        assert re.fullmatch(rf"Topic: \S+\tTopicId: {TOPIC_ID}\tPartitionCount: \d+\tReplicationFactor: 1\tConfigs: \S*"
+                            r"(\tInitialPartitionCount: \d+\tUndeletedPartitionCount: \d+)?", line), line
     for name in names:
         assert f"Topic: {name}\tTopicId: {topic_id(broker, name)}\tPartitionCount: 2\tReplicationFactor: 1\tConfigs: retention.ms=60000" in headers
     listed = ok(topics(broker, "list")).splitlines()
