@@ -767,6 +767,7 @@ class Controller:
                 known.configs = topic.configs
                 known.initial_partition_count = topic.initial_partition_count
                 known.undeleted_partition_count = topic.undeleted_partition_count
+                known.leader_epochs_after_creation = topic.leader_epochs_after_creation
                 topic = known
             else:
                 ctx.topics[name] = topic
@@ -785,9 +786,12 @@ class Controller:
 
     async def _on_new_partition_creation(self, partitions: list[tuple[TopicMetadata, int]]) -> None:
         """New partitions get their first leader (the first live replica) and ISR (every live
-        replica), leader epoch 0; LeaderAndIsr (IsNew) to the ISR, UpdateMetadata to all."""
+        replica), leader epoch 0; LeaderAndIsr (IsNew) to the ISR, UpdateMetadata to all.
+        Partitions added to a topic that has some already are KIP-253 expansions (see
+        `_record_expansions`), done first."""
         if not partitions:
             return
+        partitions = await self._record_expansions(partitions)
         ctx = self.context
         writes: dict[str, dict[int, PartitionAssignment]] = {}
         started: list[tuple[TopicMetadata, int]] = []
@@ -810,6 +814,54 @@ class Controller:
             state = ctx.state(topic, index, is_new=True)
             batch.add_leader_and_isr(state.isr, state, set(ctx.live_brokers))
         self._send(batch)
+
+    async def _record_expansions(self, partitions: list[tuple[TopicMetadata, int]]) -> list[tuple[TopicMetadata, int]]:
+        """KIP-253: for partitions added to a topic whose other partitions have a state, bump the
+        leader epoch of each of those (same leader and ISR), then record the epochs they had
+        just before into the added partitions (``leaderEpochAfterCreation``). In this order a
+        controller failover in between bumps once more, never leaving an added partition tied
+        to an epoch that does not end. Returns the partitions to create now (a topic whose bump
+        could not be written keeps its added partitions without state, for the next attempt)."""
+        ctx = self.context
+        added: dict[str, tuple[TopicMetadata, list[int]]] = {}
+        for topic, index in partitions:
+            added.setdefault(topic.name, (topic, []))[1].append(index)
+        postponed: set[str] = set()
+        for name, (topic, indexes) in added.items():
+            existing = [i for i, p in enumerate(topic.partitions) if p.leader_epoch >= 0]
+            if not existing:
+                continue  # a new topic
+            before = await self._bump_leader_epochs(topic, existing)
+            if before is None:
+                log.error("Partitions %s of topic %s are not created yet: the leader epochs of its other "
+                          "partitions could not be bumped", indexes, name)
+                postponed.add(name)
+                continue
+            epochs = {index: dict(before) for index in indexes}
+            await self.store.record_leader_epochs_after_creation(ctx.epoch, name, epochs)
+            topic.leader_epochs_after_creation.update(epochs)
+            log.info("Topic %s grew to %d partitions: the leader epochs of partitions 0-%d were bumped",
+                     name, len(topic.partitions), max(existing))
+        return [(topic, index) for topic, index in partitions if topic.name not in postponed]
+
+    async def _bump_leader_epochs(self, topic: TopicMetadata, indexes: list[int]) -> dict[int, int] | None:
+        """Leader epoch + 1 for these partitions of ``topic``, leader and ISR unchanged (written
+        conditionally, decided again on a fresh read when a state moved on; LeaderAndIsr to
+        their live replicas). The epochs they had just before, or None if some stayed unwritten."""
+        ctx = self.context
+        before: dict[int, int] = {}
+        pending = list(indexes)
+        for _ in range(MAX_ELECTION_ATTEMPTS):
+            decided: list[tuple[TopicMetadata, int, LeaderAndIsrValue, tuple[int, ...]]] = []
+            for index in pending:
+                p = topic.partitions[index]
+                before[index] = p.leader_epoch
+                bumped = LeaderAndIsrValue(p.leader, p.leader_epoch + 1, tuple(p.isr), partition_epoch=p.partition_epoch)
+                decided.append((topic, index, bumped, tuple(r for r in p.replicas if r in ctx.live_brokers)))
+            pending = [index for _, index in await self._write_decisions(decided)]
+            if not pending:
+                return before
+        return None
 
     async def _resume_topic_deletions(self) -> None:
         """Delete every topic marked for deletion whose replicas are all on live brokers:

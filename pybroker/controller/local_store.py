@@ -71,6 +71,8 @@ class LocalStore:
                 dict(item.get("configs", {})),
                 item.get("initial_partition_count", 0),
                 item.get("undeleted_partition_count", 0),
+                {int(p): {int(q): e for q, e in epochs.items()}
+                 for p, epochs in item.get("leader_epochs_after_creation", {}).items()},
             )
             self._topics[topic.name] = topic
 
@@ -92,6 +94,8 @@ class LocalStore:
                 "configs": t.configs,
                 "initial_partition_count": t.initial_partition_count,
                 "undeleted_partition_count": t.undeleted_partition_count,
+                **({"leader_epochs_after_creation": t.leader_epochs_after_creation}
+                   if t.leader_epochs_after_creation else {}),
             }, separators=(",", ":"))
             for t in sorted(self._topics.values(), key=lambda t: t.name)
         )
@@ -206,6 +210,14 @@ class LocalStore:
         await self._save()
         if conflicts:
             raise PartitionEpochConflictError(conflicts)
+
+    async def record_leader_epochs_after_creation(
+        self, controller_epoch: int, name: str, epochs: dict[int, dict[int, int]]
+    ) -> None:
+        topic = self._topics.get(name)
+        if topic is not None:
+            topic.leader_epochs_after_creation.update(copy.deepcopy(epochs))
+            await self._save()
 
     async def remove_topic(self, controller_epoch: int, name: str) -> None:
         self._topics.pop(name, None)

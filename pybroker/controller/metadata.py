@@ -80,7 +80,11 @@ class TopicMetadata:
     KIP-253's counts: ``initial_partition_count``, the partitions it was created with, and
     ``undeleted_partition_count``, those producers may write to (the partitions above it are
     marked for deletion). Keys go by linear hashing from the first over the second; both are
-    the partition count for a topic whose count never changed (0 given: that count)."""
+    the partition count for a topic whose count never changed (0 given: that count).
+    ``leader_epochs_after_creation``: for each partition added by an expansion, the leader epoch
+    every partition that existed then had just before the expansion bumped it (the seed's
+    ``leaderEpochAfterCreation``: a consumer of the new partition waits until the partition it
+    splits from is consumed past the end of that epoch)."""
 
     name: str
     topic_id: uuid.UUID
@@ -88,6 +92,7 @@ class TopicMetadata:
     configs: dict[str, str] = field(default_factory=dict)
     initial_partition_count: int = 0
     undeleted_partition_count: int = 0
+    leader_epochs_after_creation: dict[int, dict[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.initial_partition_count = self.initial_partition_count or len(self.partitions)

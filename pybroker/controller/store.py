@@ -150,6 +150,14 @@ class ControllerStore(Protocol):
         reported together by PartitionEpochConflictError, after the others were written."""
         ...
 
+    async def record_leader_epochs_after_creation(
+        self, controller_epoch: int, name: str, epochs: dict[int, dict[int, int]]
+    ) -> None:
+        """KIP-253: store, for these partitions added to ``name`` (by index), the leader epochs
+        the partitions that existed had before the expansion bumped them; fenced like
+        `write_partition_states` (ControllerMovedError)."""
+        ...
+
     async def remove_topic(self, controller_epoch: int, name: str) -> None:
         """Delete a topic whose replicas are all deleted, and its deletion marker (fenced)."""
         ...

@@ -526,9 +526,12 @@ class ZooKeeperStore:
     async def read_topics(self, names: Iterable[str]) -> dict[str, TopicMetadata]:
         assignments = await self.client.get_replica_assignment_and_topic_ids(names)
         wanted = [TopicPartition(name, p) for name, a in assignments.items() for p in a.assignment]
-        states, configs = await asyncio.gather(
+        # Only partitions added since the topic's creation can have KIP-253 epochs to read.
+        added = [tp for tp in wanted if tp.partition >= (assignments[tp.topic].initial_partition_count or 1 << 31)]
+        states, configs, after_creation = await asyncio.gather(
             self.client.get_topic_partition_states(wanted),
             asyncio.gather(*(self.client.get_topic_configs(name) for name in assignments)),
+            self.client.get_leader_epochs_after_creation(added),
         )
         topics: dict[str, TopicMetadata] = {}
         for (name, found), config in zip(assignments.items(), configs, strict=True):
@@ -550,8 +553,11 @@ class ZooKeeperStore:
                     replicas, leader_and_isr.leader, leader_and_isr.leader_epoch, list(leader_and_isr.isr),
                     leader_and_isr.partition_epoch, state.controller_epoch,
                 ))
-            topics[name] = TopicMetadata(name, topic_id, partitions, config, found.initial_partition_count or 0,
-                                         found.undeleted_partition_count or 0)
+            topics[name] = TopicMetadata(
+                name, topic_id, partitions, config, found.initial_partition_count or 0,
+                found.undeleted_partition_count or 0,
+                {tp.partition: e for tp, e in after_creation.items() if tp.topic == name},
+            )
         return topics
 
     async def _assign_topic_id(self, name: str, assignment: dict[int, ReplicaAssignment]) -> uuid.UUID:
@@ -604,6 +610,18 @@ class ZooKeeperStore:
                 by_tp[tp].controller_epoch = controller_epoch
         if conflicts:
             raise PartitionEpochConflictError(conflicts)
+
+    async def record_leader_epochs_after_creation(
+        self, controller_epoch: int, name: str, epochs: dict[int, dict[int, int]]
+    ) -> None:
+        """Into each added partition's znode ``/brokers/topics/<t>/partitions/<p>``."""
+        fence = self._check_epoch(controller_epoch)
+        try:
+            await self.client.set_leader_epochs_after_creation(
+                {TopicPartition(name, index): e for index, e in epochs.items()}, fence
+            )
+        except kafka_zk_client.ControllerMovedError as e:
+            raise self._fenced_error(e) from None
 
     async def remove_topic(self, controller_epoch: int, name: str) -> None:
         """Delete the topic znode with its partition states, then its configs, then its

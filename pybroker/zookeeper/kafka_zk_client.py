@@ -88,6 +88,7 @@ from pybroker.zookeeper.znodes import (
     decode_controller,
     decode_controller_epoch,
     decode_entity_config,
+    decode_partition_epochs,
     decode_partition_state,
     decode_producer_id_block,
     decode_topic,
@@ -98,6 +99,7 @@ from pybroker.zookeeper.znodes import (
     encode_controller,
     encode_controller_epoch,
     encode_entity_config,
+    encode_partition_epochs,
     encode_partition_state,
     encode_producer_id_block,
     encode_topic,
@@ -497,6 +499,36 @@ class KafkaZkClient:
             epoch_zk_version,
         )
         return {tp: r if isinstance(r, KazooException) else 0 for tp, r in created.items()}
+
+    async def set_leader_epochs_after_creation(
+        self, epochs: Mapping[TopicPartition, Mapping[int, int]], epoch_zk_version: int
+    ) -> None:
+        """KIP-253: write each added partition's ``leaderEpochAfterCreation`` into its partition
+        znode, created (with its parent) when missing; every write fenced."""
+        for topic in sorted({tp.topic for tp in epochs}):
+            await self._fenced_per_op({topic: CreateOp(topic_partitions_path(topic))}, epoch_zk_version)
+        data = {tp: encode_partition_epochs(e) for tp, e in epochs.items()}
+        written = await self._fenced_per_op(
+            {tp: SetDataOp(topic_partition_path(tp), d, MATCH_ANY_VERSION) for tp, d in data.items()}, epoch_zk_version
+        )
+        missing = [tp for tp, r in written.items() if isinstance(r, NoNodeError)]
+        created = await self._fenced_per_op(
+            {tp: CreateOp(topic_partition_path(tp), data[tp]) for tp in missing}, epoch_zk_version
+        ) if missing else {}
+        for outcome in [*(r for tp, r in written.items() if tp not in missing), *created.values()]:
+            if isinstance(outcome, KazooException):
+                raise outcome
+
+    async def get_leader_epochs_after_creation(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, dict[int, int]]:
+        """The ``leaderEpochAfterCreation`` of these partitions (those that have one)."""
+        wanted = list(partitions)
+        found = await asyncio.gather(*(self._get_or_none(topic_partition_path(tp)) for tp in wanted))
+        out = {}
+        for tp, f in zip(wanted, found, strict=True):
+            epochs = decode_partition_epochs(f[0]) if f is not None else {}
+            if epochs:
+                out[tp] = epochs
+        return out
 
     async def set_topic_partition_states(
         self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], epoch_zk_version: int

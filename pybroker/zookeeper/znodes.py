@@ -356,6 +356,20 @@ class LeaderIsrAndControllerEpoch:
     controller_epoch: int
 
 
+def encode_partition_epochs(leader_epochs_after_creation: Mapping[int, int]) -> bytes:
+    """KIP-253's data of a partition znode (``/brokers/topics/<t>/partitions/<p>``, empty in
+    Kafka): the leader epochs, by partition, that a partition added by an expansion recorded."""
+    return to_json({"version": 1, "leaderEpochAfterCreation": {str(p): e for p, e in sorted(leader_epochs_after_creation.items())}})
+
+
+def decode_partition_epochs(data: bytes) -> dict[int, int]:
+    """The ``leaderEpochAfterCreation`` of a partition znode (empty for Kafka's empty znode)."""
+    if not data:
+        return {}
+    body = from_json(data, "a partition znode")
+    return {int(p): int(e) for p, e in (body.get("leaderEpochAfterCreation") or {}).items()}
+
+
 def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:
     """Version 1; ``leader_recovery_state`` only while RECOVERING (KIP-704)."""
     leader_and_isr = state.leader_and_isr

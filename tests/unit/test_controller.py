@@ -166,6 +166,53 @@ def test_new_partitions_lead_on_their_first_live_replica(tmp_path):
     run_cluster(tmp_path, scenario)
 
 
+def test_an_expansion_bumps_the_existing_partitions_and_records_their_epochs(tmp_path):
+    """KIP-253: partitions added to a topic record the leader epoch each existing partition had,
+    and those partitions move to the next epoch (same leader and ISR), so that a consumer of an
+    added partition can wait until the partition it splits from is consumed past that epoch."""
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        await store.add_partitions("t", [[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+        await settle(controller)
+        received = leader_and_isr(recorder.take())
+        assert received[1] == {T0: (1, 1, [1, 2, 3]), T1: (2, 1, [2, 3, 1]), TopicPartition("t", 2): (3, 0, [3, 1, 2])}
+        topic = (await store.read_topics(["t"]))["t"]
+        assert topic.leader_epochs_after_creation == {2: {0: 0, 1: 0}}
+        assert (topic.initial_partition_count, topic.undeleted_partition_count) == (2, 3)
+        assert [p.leader_epoch for p in topic.partitions] == [1, 1, 0]
+
+        # A second expansion records the epochs as they are then, and bumps all three.
+        await store.add_partitions("t", [[1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 2, 3]])
+        await settle(controller)
+        topic = (await store.read_topics(["t"]))["t"]
+        assert topic.leader_epochs_after_creation == {2: {0: 0, 1: 0}, 3: {0: 1, 1: 1, 2: 0}}
+        assert [p.leader_epoch for p in topic.partitions] == [2, 2, 1, 0]
+        assert controller.context.topics["t"].leader_epochs_after_creation == topic.leader_epochs_after_creation
+
+    run_cluster(tmp_path, scenario)
+
+
+def test_a_failover_between_the_bump_and_the_creation_bumps_again(tmp_path):
+    """Added partitions found without a state by a new controller are an expansion too: the
+    existing partitions are bumped (again) and their epochs of then recorded."""
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        await controller.shutdown()  # the controller dies; the expansion is written meanwhile
+        await store.add_partitions("t", [[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+        successor = Controller(1, store, ControllerChannelManager(recorder.connect))
+        successor.listener(store.listener)
+        successor.start()
+        await settle(successor)
+        try:
+            topic = (await store.read_topics(["t"]))["t"]
+            assert [p.leader_epoch for p in topic.partitions] == [1, 1, 0]
+            assert topic.leader_epochs_after_creation == {2: {0: 0, 1: 0}}
+        finally:
+            await successor.shutdown()
+
+    run_cluster(tmp_path, scenario)
+
+
 def test_a_topic_change_reads_only_the_topics_it_concerns(tmp_path):
     """Kafka's TopicChange / PartitionModifications: a new topic, or partitions added to one,
     makes the controller read that topic, not every topic of the cluster."""
@@ -190,8 +237,10 @@ def test_a_topic_change_reads_only_the_topics_it_concerns(tmp_path):
         assert len(controller.context.topics["b"].partitions) == 2
         b = controller.context.topics["b"]
         assert (b.initial_partition_count, b.undeleted_partition_count) == (1, 2)  # KIP-253's counts
+        # b-0's leader epoch is bumped by the expansion (KIP-253), b-1 starts at epoch 0.
         assert leader_and_isr(recorder.take())[3] == {
-            TopicPartition("d", 0): (2, 0, [2, 3, 1]), TopicPartition("b", 1): (3, 0, [3, 1, 2])}
+            TopicPartition("d", 0): (2, 0, [2, 3, 1]), TopicPartition("b", 0): (1, 1, [1, 2, 3]),
+            TopicPartition("b", 1): (3, 0, [3, 1, 2])}
 
     run_cluster(tmp_path, scenario)
 

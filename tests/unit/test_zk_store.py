@@ -236,6 +236,28 @@ def test_partition_states_are_created_then_updated_by_partition_epoch(connect_st
     run_with_stores(connect_string, 1, scenario)
 
 
+def test_leader_epochs_after_creation_live_in_the_partition_znode(connect_string):
+    """KIP-253: an added partition's ``leaderEpochAfterCreation`` is the data of its partition
+    znode; the added partition's state is created after it, beside it."""
+    async def scenario(first):
+        a, _ = first
+        await a.register_broker(broker(1))
+        await a.create_topic("t", uuid.uuid4(), [[1]], {})
+        epoch = await a.try_become_controller(1)
+        await a.read_topics(["t"])
+        await a.write_partition_states(epoch, {"t": {0: PartitionAssignment([1], 1, 0, [1])}})
+        await a.add_partitions("t", [[1], [1]])
+        await a.record_leader_epochs_after_creation(epoch, "t", {1: {0: 0}})
+        assert await raw(a, "/brokers/topics/t/partitions/1") == {"version": 1, "leaderEpochAfterCreation": {"0": 0}}
+        topic = (await a.read_topics(["t"]))["t"]
+        assert topic.leader_epochs_after_creation == {1: {0: 0}}
+        await a.write_partition_states(epoch, {"t": {1: PartitionAssignment([1], 1, 0, [1])}})
+        assert (await raw(a, "/brokers/topics/t/partitions/1/state"))["leader"] == 1
+        assert (await a.read_topics(["t"]))["t"].leader_epochs_after_creation == {1: {0: 0}}
+
+    run_with_stores(connect_string, 1, scenario)
+
+
 def test_config_changes_reach_other_stores(connect_string):
     async def scenario(first, second):
         (a, _), (b, b_rec) = first, second

@@ -104,6 +104,13 @@ def test_topic_znode_with_kip_253_counts():
     assert (kafka.initial_partition_count, kafka.undeleted_partition_count) == (None, None)
 
 
+def test_partition_znode_with_kip_253_epochs():
+    data = znodes.encode_partition_epochs({1: 4, 0: 3})
+    assert json.loads(data) == {"version": 1, "leaderEpochAfterCreation": {"0": 3, "1": 4}}
+    assert znodes.decode_partition_epochs(data) == {0: 3, 1: 4}
+    assert znodes.decode_partition_epochs(b"") == {}  # Kafka's partition znode has no data
+
+
 def test_partition_state():
     state = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1, 2)), controller_epoch=1)
     kafka = '{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}'
