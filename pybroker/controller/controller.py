@@ -840,8 +840,8 @@ class Controller:
             epochs = {index: dict(before) for index in indexes}
             await self.store.record_leader_epochs_after_creation(ctx.epoch, name, epochs)
             topic.leader_epochs_after_creation.update(epochs)
-            log.info("Topic %s grew to %d partitions: the leader epochs of partitions 0-%d were bumped",
-                     name, len(topic.partitions), max(existing))
+            log.info("Topic %s grew to %d partitions: the leader epochs of its %d other partitions were bumped",
+                     name, len(topic.partitions), len(existing))
         return [(topic, index) for topic, index in partitions if topic.name not in postponed]
 
     async def _bump_leader_epochs(self, topic: TopicMetadata, indexes: list[int]) -> dict[int, int] | None:

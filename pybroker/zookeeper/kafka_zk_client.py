@@ -490,9 +490,7 @@ class KafkaZkClient:
     ) -> dict[TopicPartition, int | KazooException]:
         """Create the state znodes (and their missing parents), fenced: per partition the new
         partition epoch (0), or the error (`NodeExistsError` if it already had a state)."""
-        topics = sorted({tp.topic for tp in states})
-        parents = {t: CreateOp(topic_partitions_path(t)) for t in topics}
-        await self._fenced_per_op(parents, epoch_zk_version)  # NodeExistsError is fine here
+        await self._create_partitions_znodes({tp.topic for tp in states}, epoch_zk_version)
         await self._fenced_per_op({tp: CreateOp(topic_partition_path(tp)) for tp in states}, epoch_zk_version)
         created = await self._fenced_per_op(
             {tp: CreateOp(topic_partition_state_path(tp), encode_partition_state(s)) for tp, s in states.items()},
@@ -500,13 +498,16 @@ class KafkaZkClient:
         )
         return {tp: r if isinstance(r, KazooException) else 0 for tp, r in created.items()}
 
+    async def _create_partitions_znodes(self, topics: Iterable[str], epoch_zk_version: int) -> None:
+        """``/brokers/topics/<t>/partitions`` of these topics, fenced (already there is fine)."""
+        await self._fenced_per_op({t: CreateOp(topic_partitions_path(t)) for t in sorted(topics)}, epoch_zk_version)
+
     async def set_leader_epochs_after_creation(
         self, epochs: Mapping[TopicPartition, Mapping[int, int]], epoch_zk_version: int
     ) -> None:
         """KIP-253: write each added partition's ``leaderEpochAfterCreation`` into its partition
         znode, created (with its parent) when missing; every write fenced."""
-        for topic in sorted({tp.topic for tp in epochs}):
-            await self._fenced_per_op({topic: CreateOp(topic_partitions_path(topic))}, epoch_zk_version)
+        await self._create_partitions_znodes({tp.topic for tp in epochs}, epoch_zk_version)
         data = {tp: encode_partition_epochs(e) for tp, e in epochs.items()}
         written = await self._fenced_per_op(
             {tp: SetDataOp(topic_partition_path(tp), d, MATCH_ANY_VERSION) for tp, d in data.items()}, epoch_zk_version
