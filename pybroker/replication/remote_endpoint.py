@@ -55,7 +55,11 @@ class RemoteLeaderEndPoint:
             if endpoint is None:
                 raise ConnectionError(f"broker {self.source_broker_id} is not alive in the metadata")
             connection = BrokerConnection(endpoint.host, endpoint.port, self._client_id)
-            await connection.connect(self._timeout_s)
+            try:
+                await connection.connect(self._timeout_s)
+            except (KafkaClientError, OSError, TimeoutError) as e:  # the leader died meanwhile, say
+                await connection.close()
+                raise ConnectionError(f"connection to broker {self.source_broker_id} failed: {e}") from e
             self._connection = connection
         try:
             return await self._connection.send(api_key, request, version, timeout=self._timeout_s + extra_wait_ms / 1000)
