@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+PRIVATE_API_KEY_START = 30000
+"""This project's own APIs (KIP-253) take keys from here on (to 30099), far above Kafka's."""
+
 
 class ApiKey(IntEnum):
     """Kafka request API keys (Kafka's numbering; names are upper snake case)."""
@@ -96,6 +99,9 @@ class ApiKey(IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    # This project's private block (30000-30099), far above Kafka's keys: KIP-253.
+    CONSUMER_GROUP_POSITION = 30001
+    PARTITION_LEADER_EPOCHS_FOR_PARTITIONS = 30002
 
     @property
     def kafka_name(self) -> str:

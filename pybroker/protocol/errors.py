@@ -140,6 +140,8 @@ _TABLE: tuple[tuple[str, int, bool, str | None], ...] = (
     ('DUPLICATE_VOTER', 126, False, 'The voter is already part of the set of voters.'),
     ('VOTER_NOT_FOUND', 127, False, 'The voter is not part of the set of voters.'),
     ('INVALID_REGULAR_EXPRESSION', 128, False, 'The regular expression is not valid.'),
+    # This project's codes, far above Kafka's (KIP-253; sent only to clients that opted in).
+    ('INVALID_PARTITION_METADATA', 30000, True, "The client's partition count of the topic differs from the broker's: refresh metadata and retry."),
 )
 
 
@@ -275,6 +277,7 @@ class ErrorCode(IntEnum):
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
+    INVALID_PARTITION_METADATA = 30000
 
     @property
     def retriable(self) -> bool:
