@@ -34,16 +34,42 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | asynci
         for topic in request.topics
         for p in topic.partitions
     ]
+    refused = _partition_count_errors(ctx, request)
+    if refused:
+        partitions = [p for p in partitions if p.topic_partition not in refused]
     outcome = ctx.broker.replica_manager.fetch_messages(
         request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes, partitions
     )
     if asyncio.isfuture(outcome):
-        return _respond_later(request, outcome)
-    return _response(request, outcome)
+        return _respond_later(request, outcome, refused)
+    return _response(request, outcome | refused)
 
 
-async def _respond_later(request: FetchRequest, outcome: asyncio.Future) -> FetchResponse:
-    return _response(request, await outcome)
+def _partition_count_errors(ctx: RequestContext, request: FetchRequest) -> dict[TopicPartition, FetchPartitionResult]:
+    """KIP-253: a consumer that sent its partition count for a topic and has another one than
+    the partition's leader gets INVALID_PARTITION_METADATA for that partition (followers are
+    not checked)."""
+    refused: dict[TopicPartition, FetchPartitionResult] = {}
+    if request.replica_id >= 0:
+        return refused
+    partitions = ctx.broker.replica_manager.partitions
+    for topic in request.topics:
+        if topic.undeleted_partition_count < 0:
+            continue
+        for p in topic.partitions:
+            tp = TopicPartition(topic.topic, p.partition)
+            partition = partitions.get(tp)
+            if partition is not None and partition.is_leader:
+                error = partition.partition_count_error(topic.undeleted_partition_count, producing=False)
+                if error != ErrorCode.NONE:
+                    refused[tp] = FetchPartitionResult(error)
+    return refused
+
+
+async def _respond_later(
+    request: FetchRequest, outcome: asyncio.Future, refused: dict[TopicPartition, FetchPartitionResult]
+) -> FetchResponse:
+    return _response(request, await outcome | refused)
 
 
 def _response(request: FetchRequest, results: dict[TopicPartition, FetchPartitionResult]) -> FetchResponse:
