@@ -10,6 +10,7 @@ delivery off), and ConsumerGroupPosition for a member of a consumer group.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 
@@ -30,6 +31,7 @@ from pybroker.protocol.messages import (
     SyncGroupRequest,
 )
 from pybroker.types import TopicPartition
+from tests.conftest import wait_until
 from tests.unit.batches import build_batch
 
 BROKER_OVERRIDES = {"partition.deletion.check.interval.ms": 200}
@@ -292,3 +294,55 @@ def test_describe_shows_marked_partitions(broker, topic_name):
                              "\tInitialPartitionCount: 2\tUndeletedPartitionCount: 3"), lines[0]
     assert lines[4].endswith("\tPartition: 3\tLeader: 1\tReplicas: 1\tIsr: 1\tMarkedForDeletion: true"), lines[4]
     assert all("MarkedForDeletion" not in line for line in lines[1:4])
+
+
+def test_grow_and_shrink_on_a_three_broker_cluster(zookeeper, tmp_path, request, topic_name):
+    """The same on ZooKeeper: LeaderAndIsr carries the count to leaders on other brokers, the
+    epoch maps live in the partition znodes, and the controller asks other brokers (ListOffsets)
+    whether marked partitions are drained."""
+    from tests.integration.cluster import start_cluster, zk_client
+    from tests.zookeeper import chroot_for
+
+    cluster = start_cluster(chroot_for(zookeeper, request.node.name), tmp_path,
+                            **{"partition.deletion.check.interval.ms": 200})
+
+    async def scenario() -> None:
+        async with Admin(cluster.bootstrap) as admin:
+            await admin.create_topic(topic_name, 3, 3)
+            await admin.create_partitions(topic_name, 6)
+            await admin.create_partitions(topic_name, 4)
+            assert await counts(admin, topic_name) == (6, 3, 4)
+            [described] = await admin.describe_topics([topic_name])
+            for info in described.partitions:  # every leader, on whichever broker, checks counts
+                connection = await connect(cluster.broker(info.leader).bootstrap)
+                try:
+                    expected = ErrorCode.NONE if info.partition < 4 else ErrorCode.INVALID_PARTITION_METADATA
+                    assert (await produce(connection, topic_name, info.partition, count=4))[0] == expected
+                    assert (await produce(connection, topic_name, info.partition, count=6))[0] == \
+                        ErrorCode.INVALID_PARTITION_METADATA
+                finally:
+                    await connection.close()
+            zk = zk_client(cluster.connect)
+            try:
+                data, _ = zk.get(f"/brokers/topics/{topic_name}/partitions/5")
+                body = json.loads(data)
+                assert body["leaderEpochAfterCreation"] == {"0": 0, "1": 0, "2": 0}
+                assert body["leaderEpochBeforeDeletion"] == {"0": 1, "1": 1, "2": 1, "3": 0}
+                assert json.loads(zk.get(f"/brokers/topics/{topic_name}")[0])["undeleted_partition_count"] == 4
+                # Nothing to drain: the marked partitions are empty, so they go.
+                async def removed() -> bool:
+                    return await counts(admin, topic_name) == (4, 3, 4)
+                await wait_async(removed, 20)
+                assert zk.exists(f"/brokers/topics/{topic_name}/partitions/5") is None
+                assert sorted(json.loads(zk.get(f"/brokers/topics/{topic_name}")[0])["partitions"]) == ["0", "1", "2", "3"]
+            finally:
+                zk.stop()
+            # Each replica's log of a removed partition is deleted.
+            for b in cluster.brokers:
+                wait_until(lambda b=b: not any(b.data_dir.glob(f"{topic_name}-5*")), 15,
+                           message=f"{b.data_dir} lost its replica of partition 5")
+
+    try:
+        run(scenario())
+    finally:
+        cluster.kill()
