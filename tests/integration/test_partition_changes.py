@@ -31,7 +31,7 @@ from pybroker.protocol.messages import (
     SyncGroupRequest,
 )
 from pybroker.types import TopicPartition
-from tests.conftest import wait_until
+from tests.conftest import broker_connection, wait_until
 from tests.unit.batches import build_batch
 
 BROKER_OVERRIDES = {"partition.deletion.check.interval.ms": 200}
@@ -41,11 +41,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
-async def connect(bootstrap: str) -> BrokerConnection:
-    host, port = bootstrap.split(":")
-    connection = BrokerConnection(host, int(port))
-    await connection.connect()
-    return connection
+connect = broker_connection
 
 
 async def produce(connection: BrokerConnection, topic: str, partition: int, count: int = -1,

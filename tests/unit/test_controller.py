@@ -8,7 +8,9 @@ would receive are asserted, in order."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 
 from pybroker.controller.alter_partition import (
     AlterPartition,
@@ -145,6 +147,19 @@ def run_cluster(tmp_path, scenario, **controller_options) -> None:
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
+@contextlib.asynccontextmanager
+async def successor(store: ClusterStore, recorder: Recorder) -> AsyncIterator[Controller]:
+    """A new controller on ``store`` (the first one was shut down), settled; shut down after."""
+    controller = Controller(1, store, ControllerChannelManager(recorder.connect))
+    controller.listener(store.listener)
+    controller.start()
+    await settle(controller)
+    try:
+        yield controller
+    finally:
+        await controller.shutdown()
+
+
 async def create(store: ClusterStore, controller: Controller, configs: dict[str, str] | None = None) -> None:
     await store.create_topic("t", uuid.uuid4(), [[1, 2, 3], [2, 3, 1]], configs or {})
     await settle(controller)
@@ -261,16 +276,10 @@ def test_a_failover_after_a_shrink_was_recorded_bumps_the_survivors(tmp_path):
         topic = (await store.read_topics(["t"]))["t"]
         topic.leader_epochs_before_deletion = {2: {0: 1, 1: 1}}
         await store.record_leader_epochs(1, topic, [2])
-        successor = Controller(1, store, ControllerChannelManager(recorder.connect))
-        successor.listener(store.listener)
-        successor.start()
-        await settle(successor)
-        try:
+        async with successor(store, recorder):
             topic = (await store.read_topics(["t"]))["t"]
             assert [p.leader_epoch for p in topic.partitions] == [2, 2, 1]
             assert topic.leader_epochs_before_deletion == {2: {0: 1, 1: 1}}
-        finally:
-            await successor.shutdown()
 
     run_cluster(tmp_path, scenario)
 
@@ -282,16 +291,10 @@ def test_a_failover_between_the_bump_and_the_creation_bumps_again(tmp_path):
         await create(store, controller)
         await controller.shutdown()  # the controller dies; the expansion is written meanwhile
         await store.add_partitions("t", [[1, 2, 3], [2, 3, 1], [3, 1, 2]])
-        successor = Controller(1, store, ControllerChannelManager(recorder.connect))
-        successor.listener(store.listener)
-        successor.start()
-        await settle(successor)
-        try:
+        async with successor(store, recorder):
             topic = (await store.read_topics(["t"]))["t"]
             assert [p.leader_epoch for p in topic.partitions] == [1, 1, 0]
             assert topic.leader_epochs_after_creation == {2: {0: 0, 1: 0}}
-        finally:
-            await successor.shutdown()
 
     run_cluster(tmp_path, scenario)
 

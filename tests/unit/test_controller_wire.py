@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import uuid
 
-from pybroker.controller.requests import BrokerEndpoint, LeaderAndIsr, LiveBroker, PartitionState, UpdateMetadata
+from pybroker.controller.requests import (
+    BrokerEndpoint,
+    LeaderAndIsr,
+    LiveBroker,
+    PartitionState,
+    UpdateMetadata,
+)
 from pybroker.controller.wire import from_wire, to_wire
 from pybroker.protocol import codec
 from pybroker.types import TopicPartition

@@ -46,24 +46,14 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | asynci
 
 
 def _partition_count_errors(ctx: RequestContext, request: FetchRequest) -> dict[TopicPartition, FetchPartitionResult]:
-    """KIP-253: a consumer that sent its partition count for a topic and has another one than
-    the partition's leader gets INVALID_PARTITION_METADATA for that partition (followers are
-    not checked)."""
-    refused: dict[TopicPartition, FetchPartitionResult] = {}
+    """KIP-253: a consumer that sent a partition count other than the leader's gets
+    INVALID_PARTITION_METADATA for the topic's partitions (followers are not checked)."""
     if request.replica_id >= 0:
-        return refused
-    partitions = ctx.broker.replica_manager.partitions
-    for topic in request.topics:
-        if topic.undeleted_partition_count < 0:
-            continue
-        for p in topic.partitions:
-            tp = TopicPartition(topic.topic, p.partition)
-            partition = partitions.get(tp)
-            if partition is not None and partition.is_leader:
-                error = partition.partition_count_error(topic.undeleted_partition_count, producing=False)
-                if error != ErrorCode.NONE:
-                    refused[tp] = FetchPartitionResult(error)
-    return refused
+        return {}
+    errors = ctx.broker.replica_manager.partition_count_errors(
+        ((TopicPartition(t.topic, p.partition), t.undeleted_partition_count) for t in request.topics
+         if t.undeleted_partition_count >= 0 for p in t.partitions), producing=False)
+    return {tp: FetchPartitionResult(error) for tp, error in errors.items()}
 
 
 async def _respond_later(

@@ -60,19 +60,13 @@ def _release_records(request: ProduceRequest) -> None:
 
 
 def _partition_count_errors(ctx: RequestContext, request: ProduceRequest) -> dict[TopicPartition, PartitionAppendResult]:
-    """KIP-253: the partitions refused for the producer's partition count (see
-    ``Partition.partition_count_error``)."""
-    refused = {}
-    partitions = ctx.broker.replica_manager.partitions
-    for topic in request.topic_data:
-        for p in topic.partition_data:
-            tp = TopicPartition(topic.name, p.index)
-            partition = partitions.get(tp)
-            if partition is not None and partition.is_leader:
-                error = partition.partition_count_error(topic.undeleted_partition_count, producing=True)
-                if error != ErrorCode.NONE:
-                    refused[tp] = PartitionAppendResult(error, _count_message(tp, partition.undeleted_partition_count))
-    return refused
+    """KIP-253: the partitions refused for the producer's partition count."""
+    replica_manager = ctx.broker.replica_manager
+    errors = replica_manager.partition_count_errors(
+        ((TopicPartition(t.name, p.index), t.undeleted_partition_count) for t in request.topic_data
+         for p in t.partition_data), producing=True)
+    return {tp: PartitionAppendResult(error, _count_message(tp, replica_manager.partitions[tp].undeleted_partition_count))
+            for tp, error in errors.items()}
 
 
 def _count_message(tp: TopicPartition, count: int) -> str:
