@@ -934,7 +934,14 @@ class Controller:
     def _start_drain_check(self) -> None:
         self._drain_check = None
         if self.active:
-            asyncio.get_running_loop().create_task(self._check_drained())
+            asyncio.get_running_loop().create_task(self._check_drained_or_retry())
+
+    async def _check_drained_or_retry(self) -> None:
+        try:
+            await self._check_drained()
+        except Exception:
+            log.exception("Checking whether partitions marked for deletion are drained failed; tried again later")
+            self._schedule_drain_check()
 
     async def _check_drained(self) -> None:
         """Ask the leaders of the marked partitions for their log start offsets and high
