@@ -966,6 +966,10 @@ class Admin:
                 raise AdminError(f"group {group}", error, answer.error_message)
             await self._backoff_or_give_up(deadline, f"group {group}", error, answer.error_message)
 
+    def forget_coordinator(self, group: str) -> None:
+        """Look ``group``'s coordinator up again next time (it moved, or its connection broke)."""
+        self._coordinators.pop(group, None)
+
     async def _coordinator_call(
         self, group: str, api_key: int, make_request: Callable[[int], Any], error_of: Callable[[Any, int], int],
     ) -> tuple[Any, int, Node]:
