@@ -263,9 +263,10 @@ class KafkaConsumer:
         await coordinator.commit(offsets)
         self._commit_due = self.time.monotonic_ms() + self.config.auto_commit_interval_ms
 
-    async def poll(self, timeout_ms: int = 0) -> list[ConsumerRecord]:
-        """Records ready for the application (at most ``max.poll.records``), waiting up to
-        ``timeout_ms`` for some. Joins or rejoins the group when needed."""
+    async def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records ready for the application (at most ``max_records``, default
+        ``max.poll.records``), waiting up to ``timeout_ms`` for some. Joins or rejoins the group
+        when needed. The positions move past exactly the records returned."""
         coordinator = self._require_group()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
@@ -277,7 +278,7 @@ class KafkaConsumer:
                 continue
             await self._maybe_auto_commit()
             await self._maybe_exchange_positions(coordinator)
-            records = self._collect(self.config.max_poll_records)
+            records = self._collect(max_records or self.config.max_poll_records)
             if records:
                 return records
             remaining = deadline - loop.time()
