@@ -8,7 +8,10 @@ import asyncio
 
 from pybroker.client.admin import AdminError
 from pybroker.client.assignor import range_assign
-from pybroker.client.consumer_coordinator import build_group_position_request, parse_group_position_response
+from pybroker.client.consumer_coordinator import (
+    build_group_position_request,
+    parse_group_position_response,
+)
 from pybroker.client.gating import (
     DeletionGate,
     ExpansionGate,
