@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from bench.brokers import free_port
+from pybroker.client.connection import BrokerConnection
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -235,3 +236,11 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield server
     finally:
         server.stop()
+
+
+async def broker_connection(bootstrap: str) -> BrokerConnection:
+    """A connected `BrokerConnection` to ``host:port``, for raw-protocol tests."""
+    host, port = bootstrap.split(":")
+    connection = BrokerConnection(host, int(port))
+    await connection.connect()
+    return connection

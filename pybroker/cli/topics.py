@@ -9,7 +9,9 @@ in-sync replicas::
 
 A topic whose partition count changed since its creation also shows KIP-253's counts at the end
 of its header: ``InitialPartitionCount`` (the count it was created with) and
-``UndeletedPartitionCount`` (the partitions producers use).
+``UndeletedPartitionCount`` (the partitions producers use), and each partition a shrink marked
+for deletion (drained, then removed) ends with ``MarkedForDeletion: true``. ``alter --partitions
+N`` below the current count shrinks a topic with ``enable.ordered.delivery`` (KIP-253).
 
 ``--under-replicated-partitions`` (fewer in-sync replicas than replicas) and
 ``--unavailable-partitions`` (no live leader) print only the matching partition lines, without
@@ -89,11 +91,13 @@ def has_live_leader(partition: PartitionInfo, live_brokers: set[int]) -> bool:
     return partition.leader >= 0 and partition.leader in live_brokers
 
 
-def partition_line(topic: str, partition: PartitionInfo, live_brokers: set[int]) -> str:
-    """TopicCommand's partition line; the leader is "none" when the partition has no live one."""
+def partition_line(topic: str, partition: PartitionInfo, live_brokers: set[int], marked: bool = False) -> str:
+    """TopicCommand's partition line; the leader is "none" when the partition has no live one;
+    ``marked``: KIP-253's marked for deletion."""
     leader = partition.leader if has_live_leader(partition, live_brokers) else "none"
     return (f"\tTopic: {topic}\tPartition: {partition.partition}\tLeader: {leader}\t"
-            f"Replicas: {_ids(partition.replicas)}\tIsr: {_ids(partition.isr)}")
+            f"Replicas: {_ids(partition.replicas)}\tIsr: {_ids(partition.isr)}"
+            + ("\tMarkedForDeletion: true" if marked else ""))
 
 
 def is_under_replicated(partition: PartitionInfo) -> bool:
@@ -106,10 +110,15 @@ def describe_lines(
 ) -> list[str]:
     """What ``describe`` prints for one topic: without a filter its header and every partition;
     with ``under_replicated`` or ``unavailable`` only the matching partitions."""
+    undeleted = topic.undeleted_partition_count or len(topic.partitions)
+
+    def line(p: PartitionInfo) -> str:
+        return partition_line(topic.name, p, live_brokers, marked=p.partition >= undeleted)
+
     if not under_replicated and not unavailable:
-        return [topic_line(topic, configs)] + [partition_line(topic.name, p, live_brokers) for p in topic.partitions]
+        return [topic_line(topic, configs)] + [line(p) for p in topic.partitions]
     return [
-        partition_line(topic.name, p, live_brokers) for p in topic.partitions
+        line(p) for p in topic.partitions
         if (under_replicated and is_under_replicated(p)) or (unavailable and not has_live_leader(p, live_brokers))
     ]
 

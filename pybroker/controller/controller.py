@@ -52,6 +52,7 @@ from pybroker.controller.election import (
     remove_replica_from_isr,
 )
 from pybroker.controller.election import LeaderAndIsr as LeaderAndIsrValue
+from pybroker.controller.log_offsets import LogOffsetsReader
 from pybroker.controller.metadata import PartitionAssignment, TopicMetadata
 from pybroker.controller.requests import (
     EPOCH_DURING_DELETE,
@@ -76,6 +77,9 @@ log = logging.getLogger(__name__)
 AUTO_REBALANCE_FIRST_DELAY_MS = 5000
 """The first leader imbalance check comes this long after becoming controller (Kafka: 5 s)."""
 MAX_ELECTION_ATTEMPTS = 5
+DEFAULT_PARTITION_DELETION_CHECK_INTERVAL_MS = 1000
+"""How often the controller asks whether partitions marked for deletion are drained (KIP-253's
+periodic ListOffsets check; ``partition.deletion.check.interval.ms``)."""
 """How often an election is decided again when its partition's stored state changed meanwhile."""
 
 
@@ -113,6 +117,9 @@ class ControllerContext:
             TopicPartition(topic.name, index), p.controller_epoch, p.leader, p.leader_epoch, list(p.isr),
             p.partition_epoch, list(p.replicas),
             offline_replicas=[r for r in p.replicas if r not in self.live_brokers], is_new=is_new,
+            undeleted_partition_count=topic.undeleted_partition_count,
+            leader_epochs_after_creation=dict(topic.leader_epochs_after_creation.get(index, {})),
+            leader_epochs_before_deletion=dict(topic.leader_epochs_before_deletion.get(index, {})),
         )
 
     @property
@@ -146,14 +153,20 @@ class Controller:
         unclean_leader_election_default: bool = False,
         auto_leader_rebalance: AutoLeaderRebalance | None = None,
         scheduler: Scheduler | None = None,
+        log_offsets: LogOffsetsReader | None = None,
+        partition_deletion_check_interval_ms: int = DEFAULT_PARTITION_DELETION_CHECK_INTERVAL_MS,
     ) -> None:
         """``auto_leader_rebalance`` None: no automatic rebalance. ``scheduler`` runs its checks
-        (default: one on the running event loop)."""
+        (default: one on the running event loop). ``log_offsets`` asks leaders whether the
+        partitions marked for deletion are drained (None: they are never removed)."""
         self.broker_id = broker_id
         self.unclean_leader_election_default = unclean_leader_election_default
         self.auto_leader_rebalance = auto_leader_rebalance
         self._scheduler = scheduler
         self._rebalance_task: ScheduledTask | None = None
+        self._log_offsets = log_offsets
+        self.partition_deletion_check_interval_ms = partition_deletion_check_interval_ms
+        self._drain_check: ScheduledTask | None = None
         self.store = store
         self.channels = channels
         self.context = ControllerContext()
@@ -236,6 +249,9 @@ class Controller:
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
             self._rebalance_task = None
+        if self._drain_check is not None:
+            self._drain_check.cancel()
+            self._drain_check = None
 
     # --- the store's session -------------------------------------------------------------------
 
@@ -279,6 +295,7 @@ class Controller:
                 )
         self._send(batch)
         await self._on_new_partition_creation(new)
+        await self._record_deletions(list(ctx.topics.values()))
         await self._elect_offline_partitions()
         # Replicas on brokers that are not registered go offline (Kafka's replica state machine
         # start-up): they leave the ISRs, and a leader that could not be replaced becomes -1,
@@ -768,12 +785,14 @@ class Controller:
                 known.initial_partition_count = topic.initial_partition_count
                 known.undeleted_partition_count = topic.undeleted_partition_count
                 known.leader_epochs_after_creation = topic.leader_epochs_after_creation
+                known.leader_epochs_before_deletion = topic.leader_epochs_before_deletion
                 topic = known
             else:
                 ctx.topics[name] = topic
             new += [(topic, index) for index in range(first_new, len(topic.partitions))
                     if topic.partitions[index].leader_epoch < 0]
         await self._on_new_partition_creation(new)
+        await self._record_deletions([ctx.topics[name] for name in changed if name in ctx.topics])
 
     async def _process_topic_deletion(self) -> None:
         if not self.active:
@@ -837,9 +856,8 @@ class Controller:
                           "partitions could not be bumped", indexes, name)
                 postponed.add(name)
                 continue
-            epochs = {index: dict(before) for index in indexes}
-            await self.store.record_leader_epochs_after_creation(ctx.epoch, name, epochs)
-            topic.leader_epochs_after_creation.update(epochs)
+            topic.leader_epochs_after_creation.update({index: dict(before) for index in indexes})
+            await self.store.record_leader_epochs(ctx.epoch, topic, indexes)
             log.info("Topic %s grew to %d partitions: the leader epochs of its %d other partitions were bumped",
                      name, len(topic.partitions), len(existing))
         return [(topic, index) for topic, index in partitions if topic.name not in postponed]
@@ -862,6 +880,127 @@ class Controller:
             if not pending:
                 return before
         return None
+
+    async def _record_deletions(self, topics: list[TopicMetadata]) -> None:
+        """KIP-253 shrinks: for the partitions of ``topics`` newly marked for deletion (at or
+        above the undeleted count, with no ``leaderEpochBeforeDeletion`` yet), record the leader
+        epoch every surviving partition has now, then bump the leader epoch of every partition
+        of the topic (LeaderAndIsr carries the new count with it, so each leader rejects
+        producers of the old count from the new epoch on). In this order a failover in between
+        finds the epochs recorded and the survivors not bumped, and bumps them: a recorded
+        epoch is never later than the last one producers of the old count wrote in."""
+        ctx = self.context
+        for topic in topics:
+            marked = topic.marked_for_deletion
+            if not marked:
+                continue
+            survivors = range(topic.undeleted_partition_count)
+            unrecorded = [q for q in marked if q not in topic.leader_epochs_before_deletion]
+            if unrecorded:
+                epochs = {p: topic.partitions[p].leader_epoch for p in survivors}
+                if min(epochs.values()) < 0:
+                    log.error("Partitions %s of topic %s stay unmarked for now: some of its partitions have no "
+                              "leader epoch yet", unrecorded, topic.name)
+                    continue
+                topic.leader_epochs_before_deletion.update({q: dict(epochs) for q in unrecorded})
+                await self.store.record_leader_epochs(ctx.epoch, topic, unrecorded)
+            recorded = {p: max(m.get(p, -1) for m in map(topic.leader_epochs_before_deletion.get, marked) if m)
+                        for p in survivors}
+            if all(topic.partitions[p].leader_epoch > recorded[p] for p in survivors):
+                continue
+            bumped = await self._bump_leader_epochs(
+                topic, [i for i, p in enumerate(topic.partitions) if p.leader_epoch >= 0])
+            if bumped is None:
+                log.error("Topic %s: the leader epochs of its partitions could not be bumped for its shrink to %d "
+                          "partitions; tried again at the next check", topic.name, topic.undeleted_partition_count)
+                continue
+            log.info("Topic %s shrinks to %d partitions: partitions %d-%d are marked for deletion until drained",
+                     topic.name, topic.undeleted_partition_count, marked.start, marked.stop - 1)
+        self._schedule_drain_check()
+
+    def _schedule_drain_check(self) -> None:
+        """While some topic has partitions marked for deletion, check every
+        ``partition.deletion.check.interval.ms`` whether they are drained."""
+        if self._drain_check is not None or self._log_offsets is None:
+            return
+        if not any(t.marked_for_deletion for t in self.context.topics.values()):
+            return
+        if self._scheduler is None:
+            self._scheduler = AsyncioScheduler()
+        self._drain_check = self._scheduler.schedule(
+            "marked-partitions-drain-check", self._start_drain_check, self.partition_deletion_check_interval_ms,
+        )
+
+    def _start_drain_check(self) -> None:
+        self._drain_check = None
+        if self.active:
+            asyncio.get_running_loop().create_task(self._check_drained())
+
+    async def _check_drained(self) -> None:
+        """Ask the leaders of the marked partitions for their log start offsets and high
+        watermarks (outside the event task: it is network I/O), then hand the drained ones to
+        the event task."""
+        assert self._log_offsets is not None
+        ctx = self.context
+        by_leader: dict[int, list[TopicPartition]] = {}
+        topic_ids: dict[str, uuid.UUID] = {}
+        for topic in ctx.topics.values():
+            if topic.name in ctx.topics_being_deleted:
+                continue
+            for index in topic.marked_for_deletion:
+                leader = topic.partitions[index].leader
+                if leader in ctx.live_brokers:
+                    by_leader.setdefault(leader, []).append(TopicPartition(topic.name, index))
+                    topic_ids[topic.name] = topic.topic_id
+        answers = await asyncio.gather(
+            *(self._log_offsets(ctx.live_brokers[b], tps) for b, tps in by_leader.items()), return_exceptions=True)
+        drained = {tp for answer in answers if isinstance(answer, dict)
+                   for tp, (start, end) in answer.items() if start == end}
+        self._enqueue("MarkedPartitionsDrained", lambda: self._remove_drained_partitions(drained, topic_ids))
+
+    async def _remove_drained_partitions(self, drained: set[TopicPartition], topic_ids: dict[str, uuid.UUID]) -> None:
+        """Remove, per topic, the drained marked partitions at its tail (partition indexes stay
+        contiguous: a drained partition below one still holding records waits for it):
+        StopReplica (delete) to their replicas and leader -2 in the UpdateMetadata to every
+        broker, once all their replicas are live, then the store forgets them. When no marked
+        partition is left, the topic may grow again."""
+        if not self.active:
+            return
+        ctx = self.context
+        for name, topic_id in topic_ids.items():
+            topic = ctx.topics.get(name)
+            if topic is None or topic.topic_id != topic_id or name in ctx.topics_being_deleted:
+                continue
+            count = len(topic.partitions)
+            while count > topic.undeleted_partition_count and TopicPartition(name, count - 1) in drained:
+                count -= 1
+            removed = range(count, len(topic.partitions))
+            if not removed:
+                continue
+            offline = {r for i in removed for r in topic.partitions[i].replicas if r not in ctx.live_brokers}
+            if offline:
+                log.info("Removal of the drained partitions %s of topic %s waits for broker(s) %s",
+                         list(removed), name, sorted(offline))
+                continue
+            batch = self._batch()
+            gone = []
+            for index in removed:
+                state = ctx.state(topic, index)
+                state.leader = LEADER_DURING_DELETE
+                gone.append(state)
+                for replica in topic.partitions[index].replicas:
+                    batch.add_stop_replica(
+                        replica, StopReplicaPartition(state.topic_partition, EPOCH_DURING_DELETE, delete=True))
+            await self.store.remove_partitions(ctx.epoch, name, count)
+            del topic.partitions[count:]
+            for epochs in (topic.leader_epochs_after_creation, topic.leader_epochs_before_deletion):
+                for index in removed:
+                    epochs.pop(index, None)
+            batch.add_update_metadata(set(ctx.live_brokers), gone)
+            self._send(batch)
+            log.info("Removed the drained partitions %d-%d of topic %s; it has %d partitions", removed.start,
+                     removed.stop - 1, name, count)
+        self._schedule_drain_check()
 
     async def _resume_topic_deletions(self) -> None:
         """Delete every topic marked for deletion whose replicas are all on live brokers:

@@ -71,8 +71,10 @@ class LocalStore:
                 dict(item.get("configs", {})),
                 item.get("initial_partition_count", 0),
                 item.get("undeleted_partition_count", 0),
-                {int(p): {int(q): e for q, e in epochs.items()}
-                 for p, epochs in item.get("leader_epochs_after_creation", {}).items()},
+                *(
+                    {int(p): {int(q): e for q, e in epochs.items()} for p, epochs in item.get(key, {}).items()}
+                    for key in ("leader_epochs_after_creation", "leader_epochs_before_deletion")
+                ),
             )
             self._topics[topic.name] = topic
 
@@ -96,6 +98,8 @@ class LocalStore:
                 "undeleted_partition_count": t.undeleted_partition_count,
                 **({"leader_epochs_after_creation": t.leader_epochs_after_creation}
                    if t.leader_epochs_after_creation else {}),
+                **({"leader_epochs_before_deletion": t.leader_epochs_before_deletion}
+                   if t.leader_epochs_before_deletion else {}),
             }, separators=(",", ":"))
             for t in sorted(self._topics.values(), key=lambda t: t.name)
         )
@@ -146,6 +150,11 @@ class LocalStore:
         for replicas in assignment[len(topic.partitions):]:
             topic.partitions.append(PartitionAssignment(list(replicas), leader=-1, leader_epoch=-1))
         topic.undeleted_partition_count = len(topic.partitions)
+        await self._save()
+        self.listener.on_topics_changed([name])
+
+    async def shrink_partitions(self, name: str, undeleted_partition_count: int) -> None:
+        self._topic(name).undeleted_partition_count = undeleted_partition_count
         await self._save()
         self.listener.on_topics_changed([name])
 
@@ -211,13 +220,28 @@ class LocalStore:
         if conflicts:
             raise PartitionEpochConflictError(conflicts)
 
-    async def record_leader_epochs_after_creation(
-        self, controller_epoch: int, name: str, epochs: dict[int, dict[int, int]]
-    ) -> None:
+    async def record_leader_epochs(self, controller_epoch: int, topic: TopicMetadata, indexes: Iterable[int]) -> None:
+        stored = self._topics.get(topic.name)
+        if stored is None:
+            return
+        for index in indexes:
+            for source, target in ((topic.leader_epochs_after_creation, stored.leader_epochs_after_creation),
+                                   (topic.leader_epochs_before_deletion, stored.leader_epochs_before_deletion)):
+                if index in source:
+                    target[index] = dict(source[index])
+                else:
+                    target.pop(index, None)
+        await self._save()
+
+    async def remove_partitions(self, controller_epoch: int, name: str, count: int) -> None:
         topic = self._topics.get(name)
-        if topic is not None:
-            topic.leader_epochs_after_creation.update(copy.deepcopy(epochs))
-            await self._save()
+        if topic is None:
+            return
+        del topic.partitions[count:]
+        for epochs in (topic.leader_epochs_after_creation, topic.leader_epochs_before_deletion):
+            for index in [i for i in epochs if i >= count]:
+                del epochs[index]
+        await self._save()
 
     async def remove_topic(self, controller_epoch: int, name: str) -> None:
         self._topics.pop(name, None)

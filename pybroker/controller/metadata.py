@@ -84,7 +84,10 @@ class TopicMetadata:
     ``leader_epochs_after_creation``: for each partition added by an expansion, the leader epoch
     every partition that existed then had just before the expansion bumped it (the seed's
     ``leaderEpochAfterCreation``: a consumer of the new partition waits until the partition it
-    splits from is consumed past the end of that epoch)."""
+    splits from is consumed past the end of that epoch). ``leader_epochs_before_deletion``: for
+    each partition marked for deletion by a shrink, the leader epoch every surviving partition
+    had just before the shrink bumped it (the seed's ``leaderEpochBeforeDeletion``: records of
+    later epochs in a survivor wait until the marked partitions tied to it are drained)."""
 
     name: str
     topic_id: uuid.UUID
@@ -93,10 +96,16 @@ class TopicMetadata:
     initial_partition_count: int = 0
     undeleted_partition_count: int = 0
     leader_epochs_after_creation: dict[int, dict[int, int]] = field(default_factory=dict)
+    leader_epochs_before_deletion: dict[int, dict[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.initial_partition_count = self.initial_partition_count or len(self.partitions)
         self.undeleted_partition_count = self.undeleted_partition_count or len(self.partitions)
+
+    @property
+    def marked_for_deletion(self) -> range:
+        """The partitions a shrink marked for deletion, not yet removed."""
+        return range(self.undeleted_partition_count, len(self.partitions))
 
     @property
     def is_internal(self) -> bool:

@@ -61,6 +61,11 @@ class PartitionState:
     replicas: list[int]
     offline_replicas: list[int] = field(default_factory=list)
     is_new: bool = False
+    # KIP-253. LeaderAndIsr: the topic's undeleted partition count (-1: unknown), which a replica
+    # adopts with this leader epoch. UpdateMetadata: the partition's epoch boundaries (empty: none).
+    undeleted_partition_count: int = -1
+    leader_epochs_after_creation: dict[int, int] = field(default_factory=dict)
+    leader_epochs_before_deletion: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass

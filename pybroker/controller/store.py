@@ -107,6 +107,12 @@ class ControllerStore(Protocol):
         """Replace ``name``'s assignment by a longer one (the existing partitions unchanged)."""
         ...
 
+    async def shrink_partitions(self, name: str, undeleted_partition_count: int) -> None:
+        """KIP-253: lower the topic's undeleted partition count; the partitions from it on are
+        marked for deletion (the controller records their epochs and removes them once
+        drained). The caller has checked the count. UnknownTopicError if the topic is gone."""
+        ...
+
     async def mark_topic_for_deletion(self, name: str) -> None:
         ...
 
@@ -150,12 +156,15 @@ class ControllerStore(Protocol):
         reported together by PartitionEpochConflictError, after the others were written."""
         ...
 
-    async def record_leader_epochs_after_creation(
-        self, controller_epoch: int, name: str, epochs: dict[int, dict[int, int]]
-    ) -> None:
-        """KIP-253: store, for these partitions added to ``name`` (by index), the leader epochs
-        the partitions that existed had before the expansion bumped them; fenced like
-        `write_partition_states` (ControllerMovedError)."""
+    async def record_leader_epochs(self, controller_epoch: int, topic: TopicMetadata, indexes: Iterable[int]) -> None:
+        """KIP-253: store what ``topic`` holds for these partitions in
+        ``leader_epochs_after_creation`` and ``leader_epochs_before_deletion`` (both maps of each,
+        replacing what was stored); fenced like `write_partition_states` (ControllerMovedError)."""
+        ...
+
+    async def remove_partitions(self, controller_epoch: int, name: str, count: int) -> None:
+        """KIP-253: drop the partitions of ``name`` from index ``count`` on (drained partitions
+        marked for deletion): their assignment, state and recorded epochs; fenced."""
         ...
 
     async def remove_topic(self, controller_epoch: int, name: str) -> None:

@@ -52,6 +52,11 @@ def _by_topic(states: list[PartitionState]) -> dict[str, list[PartitionState]]:
     return topics
 
 
+def _epochs_to_wire(epochs: dict[int, int]) -> list[Any]:
+    E = UpdateMetadataRequest.PartitionLeaderEpoch
+    return [E(partition_index=p, leader_epoch=e) for p, e in sorted(epochs.items())]
+
+
 def to_wire(request: ControlRequest) -> tuple[ApiKey, int, Any]:
     """``(api key, version, message)`` for ``request``."""
     if isinstance(request, LeaderAndIsr):
@@ -62,6 +67,7 @@ def to_wire(request: ControlRequest) -> tuple[ApiKey, int, Any]:
             topic_states=[
                 L.LeaderAndIsrTopicState(
                     topic_name=topic, topic_id=request.topic_ids.get(topic, ZERO_UUID),
+                    undeleted_partition_count=states[0].undeleted_partition_count,
                     partition_states=[L.LeaderAndIsrPartitionState(
                         partition_index=s.topic_partition.partition, controller_epoch=s.controller_epoch,
                         leader=s.leader, leader_epoch=s.leader_epoch, isr=list(s.isr),
@@ -91,6 +97,8 @@ def to_wire(request: ControlRequest) -> tuple[ApiKey, int, Any]:
                         leader=s.leader, leader_epoch=s.leader_epoch, isr=list(s.isr),
                         zk_version=s.partition_epoch, replicas=list(s.replicas),
                         offline_replicas=list(s.offline_replicas),
+                        leader_epochs_after_creation=_epochs_to_wire(s.leader_epochs_after_creation),
+                        leader_epochs_before_deletion=_epochs_to_wire(s.leader_epochs_before_deletion),
                     ) for s in states],
                 )
                 for topic, states in _by_topic(request.partition_states).items()
@@ -132,6 +140,7 @@ def from_wire(api_key: int, message: Any) -> ControlRequest:
             states += [PartitionState(
                 TopicPartition(topic.topic_name, p.partition_index), p.controller_epoch, p.leader, p.leader_epoch,
                 list(p.isr), p.partition_epoch, list(p.replicas), is_new=p.is_new,
+                undeleted_partition_count=topic.undeleted_partition_count,
             ) for p in topic.partition_states]
         leaders = [LiveBroker(b.broker_id, (BrokerEndpoint("PLAINTEXT", b.host_name, b.port),))
                    for b in message.live_leaders]
@@ -147,6 +156,9 @@ def from_wire(api_key: int, message: Any) -> ControlRequest:
             states += [PartitionState(
                 TopicPartition(topic.topic_name, p.partition_index), p.controller_epoch, p.leader, p.leader_epoch,
                 list(p.isr), p.zk_version, list(p.replicas), offline_replicas=list(p.offline_replicas),
+                leader_epochs_after_creation={e.partition_index: e.leader_epoch for e in p.leader_epochs_after_creation},
+                leader_epochs_before_deletion={e.partition_index: e.leader_epoch
+                                               for e in p.leader_epochs_before_deletion},
             ) for p in topic.partition_states]
         brokers = [
             LiveBroker(b.id, tuple(

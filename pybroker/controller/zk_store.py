@@ -496,6 +496,19 @@ class ZooKeeperStore:
         except NoNodeError:
             raise UnknownTopicError(f"Topic {name} does not exist.") from None
 
+    async def shrink_partitions(self, name: str, undeleted_partition_count: int) -> None:
+        current = await self.client.get_topic_assignment(name)
+        if current is None:
+            raise UnknownTopicError(f"Topic {name} does not exist.")
+        try:
+            await self.client.set_topic_assignment(
+                name, current.topic_id, current.assignment,
+                initial_partition_count=current.initial_partition_count or len(current.assignment),
+                undeleted_partition_count=undeleted_partition_count,
+            )
+        except NoNodeError:
+            raise UnknownTopicError(f"Topic {name} does not exist.") from None
+
     async def mark_topic_for_deletion(self, name: str) -> None:
         if not await self.client.topic_exists(name):
             raise UnknownTopicError(f"Topic {name} does not exist.")
@@ -526,12 +539,14 @@ class ZooKeeperStore:
     async def read_topics(self, names: Iterable[str]) -> dict[str, TopicMetadata]:
         assignments = await self.client.get_replica_assignment_and_topic_ids(names)
         wanted = [TopicPartition(name, p) for name, a in assignments.items() for p in a.assignment]
-        # Only partitions added since the topic's creation can have KIP-253 epochs to read.
+        # Only partitions added since the topic's creation can have KIP-253 epochs to read (a
+        # partition marked for deletion is at or above the undeleted count, itself at least the
+        # initial count).
         added = [tp for tp in wanted if tp.partition >= (assignments[tp.topic].initial_partition_count or 1 << 31)]
-        states, configs, after_creation = await asyncio.gather(
+        states, configs, partition_epochs = await asyncio.gather(
             self.client.get_topic_partition_states(wanted),
             asyncio.gather(*(self.client.get_topic_configs(name) for name in assignments)),
-            self.client.get_leader_epochs_after_creation(added),
+            self.client.get_partition_epochs(added),
         )
         topics: dict[str, TopicMetadata] = {}
         for (name, found), config in zip(assignments.items(), configs, strict=True):
@@ -556,7 +571,8 @@ class ZooKeeperStore:
             topics[name] = TopicMetadata(
                 name, topic_id, partitions, config, found.initial_partition_count or 0,
                 found.undeleted_partition_count or 0,
-                {tp.partition: e for tp, e in after_creation.items() if tp.topic == name},
+                {tp.partition: e[0] for tp, e in partition_epochs.items() if tp.topic == name and e[0]},
+                {tp.partition: e[1] for tp, e in partition_epochs.items() if tp.topic == name and e[1]},
             )
         return topics
 
@@ -611,17 +627,38 @@ class ZooKeeperStore:
         if conflicts:
             raise PartitionEpochConflictError(conflicts)
 
-    async def record_leader_epochs_after_creation(
-        self, controller_epoch: int, name: str, epochs: dict[int, dict[int, int]]
-    ) -> None:
-        """Into each added partition's znode ``/brokers/topics/<t>/partitions/<p>``."""
+    async def record_leader_epochs(self, controller_epoch: int, topic: TopicMetadata, indexes: Iterable[int]) -> None:
+        """Into each partition's znode ``/brokers/topics/<t>/partitions/<p>``."""
         fence = self._check_epoch(controller_epoch)
+        epochs = {
+            TopicPartition(topic.name, index): (topic.leader_epochs_after_creation.get(index, {}),
+                                                topic.leader_epochs_before_deletion.get(index, {}))
+            for index in indexes
+        }
         try:
-            await self.client.set_leader_epochs_after_creation(
-                {TopicPartition(name, index): e for index, e in epochs.items()}, fence
-            )
+            await self.client.set_partition_epochs(epochs, fence)
         except kafka_zk_client.ControllerMovedError as e:
             raise self._fenced_error(e) from None
+
+    async def remove_partitions(self, controller_epoch: int, name: str, count: int) -> None:
+        """The topic znode loses the partitions first (brokers and a next controller then no
+        longer see them), then their znodes go; all fenced."""
+        fence = self._check_epoch(controller_epoch)
+        current = await self.client.get_topic_assignment(name)
+        if current is None:
+            return
+        kept = {index: a for index, a in current.assignment.items() if index < count}
+        removed = [TopicPartition(name, index) for index in current.assignment if index >= count]
+        try:
+            await self.client.set_topic_assignment(
+                name, current.topic_id, kept, fence,
+                initial_partition_count=current.initial_partition_count or len(current.assignment),
+                undeleted_partition_count=min(count, current.undeleted_partition_count or count),
+            )
+            await self.client.delete_partitions(removed, fence)
+        except kafka_zk_client.ControllerMovedError as e:
+            raise self._fenced_error(e) from None
+        self._stateless -= set(removed)
 
     async def remove_topic(self, controller_epoch: int, name: str) -> None:
         """Delete the topic znode with its partition states, then its configs, then its

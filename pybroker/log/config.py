@@ -96,6 +96,10 @@ _TOPIC_CONFIG_DEFS = [
               choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
     ConfigDef("delete.retention.ms", "LONG", 86400000, "Retention of delete markers (compaction).",
               synonym="log.cleaner.delete.retention.ms", minimum=0),
+    ConfigDef("enable.ordered.delivery", "BOOLEAN", True,
+              "KIP-253: keep per-key order across partition count changes (the broker checks the "
+              "producer's partition count, consumers gate new and surviving partitions; a topic "
+              "shrinks only when true)."),
     ConfigDef("file.delete.delay.ms", "LONG", 60000,
               "Delay before a segment renamed .deleted is removed from disk.",
               synonym="log.segment.delete.delay.ms", minimum=0),
@@ -168,6 +172,7 @@ class LogConfig:
     cleanup_policy: list[str]
     compression_type: str
     delete_retention_ms: int
+    enable_ordered_delivery: bool
     file_delete_delay_ms: int
     flush_messages: int
     flush_ms: int

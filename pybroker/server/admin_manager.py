@@ -28,7 +28,7 @@ from pybroker.controller.replica_assignment import (
     assignment_for_new_partitions,
 )
 from pybroker.controller.store import ControllerStore
-from pybroker.log.config import validate_topic_configs
+from pybroker.log.config import TOPIC_CONFIGS, validate_topic_configs
 from pybroker.server.config import BrokerConfig
 from pybroker.server.metadata_cache import MetadataCache
 
@@ -105,7 +105,9 @@ class AdminManager:
         return topic_id
 
     async def wait_for_leaders(self, names: list[str], timeout_ms: int, partition_counts: dict[str, int] | None = None) -> bool:
-        """Until every partition of ``names`` has a leader in the metadata cache. A timeout of 0
+        """Until every partition of ``names`` has a leader in the metadata cache (and, for those
+        in ``partition_counts``, the topic has that many partitions for producers: added ones
+        listed, or the rest marked for deletion). A timeout of 0
         or less asks for no waiting (Kafka then answers at once): here it still waits, at most
         `UNTIMED_WAIT_MS`, and reports success either way, so that a client which looks at the
         metadata next sees what it created."""
@@ -114,7 +116,7 @@ class AdminManager:
         def ready() -> bool:
             return all(
                 (t := self.metadata_cache.topic(n)) is not None and t.has_all_leaders
-                and len(t.partitions) >= counts.get(n, 0)
+                and (n not in counts or (len(t.partitions) >= counts[n] and t.counts[1] == counts[n]))
                 for n in names
             )
         if timeout_ms <= 0:
@@ -123,10 +125,19 @@ class AdminManager:
         return await self.metadata_cache.wait_for(ready, timeout_ms)
 
     def check_partition_increase(self, name: str, new_count: int) -> int:
-        """The current partition count; raises what CreatePartitions would report."""
-        current = self.metadata_cache.partition_count(name)
-        if current is None:
+        """The current partition count; raises what CreatePartitions would report for a count
+        that is not an increase, or while partitions are marked for deletion (KIP-253: a topic
+        grows again once they are drained and removed)."""
+        topic = self.metadata_cache.topic(name)
+        if topic is None:
             raise UnknownTopicError(f"The topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        _, undeleted = topic.counts
+        if undeleted < current and new_count > undeleted:
+            raise InvalidPartitionsError(
+                f"The topic {name} has partitions {undeleted}-{current - 1} marked for deletion; it cannot grow "
+                "until they are drained (DeleteRecords or retention) and removed."
+            )
         if new_count < current:
             raise InvalidPartitionsError(
                 f"The topic {name} currently has {current} partition(s); {new_count} would not be an increase."
@@ -134,6 +145,37 @@ class AdminManager:
         if new_count == current:
             raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
         return current
+
+    def check_partition_decrease(self, name: str, new_count: int) -> int:
+        """KIP-253: the current undeleted partition count, if ``name`` may shrink to
+        ``new_count`` (ordered delivery on, not internal, not below the initial count);
+        raises InvalidPartitionsError otherwise."""
+        topic = self.metadata_cache.topic(name)
+        if topic is None:
+            raise UnknownTopicError(f"The topic '{name}' does not exist.")
+        initial, undeleted = topic.counts
+        if topic.is_internal:
+            raise InvalidPartitionsError(f"The internal topic {name} cannot shrink.")
+        if not self._ordered_delivery(name):
+            raise InvalidPartitionsError(
+                f"The topic {name} currently has {undeleted} partition(s); {new_count} would not be an increase "
+                "(a topic shrinks only with enable.ordered.delivery=true)."
+            )
+        if new_count < initial:
+            raise InvalidPartitionsError(
+                f"The topic {name} was created with {initial} partition(s); it cannot shrink below that "
+                f"(asked for {new_count})."
+            )
+        return undeleted
+
+    def _ordered_delivery(self, name: str) -> bool:
+        value = self.store.topic_configs(name).get("enable.ordered.delivery")
+        return bool(TOPIC_CONFIGS["enable.ordered.delivery"].parse(value)) if value is not None else True
+
+    async def shrink_partitions(self, name: str, new_count: int) -> None:
+        """KIP-253: mark the partitions from ``new_count`` on for deletion (checked first)."""
+        self.check_partition_decrease(name, new_count)
+        await self.store.shrink_partitions(name, new_count)
 
     async def create_partitions(self, name: str, new_count: int, assignment: list[list[int]] | None = None) -> None:
         current = self.check_partition_increase(name, new_count)

@@ -21,6 +21,7 @@ from pybroker.client.connection import BrokerConnection, KafkaClientError
 from pybroker.controller.channel import BrokerChannel, ControllerChannelManager
 from pybroker.controller.controller import AutoLeaderRebalance, Controller
 from pybroker.controller.local_store import LocalStore
+from pybroker.controller.log_offsets import LogOffsets, NetworkLogOffsets
 from pybroker.controller.metadata import TopicExistsError
 from pybroker.controller.network_channel import NetworkBrokerChannel
 from pybroker.controller.requests import BrokerEndpoint, LiveBroker
@@ -45,6 +46,7 @@ from pybroker.server.group.coordinator import GroupConfig, GroupCoordinator
 from pybroker.server.group.metadata_manager import GroupMetadataManager
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.replica_manager import ReplicaManager
+from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +147,10 @@ class Broker:
                 config.get("leader.imbalance.per.broker.percentage"),
             ) if config.get("auto.leader.rebalance.enable") else None,
             scheduler=self.scheduler,
+            log_offsets=self._log_offsets,
+            partition_deletion_check_interval_ms=config.get("partition.deletion.check.interval.ms"),
         )
+        self._network_log_offsets = NetworkLogOffsets(self.node_id, config.get("controller.socket.timeout.ms") / 1000)
         self.controller.listener(self.store_listener)
         self.socket_server = SocketServer(
             config.listeners, RequestDispatcher(self), config.get("socket.request.max.bytes")
@@ -173,6 +178,18 @@ class Broker:
         if broker.broker_id == self.node_id:
             return InProcessBrokerChannel(self.broker_control, broker)
         return NetworkBrokerChannel(broker, self.node_id, self.config.get("controller.socket.timeout.ms") / 1000)
+
+    async def _log_offsets(self, leader: LiveBroker, partitions: list[TopicPartition]) -> LogOffsets:
+        """The controller's question to ``leader`` about its marked partitions: this broker's
+        own answered in-process, others' through ListOffsets."""
+        if leader.broker_id != self.node_id:
+            return await self._network_log_offsets(leader, partitions)
+        out: LogOffsets = {}
+        for tp in partitions:
+            partition = self.replica_manager.get_partition(tp)
+            if partition is not None and partition.is_leader:
+                out[tp] = (partition.log.log_start_offset, partition.log.high_watermark)
+        return out
 
     def _leader_endpoint(self, broker_id: int) -> RemoteLeaderEndPoint:
         """How this broker's replica fetcher reaches ``broker_id`` (its address looked up in the
@@ -325,6 +342,7 @@ class Broker:
             await self._controlled_shutdown()
         await self.socket_server.stop()
         await self.controller.shutdown()
+        await self._network_log_offsets.close()
         await self.group_coordinator.shutdown()
         await self.replica_manager.shutdown()
         if self.alter_partition_manager is not None:

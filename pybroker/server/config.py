@@ -85,6 +85,9 @@ _BROKER_DEFS = [
     ConfigDef("controlled.shutdown.retry.backoff.ms", "LONG", 5000, "Wait between controlled shutdown attempts."),
     ConfigDef("auto.leader.rebalance.enable", "BOOLEAN", True, "Move leadership back to preferred replicas."),
     ConfigDef("leader.imbalance.check.interval.seconds", "LONG", 300, "Leader imbalance check period."),
+    ConfigDef("partition.deletion.check.interval.ms", "LONG", 1000,
+              "KIP-253: how often the controller checks whether partitions marked for deletion are drained.",
+              minimum=1),
     ConfigDef("leader.imbalance.per.broker.percentage", "INT", 10, "Allowed leader imbalance per broker."),
     ConfigDef("offsets.topic.num.partitions", "INT", 50, "Partitions of __consumer_offsets.", minimum=1),
     # Kafka's built-in default is 3, which a single broker can never satisfy (FindCoordinator would

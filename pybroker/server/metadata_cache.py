@@ -45,6 +45,14 @@ class CachedTopic:
         return self.name in INTERNAL_TOPICS
 
     @property
+    def counts(self) -> tuple[int, int]:
+        """KIP-253's (initial, undeleted) partition counts; the partition count for both while
+        the controller sent none."""
+        n = len(self.partitions)
+        return (self.initial_partition_count if self.initial_partition_count > 0 else n,
+                self.undeleted_partition_count if self.undeleted_partition_count > 0 else n)
+
+    @property
     def has_all_leaders(self) -> bool:
         """Every partition has a live-elected leader (and the indexes are 0..n-1)."""
         return (

@@ -147,6 +147,9 @@ class Partition:
         self.log = log
         self.leader_id = -1
         self.leader_epoch = -1
+        # KIP-253: the topic's undeleted partition count, adopted with the leader epoch of the
+        # same LeaderAndIsr (-1: the controller sent none; no check).
+        self.undeleted_partition_count = -1
         self.partition_epoch = 0
         self.replicas: list[int] = []
         self.isr: set[int] = set()
@@ -175,6 +178,7 @@ class Partition:
         forgets what it knew of the followers (they report again in their next fetch)."""
         new_epoch = state.leader_epoch > self.leader_epoch
         self.leader_id = self.local_broker_id
+        self.undeleted_partition_count = state.undeleted_partition_count
         self.partition_epoch = state.partition_epoch
         self.replicas = list(state.replicas)
         self.isr = set(state.isr)
@@ -198,6 +202,7 @@ class Partition:
         new_epoch = state.leader_epoch > self.leader_epoch
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
+        self.undeleted_partition_count = state.undeleted_partition_count
         self.partition_epoch = state.partition_epoch
         self.replicas = list(state.replicas)
         self.isr = set()
@@ -205,6 +210,22 @@ class Partition:
         self.remote_replicas = {}
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
         return new_epoch
+
+    def partition_count_error(self, client_count: int, producing: bool) -> ErrorCode:
+        """KIP-253's check of a client's Produce or Fetch (``client_count`` -1: it sent none).
+        A client whose undeleted partition count differs from the one this leader adopted with
+        its epoch partitioned by another count: INVALID_PARTITION_METADATA, so it refreshes its
+        metadata and retries. A write to a partition marked for deletion is refused too
+        (NOT_LEADER_OR_FOLLOWER for a client that sent no count, a retriable error every Kafka
+        client knows), so that the partition drains. Off with ``enable.ordered.delivery=false``."""
+        own = self.undeleted_partition_count
+        if own < 0 or not self.log.config.enable_ordered_delivery:
+            return ErrorCode.NONE
+        if client_count >= 0 and client_count != own:
+            return ErrorCode.INVALID_PARTITION_METADATA
+        if producing and self.topic_partition.partition >= own:
+            return ErrorCode.INVALID_PARTITION_METADATA if client_count >= 0 else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.NONE
 
     def check_leader_epoch(self, requested_epoch: int) -> None:
         """Kafka's epoch fencing for requests that carry CurrentLeaderEpoch (-1 skips it)."""

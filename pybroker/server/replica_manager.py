@@ -456,6 +456,20 @@ class ReplicaManager:
                 if partition.maybe_increment_high_watermark(now):
                     self.complete_delayed_operations(partition.topic_partition)
 
+    def partition_count_errors(
+        self, requested: Iterable[tuple[TopicPartition, int]], producing: bool
+    ) -> dict[TopicPartition, ErrorCode]:
+        """KIP-253: the partitions, led here, that refuse a Produce or Fetch for the client's
+        undeleted partition count (-1: it sent none); see ``Partition.partition_count_error``."""
+        errors = {}
+        for tp, client_count in requested:
+            partition = self.partitions.get(tp)
+            if partition is not None and partition.is_leader:
+                error = partition.partition_count_error(client_count, producing)
+                if error != ErrorCode.NONE:
+                    errors[tp] = error
+        return errors
+
     def missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
         """Why ``tp`` is not hosted here: it exists elsewhere (6) or not at all (3)."""
         known = self.metadata_cache.contains(tp)

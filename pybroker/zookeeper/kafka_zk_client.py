@@ -502,13 +502,13 @@ class KafkaZkClient:
         """``/brokers/topics/<t>/partitions`` of these topics, fenced (already there is fine)."""
         await self._fenced_per_op({t: CreateOp(topic_partitions_path(t)) for t in sorted(topics)}, epoch_zk_version)
 
-    async def set_leader_epochs_after_creation(
-        self, epochs: Mapping[TopicPartition, Mapping[int, int]], epoch_zk_version: int
+    async def set_partition_epochs(
+        self, epochs: Mapping[TopicPartition, tuple[Mapping[int, int], Mapping[int, int]]], epoch_zk_version: int
     ) -> None:
-        """KIP-253: write each added partition's ``leaderEpochAfterCreation`` into its partition
-        znode, created (with its parent) when missing; every write fenced."""
+        """KIP-253: write each partition's ``(leaderEpochAfterCreation, leaderEpochBeforeDeletion)``
+        into its partition znode, created (with its parent) when missing; every write fenced."""
         await self._create_partitions_znodes({tp.topic for tp in epochs}, epoch_zk_version)
-        data = {tp: encode_partition_epochs(e) for tp, e in epochs.items()}
+        data = {tp: encode_partition_epochs(*e) for tp, e in epochs.items()}
         written = await self._fenced_per_op(
             {tp: SetDataOp(topic_partition_path(tp), d, MATCH_ANY_VERSION) for tp, d in data.items()}, epoch_zk_version
         )
@@ -520,16 +520,29 @@ class KafkaZkClient:
             if isinstance(outcome, KazooException):
                 raise outcome
 
-    async def get_leader_epochs_after_creation(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, dict[int, int]]:
-        """The ``leaderEpochAfterCreation`` of these partitions (those that have one)."""
+    async def get_partition_epochs(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, tuple[dict[int, int], dict[int, int]]]:
+        """The ``(leaderEpochAfterCreation, leaderEpochBeforeDeletion)`` of these partitions
+        (those that have either)."""
         wanted = list(partitions)
         found = await asyncio.gather(*(self._get_or_none(topic_partition_path(tp)) for tp in wanted))
         out = {}
         for tp, f in zip(wanted, found, strict=True):
-            epochs = decode_partition_epochs(f[0]) if f is not None else {}
-            if epochs:
+            epochs = decode_partition_epochs(f[0]) if f is not None else ({}, {})
+            if any(epochs):
                 out[tp] = epochs
         return out
+
+    async def delete_partitions(self, partitions: Iterable[TopicPartition], epoch_zk_version: int) -> None:
+        """Delete these partitions' znodes (their state znodes with them), fenced; KIP-253's
+        removal of drained partitions. Already gone is fine."""
+        wanted = list(partitions)
+        for path in (topic_partition_state_path, topic_partition_path):  # children first
+            outcomes = await self._fenced_per_op({tp: DeleteOp(path(tp)) for tp in wanted}, epoch_zk_version)
+            for outcome in outcomes.values():
+                if isinstance(outcome, KazooException) and not isinstance(outcome, NoNodeError):
+                    raise outcome
 
     async def set_topic_partition_states(
         self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], epoch_zk_version: int

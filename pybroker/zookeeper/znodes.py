@@ -356,18 +356,28 @@ class LeaderIsrAndControllerEpoch:
     controller_epoch: int
 
 
-def encode_partition_epochs(leader_epochs_after_creation: Mapping[int, int]) -> bytes:
+def encode_partition_epochs(after_creation: Mapping[int, int], before_deletion: Mapping[int, int]) -> bytes:
     """KIP-253's data of a partition znode (``/brokers/topics/<t>/partitions/<p>``, empty in
-    Kafka): the leader epochs, by partition, that a partition added by an expansion recorded."""
-    return to_json({"version": 1, "leaderEpochAfterCreation": {str(p): e for p, e in sorted(leader_epochs_after_creation.items())}})
+    Kafka): the leader epochs, by partition, that the partition recorded when an expansion
+    added it (``leaderEpochAfterCreation``) and when a shrink marked it for deletion
+    (``leaderEpochBeforeDeletion``); an empty map is left out."""
+    body: dict[str, Any] = {"version": 1}
+    for key, epochs in (("leaderEpochAfterCreation", after_creation), ("leaderEpochBeforeDeletion", before_deletion)):
+        if epochs:
+            body[key] = {str(p): e for p, e in sorted(epochs.items())}
+    return to_json(body)
 
 
-def decode_partition_epochs(data: bytes) -> dict[int, int]:
-    """The ``leaderEpochAfterCreation`` of a partition znode (empty for Kafka's empty znode)."""
+def decode_partition_epochs(data: bytes) -> tuple[dict[int, int], dict[int, int]]:
+    """``(leaderEpochAfterCreation, leaderEpochBeforeDeletion)`` of a partition znode (empty for
+    Kafka's empty znode)."""
     if not data:
-        return {}
+        return {}, {}
     body = from_json(data, "a partition znode")
-    return {int(p): int(e) for p, e in (body.get("leaderEpochAfterCreation") or {}).items()}
+    return tuple(  # type: ignore[return-value]
+        {int(p): int(e) for p, e in (body.get(key) or {}).items()}
+        for key in ("leaderEpochAfterCreation", "leaderEpochBeforeDeletion")
+    )
 
 
 def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:

@@ -32,7 +32,7 @@ from pybroker.protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
-from tests.conftest import wait_until
+from tests.conftest import broker_connection, wait_until
 from tests.integration import clients
 from tests.unit.batches import build_batch
 
@@ -52,11 +52,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
-async def connect(bootstrap: str) -> BrokerConnection:
-    host, port = bootstrap.split(":")
-    connection = BrokerConnection(host, int(port))
-    await connection.connect()
-    return connection
+connect = broker_connection
 
 
 async def create_topic(conn: BrokerConnection, name: str, partitions: int = 1, **configs: str) -> None:

@@ -15,6 +15,7 @@ from pybroker.protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
+from tests.conftest import broker_connection
 from tests.unit.batches import build_batch
 
 
@@ -22,11 +23,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
-async def connect(bootstrap: str) -> BrokerConnection:
-    host, port = bootstrap.split(":")
-    connection = BrokerConnection(host, int(port))
-    await connection.connect()
-    return connection
+connect = broker_connection
 
 
 async def create(connection: BrokerConnection, topic: str) -> None:

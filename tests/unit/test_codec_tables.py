@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.api_keys import PRIVATE_API_KEY_START, ApiKey
 from pybroker.protocol.errors import ErrorCode
 
 
@@ -20,7 +20,12 @@ def test_api_keys() -> None:
     }
     for name, value in expected.items():
         assert ApiKey[name] == value
-    assert [k.value for k in ApiKey] == list(range(len(ApiKey)))  # no gaps 0..N
+    kafkas = [k.value for k in ApiKey if k < PRIVATE_API_KEY_START]
+    assert kafkas == list(range(len(kafkas)))  # no gaps 0..N
+    # KIP-253's two APIs are this project's, in its private block
+    assert [k for k in ApiKey if k >= PRIVATE_API_KEY_START] == [
+        ApiKey.CONSUMER_GROUP_POSITION, ApiKey.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS]
+    assert (ApiKey.CONSUMER_GROUP_POSITION, ApiKey.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS) == (30001, 30002)
     assert ApiKey.OFFSET_FOR_LEADER_EPOCH.kafka_name == "OffsetForLeaderEpoch"
 
 

@@ -8,7 +8,9 @@ would receive are asserted, in order."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 
 from pybroker.controller.alter_partition import (
     AlterPartition,
@@ -145,6 +147,19 @@ def run_cluster(tmp_path, scenario, **controller_options) -> None:
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
+@contextlib.asynccontextmanager
+async def successor(store: ClusterStore, recorder: Recorder) -> AsyncIterator[Controller]:
+    """A new controller on ``store`` (the first one was shut down), settled; shut down after."""
+    controller = Controller(1, store, ControllerChannelManager(recorder.connect))
+    controller.listener(store.listener)
+    controller.start()
+    await settle(controller)
+    try:
+        yield controller
+    finally:
+        await controller.shutdown()
+
+
 async def create(store: ClusterStore, controller: Controller, configs: dict[str, str] | None = None) -> None:
     await store.create_topic("t", uuid.uuid4(), [[1, 2, 3], [2, 3, 1]], configs or {})
     await settle(controller)
@@ -192,6 +207,83 @@ def test_an_expansion_bumps_the_existing_partitions_and_records_their_epochs(tmp
     run_cluster(tmp_path, scenario)
 
 
+def test_a_shrink_records_the_survivors_epochs_then_bumps_every_partition(tmp_path):
+    """KIP-253: partitions a shrink marks for deletion record the epoch every survivor had, and
+    every partition moves to the next epoch with LeaderAndIsr carrying the new count, so that
+    each leader refuses producers of the old count from then on; nothing is removed while the
+    marked partitions hold records."""
+    sizes: dict[TopicPartition, tuple[int, int]] = {}
+
+    async def log_offsets(leader, partitions):
+        return {tp: sizes.get(tp, (0, 5)) for tp in partitions}
+
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        await store.add_partitions("t", [[1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 2, 3]])
+        await settle(controller)
+        recorder.take()
+        await store.shrink_partitions("t", 2)
+        await settle(controller)
+        sent = recorder.take()
+        received = leader_and_isr(sent)
+        assert received[1] == {T0: (1, 2, [1, 2, 3]), T1: (2, 2, [2, 3, 1]),
+                               TopicPartition("t", 2): (3, 1, [3, 1, 2]), TopicPartition("t", 3): (1, 1, [1, 2, 3])}
+        counts = {s.undeleted_partition_count for _, r in sent if isinstance(r, LeaderAndIsr) for s in r.partition_states}
+        assert counts == {2}
+        topic = (await store.read_topics(["t"]))["t"]
+        assert topic.leader_epochs_before_deletion == {2: {0: 1, 1: 1}, 3: {0: 1, 1: 1}}
+        assert (topic.undeleted_partition_count, len(topic.partitions)) == (2, 4)
+        # The brokers' caches learn the maps (for PartitionLeaderEpochsForPartitions).
+        cached = [s for _, r in sent if isinstance(r, UpdateMetadata) for s in r.partition_states
+                  if s.topic_partition == TopicPartition("t", 3)]
+        assert cached and all(s.leader_epochs_before_deletion == {0: 1, 1: 1} for s in cached)
+        assert cached[0].leader_epochs_after_creation == {0: 0, 1: 0}
+
+        # Drained from the tail: 3 first, then 2; a drained 2 below an undrained 3 waits.
+        sizes[TopicPartition("t", 2)] = (5, 5)
+        await scheduler.advance(1000)
+        await asyncio.sleep(0.05)
+        await settle(controller)
+        assert len((await store.read_topics(["t"]))["t"].partitions) == 4
+        sizes[TopicPartition("t", 3)] = (9, 9)
+        await scheduler.advance(1000)
+        await asyncio.sleep(0.05)
+        await settle(controller)
+        topic = (await store.read_topics(["t"]))["t"]
+        assert (len(topic.partitions), topic.undeleted_partition_count, topic.leader_epochs_before_deletion) == (2, 2, {})
+        assert topic.leader_epochs_after_creation == {}
+        sent = recorder.take()
+        stops = {(b, p.topic_partition.partition) for b, r in sent if isinstance(r, StopReplica)
+                 for p in r.partitions if p.delete}
+        assert stops == {(b, p) for b in (1, 2, 3) for p in (2, 3)}
+        gone = {s.topic_partition.partition for _, r in sent if isinstance(r, UpdateMetadata)
+                for s in r.partition_states if s.leader == -2}
+        assert gone == {2, 3}
+
+    scheduler = MockScheduler(MockTime())
+    run_cluster(tmp_path, scenario, scheduler=scheduler, log_offsets=log_offsets)
+
+
+def test_a_failover_after_a_shrink_was_recorded_bumps_the_survivors(tmp_path):
+    """Maps recorded but the survivors not bumped (the controller died in between): the next
+    controller bumps them, and keeps the recorded epochs (never a later one)."""
+    async def scenario(store, controller, recorder):
+        await create(store, controller)
+        await store.add_partitions("t", [[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+        await settle(controller)
+        await controller.shutdown()
+        await store.shrink_partitions("t", 2)
+        topic = (await store.read_topics(["t"]))["t"]
+        topic.leader_epochs_before_deletion = {2: {0: 1, 1: 1}}
+        await store.record_leader_epochs(1, topic, [2])
+        async with successor(store, recorder):
+            topic = (await store.read_topics(["t"]))["t"]
+            assert [p.leader_epoch for p in topic.partitions] == [2, 2, 1]
+            assert topic.leader_epochs_before_deletion == {2: {0: 1, 1: 1}}
+
+    run_cluster(tmp_path, scenario)
+
+
 def test_a_failover_between_the_bump_and_the_creation_bumps_again(tmp_path):
     """Added partitions found without a state by a new controller are an expansion too: the
     existing partitions are bumped (again) and their epochs of then recorded."""
@@ -199,16 +291,10 @@ def test_a_failover_between_the_bump_and_the_creation_bumps_again(tmp_path):
         await create(store, controller)
         await controller.shutdown()  # the controller dies; the expansion is written meanwhile
         await store.add_partitions("t", [[1, 2, 3], [2, 3, 1], [3, 1, 2]])
-        successor = Controller(1, store, ControllerChannelManager(recorder.connect))
-        successor.listener(store.listener)
-        successor.start()
-        await settle(successor)
-        try:
+        async with successor(store, recorder):
             topic = (await store.read_topics(["t"]))["t"]
             assert [p.leader_epoch for p in topic.partitions] == [1, 1, 0]
             assert topic.leader_epochs_after_creation == {2: {0: 0, 1: 0}}
-        finally:
-            await successor.shutdown()
 
     run_cluster(tmp_path, scenario)
 

@@ -15,12 +15,27 @@ def test_partition_counts_survive_a_restart_and_default_for_an_older_file(tmp_pa
         store = LocalStore(str(tmp_path), "cluster")
         await store.create_topic("t", uuid.uuid4(), [[0], [0]], {})
         await store.add_partitions("t", [[0], [0], [0], [0]])
-        await store.record_leader_epochs_after_creation(1, "t", {2: {0: 5, 1: 7}, 3: {0: 5, 1: 7}})
+        topic = (await store.read_topics(["t"]))["t"]
+        topic.leader_epochs_after_creation = {2: {0: 5, 1: 7}, 3: {0: 5, 1: 7}}
+        await store.record_leader_epochs(1, topic, [2, 3])
+        await store.shrink_partitions("t", 3)
+        topic.leader_epochs_before_deletion = {3: {0: 6, 1: 8, 2: 0}}
+        await store.record_leader_epochs(1, topic, [3])
+        await store.close()
+
+        store = LocalStore(str(tmp_path), "cluster")
+        topic = (await store.read_topics(["t"]))["t"]
+        assert (topic.initial_partition_count, topic.undeleted_partition_count) == (2, 3)
+        assert topic.marked_for_deletion == range(3, 4)
+        assert topic.leader_epochs_after_creation == {2: {0: 5, 1: 7}, 3: {0: 5, 1: 7}}
+        assert topic.leader_epochs_before_deletion == {3: {0: 6, 1: 8, 2: 0}}
+        await store.remove_partitions(1, "t", 3)
         await store.close()
 
         topic = (await LocalStore(str(tmp_path), "cluster").read_topics(["t"]))["t"]
-        assert (topic.initial_partition_count, topic.undeleted_partition_count) == (2, 4)
-        assert topic.leader_epochs_after_creation == {2: {0: 5, 1: 7}, 3: {0: 5, 1: 7}}
+        assert (len(topic.partitions), topic.initial_partition_count, topic.undeleted_partition_count) == (3, 2, 3)
+        assert topic.leader_epochs_after_creation == {2: {0: 5, 1: 7}}
+        assert topic.leader_epochs_before_deletion == {}
 
         # A file written before the counts existed: both are the partition count.
         path = tmp_path / METADATA_FILE
@@ -29,6 +44,6 @@ def test_partition_counts_survive_a_restart_and_default_for_an_older_file(tmp_pa
             del item["initial_partition_count"], item["undeleted_partition_count"]
         path.write_text(json.dumps(data))
         topic = (await LocalStore(str(tmp_path), "cluster").read_topics(["t"]))["t"]
-        assert (topic.initial_partition_count, topic.undeleted_partition_count) == (4, 4)
+        assert (topic.initial_partition_count, topic.undeleted_partition_count) == (3, 3)
 
     asyncio.run(scenario())

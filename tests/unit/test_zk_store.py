@@ -246,14 +246,33 @@ def test_leader_epochs_after_creation_live_in_the_partition_znode(connect_string
         epoch = await a.try_become_controller(1)
         await a.read_topics(["t"])
         await a.write_partition_states(epoch, {"t": {0: PartitionAssignment([1], 1, 0, [1])}})
-        await a.add_partitions("t", [[1], [1]])
-        await a.record_leader_epochs_after_creation(epoch, "t", {1: {0: 0}})
+        await a.add_partitions("t", [[1], [1], [1]])
+        topic = (await a.read_topics(["t"]))["t"]
+        topic.leader_epochs_after_creation = {1: {0: 0}, 2: {0: 0}}
+        await a.record_leader_epochs(epoch, topic, [1, 2])
         assert await raw(a, "/brokers/topics/t/partitions/1") == {"version": 1, "leaderEpochAfterCreation": {"0": 0}}
         topic = (await a.read_topics(["t"]))["t"]
-        assert topic.leader_epochs_after_creation == {1: {0: 0}}
-        await a.write_partition_states(epoch, {"t": {1: PartitionAssignment([1], 1, 0, [1])}})
+        assert topic.leader_epochs_after_creation == {1: {0: 0}, 2: {0: 0}}
+        await a.write_partition_states(epoch, {"t": {1: PartitionAssignment([1], 1, 0, [1]),
+                                                     2: PartitionAssignment([1], 1, 0, [1])}})
         assert (await raw(a, "/brokers/topics/t/partitions/1/state"))["leader"] == 1
-        assert (await a.read_topics(["t"]))["t"].leader_epochs_after_creation == {1: {0: 0}}
+        assert (await a.read_topics(["t"]))["t"].leader_epochs_after_creation == {1: {0: 0}, 2: {0: 0}}
+
+        # A shrink to 2 marks partition 2: its znode gets leaderEpochBeforeDeletion beside the other map.
+        await a.shrink_partitions("t", 2)
+        topic = (await a.read_topics(["t"]))["t"]
+        assert (topic.undeleted_partition_count, topic.marked_for_deletion) == (2, range(2, 3))
+        topic.leader_epochs_before_deletion = {2: {0: 1, 1: 0}}
+        await a.record_leader_epochs(epoch, topic, [2])
+        assert await raw(a, "/brokers/topics/t/partitions/2") == {
+            "version": 1, "leaderEpochAfterCreation": {"0": 0}, "leaderEpochBeforeDeletion": {"0": 1, "1": 0}}
+        assert (await a.read_topics(["t"]))["t"].leader_epochs_before_deletion == {2: {0: 1, 1: 0}}
+
+        # Drained: removed from the topic znode, its znodes gone.
+        await a.remove_partitions(epoch, "t", 2)
+        topic = (await a.read_topics(["t"]))["t"]
+        assert (len(topic.partitions), topic.undeleted_partition_count, topic.leader_epochs_before_deletion) == (2, 2, {})
+        assert await a.zk.exists("/brokers/topics/t/partitions/2") is None
 
     run_with_stores(connect_string, 1, scenario)
 

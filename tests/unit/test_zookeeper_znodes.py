@@ -105,10 +105,14 @@ def test_topic_znode_with_kip_253_counts():
 
 
 def test_partition_znode_with_kip_253_epochs():
-    data = znodes.encode_partition_epochs({1: 4, 0: 3})
+    data = znodes.encode_partition_epochs({1: 4, 0: 3}, {})
     assert json.loads(data) == {"version": 1, "leaderEpochAfterCreation": {"0": 3, "1": 4}}
-    assert znodes.decode_partition_epochs(data) == {0: 3, 1: 4}
-    assert znodes.decode_partition_epochs(b"") == {}  # Kafka's partition znode has no data
+    assert znodes.decode_partition_epochs(data) == ({0: 3, 1: 4}, {})
+    both = znodes.encode_partition_epochs({0: 1}, {0: 5, 1: 2})
+    assert json.loads(both) == {"version": 1, "leaderEpochAfterCreation": {"0": 1},
+                                "leaderEpochBeforeDeletion": {"0": 5, "1": 2}}
+    assert znodes.decode_partition_epochs(both) == ({0: 1}, {0: 5, 1: 2})
+    assert znodes.decode_partition_epochs(b"") == ({}, {})  # Kafka's partition znode has no data
 
 
 def test_partition_state():

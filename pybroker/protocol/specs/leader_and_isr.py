@@ -43,6 +43,10 @@ REQUEST = request(4, "LeaderAndIsr", "4-5", "4+", [
         field("TopicName", "string", "2+"),
         field("TopicId", "uuid", "5+", ignorable=True),
         field("PartitionStates", "[]LeaderAndIsrPartitionState", "2+", struct=_PARTITION_STATE),
+        # KIP-253: the count producers partition the topic by, adopted by a leader together with
+        # the leader epoch of the same request (its Produce/Fetch check).
+        field("UndeletedPartitionCount", "int32", "4+", tagged="4+", tag=10000, default=-1, ignorable=True,
+              extension="KIP-253"),
     ]),
     field("LiveLeaders", "[]LeaderAndIsrLiveLeader", "0+", fields=[
         field("BrokerId", "int32", "0+"),

@@ -15,6 +15,11 @@ places.
 
 from pybroker.protocol.schema import field, request, response, struct
 
+_LEADER_EPOCH = struct("PartitionLeaderEpoch", [
+    field("PartitionIndex", "int32", "0+"),
+    field("LeaderEpoch", "int32", "0+"),
+])
+
 _PARTITION_STATE = struct("UpdateMetadataPartitionState", [
     field("TopicName", "string", "0-4", ignorable=True),
     field("PartitionIndex", "int32", "0+"),
@@ -25,6 +30,11 @@ _PARTITION_STATE = struct("UpdateMetadataPartitionState", [
     field("ZkVersion", "int32", "0+"),
     field("Replicas", "[]int32", "0+"),
     field("OfflineReplicas", "[]int32", "4+", ignorable=True),
+    # KIP-253's epoch boundaries of the partition (empty: none), for the brokers' metadata caches.
+    field("LeaderEpochsAfterCreation", "[]PartitionLeaderEpoch", "6+", tagged="6+", tag=10000, ignorable=True,
+          extension="KIP-253", struct=_LEADER_EPOCH),
+    field("LeaderEpochsBeforeDeletion", "[]PartitionLeaderEpoch", "6+", tagged="6+", tag=10001, ignorable=True,
+          extension="KIP-253", struct=_LEADER_EPOCH),
 ])
 
 REQUEST = request(6, "UpdateMetadata", "6-7", "6+", [

@@ -16,6 +16,7 @@ from pybroker.server.apis import (
     alter_configs,
     alter_partition,
     api_versions,
+    consumer_group_position,
     controlled_shutdown,
     create_partitions,
     create_topics,
@@ -41,6 +42,7 @@ from pybroker.server.apis import (
     offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
+    partition_leader_epochs_for_partitions,
     produce,
     stop_replica,
     sync_group,
@@ -80,6 +82,8 @@ _MODULES: list[ModuleType] = [
     alter_partition,
     elect_leaders,
     api_versions,
+    consumer_group_position,
+    partition_leader_epochs_for_partitions,
 ]
 
 HANDLERS: dict[int, ModuleType] = {int(module.API_KEY): module for module in _MODULES}

@@ -1,4 +1,11 @@
-"""CreatePartitions (37): raise a topic's partition count."""
+"""CreatePartitions (37): raise a topic's partition count, or (KIP-253) lower it.
+
+A count below the current one is Kafka's INVALID_PARTITIONS, except for a topic with
+``enable.ordered.delivery`` (the default), where it is KIP-253's shrink, as the seed has
+``kafka-topics.sh --alter --partitions`` do: the partitions from the new count on are marked for
+deletion, producers leave them, and they are removed once drained. A shrink never goes below the
+topic's initial count, and a topic with partitions marked for deletion does not grow.
+"""
 
 from __future__ import annotations
 
@@ -29,9 +36,9 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
             continue
         results.append(await _increase(ctx, request, topic))
     counts = {t.name: t.count for t in request.topics}
-    grown = [r.name for r in results if r.error_code == ErrorCode.NONE and not request.validate_only]
-    if grown:  # answer once the new partitions have leaders
-        await ctx.broker.admin_manager.wait_for_leaders(grown, request.timeout_ms, counts)
+    changed = [r.name for r in results if r.error_code == ErrorCode.NONE and not request.validate_only]
+    if changed:  # answer once the new partitions have leaders, or the shrink reached the cache
+        await ctx.broker.admin_manager.wait_for_leaders(changed, request.timeout_ms, counts)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
@@ -39,6 +46,9 @@ async def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic
     admin = ctx.broker.admin_manager
     name, count = topic.name, topic.count  # type: ignore[attr-defined]
     try:
+        cached = ctx.broker.metadata_cache.topic(name)
+        if cached is not None and count < cached.counts[1]:
+            return await _decrease(ctx, request, topic)
         current = admin.check_partition_increase(name, count)
         assignments = topic.assignments  # type: ignore[attr-defined]
         if assignments is not None:
@@ -59,6 +69,17 @@ async def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic
         return _Result(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=str(e))
     except InvalidPartitionsError as e:
         return _Result(name=name, error_code=ErrorCode.INVALID_PARTITIONS, error_message=str(e))
+    return _Result(name=name, error_code=ErrorCode.NONE, error_message=None)
+
+
+async def _decrease(ctx: RequestContext, request: CreatePartitionsRequest, topic: object) -> _Result:
+    admin = ctx.broker.admin_manager
+    name, count = topic.name, topic.count  # type: ignore[attr-defined]
+    if topic.assignments is not None:  # type: ignore[attr-defined]
+        raise InvalidPartitionsError("Replica assignments are only for added partitions, not for a shrink.")
+    admin.check_partition_decrease(name, count)
+    if not request.validate_only:
+        await admin.shrink_partitions(name, count)
     return _Result(name=name, error_code=ErrorCode.NONE, error_message=None)
 
 

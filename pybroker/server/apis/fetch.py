@@ -34,16 +34,32 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | asynci
         for topic in request.topics
         for p in topic.partitions
     ]
+    refused = _partition_count_errors(ctx, request)
+    if refused:
+        partitions = [p for p in partitions if p.topic_partition not in refused]
     outcome = ctx.broker.replica_manager.fetch_messages(
         request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes, partitions
     )
     if asyncio.isfuture(outcome):
-        return _respond_later(request, outcome)
-    return _response(request, outcome)
+        return _respond_later(request, outcome, refused)
+    return _response(request, outcome | refused)
 
 
-async def _respond_later(request: FetchRequest, outcome: asyncio.Future) -> FetchResponse:
-    return _response(request, await outcome)
+def _partition_count_errors(ctx: RequestContext, request: FetchRequest) -> dict[TopicPartition, FetchPartitionResult]:
+    """KIP-253: a consumer that sent a partition count other than the leader's gets
+    INVALID_PARTITION_METADATA for the topic's partitions (followers are not checked)."""
+    if request.replica_id >= 0:
+        return {}
+    errors = ctx.broker.replica_manager.partition_count_errors(
+        ((TopicPartition(t.topic, p.partition), t.undeleted_partition_count) for t in request.topics
+         if t.undeleted_partition_count >= 0 for p in t.partitions), producing=False)
+    return {tp: FetchPartitionResult(error) for tp, error in errors.items()}
+
+
+async def _respond_later(
+    request: FetchRequest, outcome: asyncio.Future, refused: dict[TopicPartition, FetchPartitionResult]
+) -> FetchResponse:
+    return _response(request, await outcome | refused)
 
 
 def _response(request: FetchRequest, results: dict[TopicPartition, FetchPartitionResult]) -> FetchResponse:

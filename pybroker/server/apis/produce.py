@@ -33,12 +33,15 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
             for tp, _ in entries
         }
     else:
+        refused = _partition_count_errors(ctx, request)
+        if refused:
+            entries = [(tp, records) for tp, records in entries if tp not in refused]
         outcome = ctx.broker.replica_manager.append_records(acks, request.timeout_ms, entries)
         if asyncio.isfuture(outcome):
             del entries
             _release_records(request)
-            return _respond_later(request, outcome)
-        results = outcome
+            return _respond_later(request, outcome, refused)
+        results = outcome | refused
     if acks == 0:
         failed = [f"{tp}: {r.error.name}" for tp, r in results.items() if r.error != ErrorCode.NONE]
         if failed:
@@ -56,8 +59,26 @@ def _release_records(request: ProduceRequest) -> None:
             partition.records = None
 
 
-async def _respond_later(request: ProduceRequest, outcome: asyncio.Future) -> ProduceResponse:
-    return _response(request, await outcome)
+def _partition_count_errors(ctx: RequestContext, request: ProduceRequest) -> dict[TopicPartition, PartitionAppendResult]:
+    """KIP-253: the partitions refused for the producer's partition count."""
+    replica_manager = ctx.broker.replica_manager
+    errors = replica_manager.partition_count_errors(
+        ((TopicPartition(t.name, p.index), t.undeleted_partition_count) for t in request.topic_data
+         for p in t.partition_data), producing=True)
+    return {tp: PartitionAppendResult(error, _count_message(tp, replica_manager.partitions[tp].undeleted_partition_count))
+            for tp, error in errors.items()}
+
+
+def _count_message(tp: TopicPartition, count: int) -> str:
+    if tp.partition >= count:
+        return f"Partition {tp} is marked for deletion: the topic has {count} partition(s) for producers."
+    return f"The topic {tp.topic} has {count} partition(s) for producers."
+
+
+async def _respond_later(
+    request: ProduceRequest, outcome: asyncio.Future, refused: dict[TopicPartition, PartitionAppendResult]
+) -> ProduceResponse:
+    return _response(request, await outcome | refused)
 
 
 def _response(request: ProduceRequest, results: dict[TopicPartition, PartitionAppendResult]) -> ProduceResponse:

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pybroker.protocol import consumer_protocol
 from pybroker.protocol.errors import ErrorCode
 from pybroker.scheduler import SYSTEM_TIME, ScheduledTask, Scheduler, Time
 from pybroker.server.group.delayed_operations import (
@@ -35,6 +36,7 @@ from pybroker.server.group.delayed_operations import (
 from pybroker.server.group.group_metadata import GroupMetadata, GroupState
 from pybroker.server.group.member import MemberMetadata
 from pybroker.server.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from pybroker.server.group.positions import GroupPositions, PositionsAnswer
 from pybroker.server.group.records import OffsetAndMetadata
 from pybroker.server.purgatory import Purgatory
 from pybroker.types import TopicPartition
@@ -133,6 +135,7 @@ class GroupCoordinator:
         self.heartbeat_purgatory = Purgatory("Heartbeat", scheduler)
         self.active = False
         self._expiry_task: ScheduledTask | None = None
+        self._positions: dict[str, GroupPositions] = {}  # KIP-253, by group id (memory only)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -202,6 +205,7 @@ class GroupCoordinator:
         SyncGroup answer NOT_COORDINATOR, and its sessions and deadlines go (a dead group's
         completes at once, or ends doing nothing)."""
         group.transition_to(GroupState.DEAD, self.time.milliseconds())
+        self._positions.pop(group.group_id, None)
         for member in list(group.members.values()):
             self._invoke_join(member, JoinResult(member.member_id, ErrorCode.NOT_COORDINATOR))
             sync, member.awaiting_sync = member.awaiting_sync, None
@@ -684,6 +688,37 @@ class GroupCoordinator:
         if group.is_state(GroupState.PREPARING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
+
+    def handle_consumer_group_position(
+        self, group_id: str, member_id: str, generation_id: int,
+        reports: list[tuple[TopicPartition, int]], interested: list[TopicPartition],
+    ) -> tuple[ErrorCode, PositionsAnswer]:
+        """KIP-253's ConsumerGroupPosition (see `pybroker.server.group.positions`): checked like
+        a heartbeat of the current generation of a stable consumer group."""
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        group = self.manager.get_group(group_id) if error is None else None
+        if error is None and group is None:
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif group is not None:
+            if group.is_state(GroupState.DEAD):
+                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            else:
+                error = self._validate_current_member(group, member_id, None)
+            if error is None and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+            if error is None and not group.is_consumer_group:
+                error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            if error is None and not group.is_state(GroupState.STABLE):
+                error = ErrorCode.REBALANCE_IN_PROGRESS
+        if error is not None or group is None:
+            return error or ErrorCode.UNKNOWN_MEMBER_ID, PositionsAnswer()
+        positions = self._positions.get(group_id)
+        if positions is None or positions.generation_id != group.generation_id:
+            owners = {tp: member.member_id for member in group.members.values() if member.assignment
+                      for tp in consumer_protocol.decode_assignment(member.assignment).partitions}
+            positions = self._positions[group_id] = GroupPositions(group.generation_id, owners)
+        committed = {tp: o.offset for tp, o in group.offsets.items()}
+        return ErrorCode.NONE, positions.exchange(member_id, reports, interested, committed)
 
     def _complete_and_schedule_next_heartbeat(
         self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None

@@ -1,0 +1,55 @@
+"""PartitionLeaderEpochsForPartitions (30002, KIP-253): the epoch boundaries the controller recorded.
+
+Answered from this broker's metadata cache (UpdateMetadata carries each partition's
+``leaderEpochAfterCreation`` and ``leaderEpochBeforeDeletion``): per partition asked about, both
+maps as (partition, leader epoch) lists, empty when the partition has none; a partition the
+cache does not know is UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import (
+    PartitionLeaderEpochsForPartitionsRequest,
+    PartitionLeaderEpochsForPartitionsResponse,
+)
+from pybroker.server.request_context import RequestContext
+from pybroker.types import TopicPartition
+
+API_KEY = ApiKey.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS
+VERSIONS = (0, 0)
+
+R = PartitionLeaderEpochsForPartitionsResponse
+
+
+def _epochs(epochs: dict[int, int]) -> list[R.PartitionLeaderEpoch]:
+    return [R.PartitionLeaderEpoch(partition_index=p, leader_epoch=e) for p, e in sorted(epochs.items())]
+
+
+def handle(ctx: RequestContext, request: PartitionLeaderEpochsForPartitionsRequest) -> R:
+    cache = ctx.broker.metadata_cache
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            state = cache.partition(TopicPartition(topic.name, index))
+            if state is None:
+                partitions.append(R.ResponsePartition(partition_index=index,
+                                                      error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            partitions.append(R.ResponsePartition(
+                partition_index=index, error_code=ErrorCode.NONE,
+                leader_epochs_after_creation=_epochs(state.leader_epochs_after_creation),
+                leader_epochs_before_deletion=_epochs(state.leader_epochs_before_deletion),
+            ))
+        topics.append(R.ResponseTopic(name=topic.name, partitions=partitions))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+def error_response(request: PartitionLeaderEpochsForPartitionsRequest, version: int, error: ErrorCode) -> R:
+    return R(throttle_time_ms=0, topics=[
+        R.ResponseTopic(name=topic.name, partitions=[
+            R.ResponsePartition(partition_index=index, error_code=error) for index in topic.partition_indexes
+        ]) for topic in request.topics
+    ])
