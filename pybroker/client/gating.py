@@ -219,6 +219,8 @@ class GateKeeper:
                 gates.deletions.append(DeletionGate(deleted, end if end >= 0 else max(starts.get(tp, 0), 0)))
             if gates.expansion is not None or gates.deletions:
                 self.gates[tp] = gates
+                # Until a gate is seen open, the partition counts as held at its first boundary.
+                self._was_held[tp] = 0 if gates.expansion is not None else min(g.boundary for g in gates.deletions)
         await self.refresh_offsets(force=True)
         log.info("gates: %s", {str(tp): g for tp, g in self.gates.items()})
 
@@ -256,16 +258,15 @@ class GateKeeper:
         return hold_from(gates, self._positions(owned), self.offsets)
 
     def newly_opened(self, owned: Mapping[TopicPartition, int]) -> list[TopicPartition]:
-        """Gated partitions whose hold lifted or moved up since the last call (keys that were
-        another partition's now arrive here: ``on_partition_key_assigned``). The first look at a
-        partition after ``prepare`` only records its hold."""
+        """Gated partitions whose hold lifted or moved up since the last call, the first call
+        after ``prepare`` included (keys that were another partition's now arrive here:
+        ``on_partition_key_assigned``)."""
         out = []
         for tp in self.gates:
             now = self.hold(tp, owned)
-            if tp in self._was_held:
-                before = self._was_held[tp]
-                if before is not None and (now is None or now > before):
-                    out.append(tp)
+            before = self._was_held.get(tp)
+            if before is not None and (now is None or now > before):
+                out.append(tp)
             self._was_held[tp] = now
         return out
 

@@ -440,6 +440,8 @@ class KafkaConsumer:
         if report:
             await _call(self._key_listener.on_partition_key_maybe_revoked, sorted(report))
         answer = await coordinator.group_positions(report, sorted(self._gates.interested(owned)))
+        log.debug("group %s member %s: reported %s, interested in %s, answer %s", self.config.group_id,
+                  coordinator.member_id, report, sorted(self._gates.interested(owned)), answer)
         if answer is not None:
             self._gates.update_group_positions(answer.positions)
             self._reported.update({tp: pos for tp, pos in report.items() if tp not in answer.report_errors})

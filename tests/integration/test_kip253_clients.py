@@ -200,3 +200,82 @@ def test_confluent_reads_ours_and_we_read_confluents(broker, topic_name):
     assert sorted(r.value for r in theirs) == sorted(b"theirs-%d" % i for i in range(100))
     for r in theirs:
         assert r.partition == dict(delivered)[r.key]
+
+
+# --- gating end to end ---------------------------------------------------------------------------
+
+class KeyEvents:
+    """Both listeners of one member, writing into a log shared by the group."""
+
+    def __init__(self, name: str, events: list[tuple[str, str, list[int]]]) -> None:
+        self.name, self.events = name, events
+
+    def on_partition_key_maybe_revoked(self, partitions: list[TopicPartition]) -> None:
+        self.events.append((self.name, "maybe_revoked", [tp.partition for tp in partitions]))
+
+    def on_partition_key_assigned(self, partitions: list[TopicPartition]) -> None:
+        self.events.append((self.name, "assigned", [tp.partition for tp in partitions]))
+
+
+def test_expansion_under_load_keeps_each_keys_order_across_the_group(broker, topic_name):
+    """3 → 6 partitions while our producer writes keyed records and two gated members read
+    slowly: every key's records are delivered by the group in the order they were produced,
+    although a key's newer records land in a partition another member reads."""
+    keys = [b"key-%d" % i for i in range(12)]
+    events: list[tuple[str, str, list[int]]] = []
+
+    async def run() -> list[tuple[str, object]]:
+        await create(broker.bootstrap, topic_name, 3)
+        delivered: list[tuple[str, object]] = []
+        sequence = {key: 0 for key in keys}
+
+        async def produce_round(producer: KafkaProducer, rounds: int) -> None:
+            for _ in range(rounds):
+                for key in keys:
+                    await producer.send(topic_name, b"%d" % sequence[key], key=key)
+                    sequence[key] += 1
+            await producer.flush()
+
+        config = consumer_config(broker.bootstrap, topic_name, **{"max.poll.records": 5})
+        members = [KafkaConsumer(config) for _ in range(2)]
+        stop = asyncio.Event()
+
+        async def member(name: str, consumer: KafkaConsumer) -> None:
+            await consumer.start()
+            consumer.subscribe([topic_name], partition_key_listener=KeyEvents(name, events))
+            while not stop.is_set():
+                for record in await consumer.poll(100):
+                    delivered.append((name, record))
+                await asyncio.sleep(0.05)  # a slow application: a backlog builds up
+            await consumer.close()
+
+        async with KafkaProducer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1}) as producer:
+            await produce_round(producer, 40)
+            tasks = [asyncio.ensure_future(member(f"m{i}", c)) for i, c in enumerate(members)]
+            await asyncio.sleep(0.3)
+            async with Admin(broker.bootstrap) as admin:
+                await admin.create_partitions(topic_name, 6)
+            await produce_round(producer, 40)
+            layout = await producer.partitions_for(topic_name)
+            assert layout.counts == (3, 6, 6)
+        total = sum(sequence.values())
+        deadline = time.monotonic() + 90
+        while len(delivered) < total and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        stop.set()
+        await asyncio.gather(*tasks)
+        return delivered
+
+    delivered = asyncio.run(run())
+    records = [r for _, r in delivered]
+    per_key: dict[bytes, list[int]] = {}
+    for record in records:
+        per_key.setdefault(record.key, []).append(int(record.value))
+    assert {k: len(v) for k, v in per_key.items()} == dict.fromkeys(keys, 80), "every record once"
+    for key, values in per_key.items():
+        trail = [(name, r.partition, r.offset, int(r.value)) for name, r in delivered if r.key == key]
+        assert values == list(range(80)), f"{key!r} delivered out of order: {trail}"
+    assert {r.partition for r in records if r.partition >= 3} <= {3, 4, 5}
+    moved = [k for k in keys if len({r.partition for r in records if r.key == k}) == 2]
+    assert moved, "some keys moved to the new partitions"
+    assert any(kind == "assigned" and set(ps) & {3, 4, 5} for _, kind, ps in events), events

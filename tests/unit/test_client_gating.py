@@ -154,6 +154,7 @@ def test_gatekeeper_expansion_3_to_6():
     assert keeper.hold(tp(3), owned) == 0  # this member owns 0 and is at 40 < 100
     assert keeper.hold(tp(5), owned) is None  # the old epoch's records of 2 are gone
     assert keeper.interested(owned) == {tp(1)}  # 1 is someone else's
+    assert keeper.newly_opened(owned) == [tp(5)]  # open from the start: its new keys arrive now
     assert keeper.newly_opened(owned) == []
     keeper.update_group_positions({tp(1): 49})
     assert keeper.hold(tp(4), owned) == 0 and keeper.newly_opened(owned) == []
