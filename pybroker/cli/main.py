@@ -9,6 +9,7 @@ from pybroker.cli import (
     apis,
     cluster,
     configs,
+    console,
     consumer_groups,
     delete_records,
     leader_election,
@@ -24,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster.add_parser(commands)
     topics.add_parser(commands)
     consumer_groups.add_parser(commands)
+    console.add_parser(commands)
     configs.add_parser(commands)
     delete_records.add_parser(commands)
     leader_election.add_parser(commands)

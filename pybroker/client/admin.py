@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError, UnsupportedVersionError
+from pybroker.client.topic_layout import TopicLayout
 from pybroker.controller.metadata import topic_id_to_string
 from pybroker.protocol import consumer_protocol
 from pybroker.protocol.api_keys import ApiKey
@@ -46,6 +47,8 @@ from pybroker.protocol.messages import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    OffsetForLeaderEpochRequest,
+    PartitionLeaderEpochsForPartitionsRequest,
 )
 from pybroker.types import TopicPartition
 
@@ -411,6 +414,11 @@ class Admin:
         request. With ``auto_create`` the broker may create missing topics (its
         ``auto.create.topics.enable`` decides), and topics still being created are waited for until
         ``retry_timeout``. Raises AdminError for a topic that does not exist or fails."""
+        layouts = await self.topic_layouts(topics, auto_create=auto_create)
+        return {name: layout.leaders for name, layout in layouts.items()}
+
+    async def topic_layouts(self, topics: Iterable[str], *, auto_create: bool = False) -> dict[str, TopicLayout]:
+        """Like ``partition_leaders``, with each topic's KIP-253 counts (``TopicLayout``)."""
         names = list(dict.fromkeys(topics))
         deadline = self._deadline()
         while True:
@@ -430,17 +438,28 @@ class Admin:
                 if error not in _TOPIC_NOT_READY or (error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not auto_create):
                     raise AdminError(f"topic {name}", error)
             await self._backoff_or_give_up(deadline, f"topic {waiting[0]}", ErrorCode.LEADER_NOT_AVAILABLE, None)
-        out: dict[str, dict[int, Node | None]] = {}
+        out: dict[str, TopicLayout] = {}
         for name in names:
             topic = found[name]
             if topic.error_code != ErrorCode.NONE:
                 raise AdminError(f"topic {name}", topic.error_code)
-            out[name] = {p.partition_index: brokers.get(p.leader_id) for p in sorted(topic.partitions, key=lambda p: p.partition_index)}
+            out[name] = TopicLayout.from_metadata(
+                name, {p.partition_index: brokers.get(p.leader_id) for p in topic.partitions},
+                topic.initial_partition_count, topic.undeleted_partition_count,
+                {p.partition_index: p.leader_epoch for p in topic.partitions},
+            )
         return out
 
     async def connection(self, node: Node) -> BrokerConnection:
         """The connection to ``node``, opened on first use and shared by every call."""
         return await self._connection_to(node.host, node.port)
+
+    async def reset_connection(self, node: Node) -> None:
+        """Close the connection to ``node`` after a transport failure; the next use reconnects."""
+        connection = self._connections.get((node.host, node.port))
+        if connection is not None and connection is not self._connection:
+            del self._connections[(node.host, node.port)]
+            await connection.close()
 
     async def list_topics(self) -> list[str]:
         return [t.name for t in await self.describe_topics(None)]
@@ -728,6 +747,83 @@ class Admin:
             out.setdefault(tp, AdminError(f"partition {tp}", ErrorCode.UNKNOWN_SERVER_ERROR, f"broker {node} did not answer for it"))
         return out
 
+    async def offsets_for_leader_epochs(self, epochs: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """OffsetForLeaderEpoch (as a consumer) for each partition, asked of its leader: the end
+        offset of the given leader epoch, exclusive (the start offset of the next larger epoch, or
+        the log end offset for the current one); -1 when the leader knows no epoch that old.
+        Leadership errors are retried until ``retry_timeout``; other failures raise AdminError."""
+        wanted = dict(epochs)
+        results: dict[TopicPartition, int] = {}
+        deadline = self._deadline()
+        pending = list(wanted)
+        while pending:
+            leaders, failed = await self._leaders(pending)
+            _raise_failures({tp: e for tp, e in failed.items() if e.error not in LEADERSHIP_ERRORS})
+            retry = [tp for tp in failed]
+            for node, tps in leaders.items():
+                def make(_version: int, tps: list[TopicPartition] = tps) -> OffsetForLeaderEpochRequest:
+                    by_topic: dict[str, list[TopicPartition]] = {}
+                    for tp in tps:
+                        by_topic.setdefault(tp.topic, []).append(tp)
+                    return OffsetForLeaderEpochRequest(replica_id=CONSUMER_REPLICA_ID, topics=[
+                        OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[
+                            OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                                partition=tp.partition, current_leader_epoch=-1, leader_epoch=wanted[tp])
+                            for tp in parts])
+                        for topic, parts in by_topic.items()])
+
+                response, _ = await self._send_to(node, ApiKey.OFFSET_FOR_LEADER_EPOCH, make)
+                answered = {TopicPartition(t.topic, p.partition): p for t in response.topics for p in t.partitions}
+                for tp in tps:
+                    answer = answered.get(tp)
+                    if answer is None or answer.error_code in LEADERSHIP_ERRORS:
+                        retry.append(tp)
+                    elif answer.error_code != ErrorCode.NONE:
+                        raise AdminError(f"partition {tp}", answer.error_code)
+                    else:
+                        results[tp] = answer.end_offset
+            pending = retry
+            if pending:
+                await self._backoff_or_give_up(deadline, f"partition {pending[0]}", ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+        return {tp: results[tp] for tp in wanted}
+
+    async def partition_leader_epochs(
+        self, partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, tuple[dict[int, int], dict[int, int]]]:
+        """PartitionLeaderEpochsForPartitions (KIP-253, key 30002) from the bootstrap broker: for
+        each partition, (leader epochs after creation, leader epochs before deletion), each a
+        {partition: epoch} map, empty for none. Raises UnsupportedVersionError when the broker does
+        not offer the API (any Kafka broker), AdminError for a failed partition."""
+        if self._connection is None:
+            raise KafkaClientError("not connected")
+        wanted = list(dict.fromkeys(partitions))
+        by_topic: dict[str, list[int]] = {}
+        for tp in wanted:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        request = PartitionLeaderEpochsForPartitionsRequest(topics=[
+            PartitionLeaderEpochsForPartitionsRequest.RequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()
+        ])
+        response = await self._send(ApiKey.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS, request)
+        out: dict[TopicPartition, tuple[dict[int, int], dict[int, int]]] = {}
+        failures: dict[TopicPartition, AdminError] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if p.error_code != ErrorCode.NONE:
+                    failures[tp] = AdminError(f"partition {tp}", p.error_code)
+                else:
+                    out[tp] = ({e.partition_index: e.leader_epoch for e in p.leader_epochs_after_creation},
+                               {e.partition_index: e.leader_epoch for e in p.leader_epochs_before_deletion})
+        for tp in wanted:
+            if tp not in out and tp not in failures:
+                failures[tp] = AdminError(f"partition {tp}", ErrorCode.UNKNOWN_SERVER_ERROR, "the broker did not answer for it")
+        _raise_failures(failures)
+        return {tp: out[tp] for tp in wanted}
+
+    def supports(self, api_key: int) -> bool:
+        """Whether the bootstrap broker offers ``api_key`` (ApiVersions)."""
+        return self._connection is not None and api_key in self._connection.api_versions
+
     # --- deleting records ----------------------------------------------------------------------
 
     async def delete_records(
@@ -869,6 +965,10 @@ class Admin:
             if not error.retriable:
                 raise AdminError(f"group {group}", error, answer.error_message)
             await self._backoff_or_give_up(deadline, f"group {group}", error, answer.error_message)
+
+    def forget_coordinator(self, group: str) -> None:
+        """Look ``group``'s coordinator up again next time (it moved, or its connection broke)."""
+        self._coordinators.pop(group, None)
 
     async def _coordinator_call(
         self, group: str, api_key: int, make_request: Callable[[int], Any], error_of: Callable[[Any, int], int],
