@@ -319,8 +319,8 @@ class KafkaProducer:
         full = batch.columns.size + BATCH_OVERHEAD >= self.config.batch_size
         if full and record.key is None and record.explicit is None and partition == state.sticky:
             state.next_sticky()  # Kafka's sticky partitioner moves on after batch.size bytes
-        if len(queue) > 1 or full or self.config.linger_ms == 0:
-            self._wakeup.set()
+        if len(batch.records) == 1 or len(queue) > 1 or full or self.config.linger_ms == 0:
+            self._wakeup.set()  # a new batch starts its linger timer; a full one is ready now
 
     async def _wait_for_space(self) -> None:
         if self._buffered < self.config.buffer_memory:

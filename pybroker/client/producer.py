@@ -12,6 +12,10 @@ with ``_native.encode_partitioned_batches``, once per Arrow batch), so nothing h
 
 Ordering: a partition's batches go out in the order they were handed over, on one connection,
 and a broker answers a connection's requests in order, so a partition's records land in order.
+Each topic carries the partition count its records were partitioned with (KIP-253's
+``UndeletedPartitionCount``), so a broker refuses them with INVALID_PARTITION_METADATA once the
+topic's partitions have changed, rather than append them where the key no longer belongs.
+
 A failed partition is not retried: resending behind requests already in flight could reorder it
 (Kafka only allows that with idempotence). The error is raised by the next ``send`` or by
 ``flush`` instead, and the caller (a Spark task) fails and is retried as a whole.
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 from pybroker.client.admin import Admin, AdminError, Node
 from pybroker.client.connection import BrokerConnection
 from pybroker.client.properties import int_property
+from pybroker.client.topic_layout import TopicLayout
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ProduceRequest
@@ -102,18 +107,18 @@ class Producer:
         self.config = config or ProducerConfig()
         self.written: dict[TopicPartition, PartitionWritten] = {}
         self.bytes_sent = 0
-        self._leaders: dict[str, dict[int, Node | None]] = {}
+        self._layouts: dict[str, TopicLayout] = {}
         self._pending: dict[Node, _Pending] = {}
         self._in_flight: dict[Node, asyncio.Semaphore] = {}
         self._requests: set[asyncio.Task[None]] = set()
         self._failure: BaseException | None = None
 
-    async def partitions_for(self, topic: str) -> int:
-        """The topic's partition count (the broker may auto-create the topic, as Kafka's
-        producer lets it)."""
-        if topic not in self._leaders:
-            self._leaders.update(await self.admin.partition_leaders([topic], auto_create=True))
-        return len(self._leaders[topic])
+    async def layout(self, topic: str) -> TopicLayout:
+        """The topic's partitions and KIP-253 counts, read once (the broker may auto-create the
+        topic, as Kafka's producer lets it)."""
+        if topic not in self._layouts:
+            self._layouts.update(await self.admin.topic_layouts([topic], auto_create=True))
+        return self._layouts[topic]
 
     async def send(self, tp: TopicPartition, batches: Sequence[bytes]) -> None:
         """Queue ``batches`` (whole record batches, in order) for ``tp``. A request goes out when
@@ -142,15 +147,18 @@ class Producer:
         return self.written
 
     async def _leader(self, tp: TopicPartition) -> Node:
-        if tp.topic not in self._leaders:
-            await self.partitions_for(tp.topic)
-        partitions = self._leaders[tp.topic]
+        partitions = (await self.layout(tp.topic)).leaders
         if tp.partition not in partitions:
             raise ProduceError(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {tp.topic} has {len(partitions)} partitions")
         leader = partitions[tp.partition]
         if leader is None:
-            self._leaders.update(await self.admin.partition_leaders([tp.topic], auto_create=True))
-            leader = self._leaders[tp.topic].get(tp.partition)
+            known = self._layouts[tp.topic]
+            fresh = (await self.admin.topic_layouts([tp.topic], auto_create=True))[tp.topic]
+            if fresh.counts[:2] != known.counts[:2]:  # the caller partitioned with the old counts
+                raise ProduceError(tp, ErrorCode.INVALID_PARTITION_METADATA,
+                                   f"the partition count of {tp.topic} changed while writing")
+            self._layouts[tp.topic] = fresh
+            leader = fresh.leaders.get(tp.partition)
             if leader is None:
                 raise ProduceError(tp, ErrorCode.LEADER_NOT_AVAILABLE)
         return leader
@@ -167,7 +175,9 @@ class Producer:
             by_topic.setdefault(tp.topic, []).append(ProduceRequest.PartitionProduceData(index=tp.partition, records=batch))
         request = ProduceRequest(
             transactional_id=None, acks=self.config.acks, timeout_ms=self.config.request_timeout_ms,
-            topic_data=[ProduceRequest.TopicProduceData(name=t, partition_data=parts) for t, parts in by_topic.items()],
+            topic_data=[ProduceRequest.TopicProduceData(
+                name=t, partition_data=parts, undeleted_partition_count=self._layouts[t].undeleted_partition_count,
+            ) for t, parts in by_topic.items()],
         )
         self.bytes_sent += pending.size
         # The request is written to the socket now, in call order; only its answer is awaited later.

@@ -3,10 +3,19 @@
 Owns turning one ``pyarrow.RecordBatch`` in the Spark Kafka sink's shape (``value``, optional
 ``key``, ``topic``, ``partition``, ``headers``) into produced records: the topic of each row (the
 ``topic`` option wins over the column, as in Spark), its partition (the ``partition`` column, else
-Kafka's murmur2 of the key, else a sticky partition that moves on with every Arrow batch), and the
+the key's partition, else a sticky partition that moves on with every Arrow batch), and the
 record batches themselves, built in Rust by ``_native.encode_partitioned_batches`` in one call per
 topic and Arrow batch. The project's asyncio ``Producer`` sends them, pipelined, on an event loop
 owned by this object (a ``BlockingClient``) and driven from the calling (task) thread.
+
+Partitions follow KIP-253 (docs/ordered-partition-changes.md): a key's partition is linear
+hashing over the topic's (initial, undeleted) partition counts, which is Kafka's murmur2 % N
+until the topic's partition count first changes; keyless rows and keys only go to undeleted
+partitions, and a ``partition`` column naming a partition marked for deletion is refused. The
+layout is read once per writer (a Spark task) and its count goes with every request, so a
+partition change made while a task writes fails that task with INVALID_PARTITION_METADATA and
+Spark's retry of the task partitions with the new layout (at least once, as Spark's Kafka sink
+always is).
 
 Kafka producer properties come from the ``kafka.``-prefixed options: ``acks``,
 ``compression.type``, ``batch.size``, ``max.request.size``,
@@ -26,6 +35,7 @@ import pyarrow.compute as pc
 from pybroker import _native
 from pybroker.client.producer import Producer, ProducerConfig
 from pybroker.client.properties import int_property
+from pybroker.client.topic_layout import TopicLayout
 from pybroker.spark.arrow import binary_buffers, headers_buffers, int32_buffers
 from pybroker.spark.blocking import BlockingClient
 from pybroker.spark.options import sink_options
@@ -113,21 +123,35 @@ class ArrowProducer:
             await self._write_topic(producer, topic, batch.filter(pc.equal(topics, topic)))
 
     async def _write_topic(self, producer: Producer, topic: str, batch: pa.RecordBatch) -> None:
-        partitions = await producer.partitions_for(topic)
-        sticky = (self._sticky.get(topic, -1) + 1) % partitions
+        layout = await producer.layout(topic)
+        writable = layout.undeleted_partition_count
+        sticky = (self._sticky.get(topic, -1) + 1) % writable
         self._sticky[topic] = sticky
         names = batch.schema.names
+        if "partition" in names:
+            _refuse_marked_partitions(layout, batch.column("partition"))
         encoded = _native.encode_partitioned_batches(
             binary_buffers(batch.column("value")),
             binary_buffers(batch.column("key")) if "key" in names else None,
             headers_buffers(batch.column("headers")) if "headers" in names else None,
             int32_buffers(batch.column("partition")) if "partition" in names else None,
-            partitions,
+            writable,
             sticky,
             int(time.time() * 1000),
             self.batch_size,
             self.compression,
+            initial_partitions=layout.initial_partition_count,
         )
         for partition, batches, _count in encoded:
             await producer.send(TopicPartition(topic, partition), batches)
         self.records += batch.num_rows
+
+
+def _refuse_marked_partitions(layout: TopicLayout, partitions: pa.Array) -> None:
+    """A ``partition`` column may not name a partition marked for deletion (KIP-253): it only
+    drains from now on. One vectorised max per Arrow batch."""
+    highest = pc.max(partitions).as_py()
+    if highest is not None and layout.undeleted_partition_count <= highest < layout.partition_count:
+        raise ValueError(f"partition {highest} of topic {layout.name} is marked for deletion "
+                         f"(partitions {layout.undeleted_partition_count}..{layout.partition_count - 1}); "
+                         "no records may be written to it")

@@ -4,11 +4,14 @@ Spark writes rows and reads them back byte-exact; a real Kafka client (confluent
 what Spark wrote and writes what Spark reads; a streaming read with Trigger.AvailableNow sees
 every row and a streaming write lands them in another topic; a paced replay of a generated trace
 (the bench's replay, run through Spark tasks) lands every record in order per key; bad options
-fail with Spark's Kafka wording.
+fail with Spark's Kafka wording. On a topic whose partitions changed (KIP-253) the writer puts
+keys where linear hashing does, never writes to a partition marked for deletion, and fails a
+write whose topic changed under it rather than put keys where they no longer belong.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import Iterator
@@ -16,6 +19,11 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from pybroker import _native
+from pybroker.client.admin import Admin
+from pybroker.client.kafka_producer import KafkaProducer
+from pybroker.client.producer import ProduceError
+from pybroker.protocol.errors import ErrorCode
 from tests.conftest import REPO, BrokerProcess
 
 pyspark = pytest.importorskip("pyspark", reason="the test command installs pybroker[spark]")
@@ -23,6 +31,7 @@ pyspark = pytest.importorskip("pyspark", reason="the test command installs pybro
 from pyspark.sql import SparkSession  # noqa: E402
 
 import pybroker.spark  # noqa: E402
+from pybroker.spark.producer import ArrowProducer  # noqa: E402
 
 BROKER_OVERRIDES = {"num.partitions": 3}
 
@@ -154,3 +163,61 @@ def test_bad_options_fail_with_spark_wording(spark: SparkSession, broker: Broker
         spark.read.format("pybroker").option("kafka.bootstrap.servers", broker.bootstrap).load().collect()
     with pytest.raises(Exception, match="can't be latest for batch queries"):
         read(spark, broker, "x", startingOffsets="latest")
+
+
+# --- KIP-253: a topic whose partitions changed ----------------------------------------------------
+
+async def grow_then_shrink(bootstrap: str, topic: str) -> None:
+    """3 -> 6 -> 5: partition 5 holds a record, so it stays marked for deletion (not drained)."""
+    async with Admin(bootstrap) as admin:
+        await admin.create_topic(topic, 3, 1)
+        await admin.create_partitions(topic, 6)
+        async with KafkaProducer({"bootstrap.servers": bootstrap}) as producer:
+            await (await producer.send(topic, b"holds partition 5", partition=5))
+        await admin.create_partitions(topic, 5)
+
+
+def test_writer_partitions_a_changed_topic_by_linear_hashing(spark: SparkSession, broker: BrokerProcess, topic_name: str) -> None:
+    asyncio.run(grow_then_shrink(broker.bootstrap, topic_name))
+    data = [(f"key-{i % 40}".encode(), b"v%d" % i, []) for i in range(400)] + [(None, b"keyless-%d" % i, []) for i in range(50)]
+    write(spark, broker, topic_name, data)
+
+    got = [r for r in read(spark, broker, topic_name) if r.value != b"holds partition 5"]
+    assert sorted(r.value for r in got) == sorted(v for _, v, _ in data)
+    hashing = _native.LinearHashing(3, 5)
+    for r in got:
+        if r.key is not None:
+            assert r.partition == hashing.partition_for_key(r.key), "a key goes where linear hashing over (3, 5) puts it"
+        assert r.partition < 5, "nothing is written to the partition marked for deletion"
+    assert {r.partition for r in got if r.key is not None} == set(range(5))
+
+    marked = spark.createDataFrame([(b"v", 5)], "value binary, partition int")
+    with pytest.raises(Exception, match=f"partition 5 of topic {topic_name} is marked for deletion"):
+        (marked.write.format("pybroker").mode("append").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("topic", topic_name).save())
+
+
+def test_a_partition_change_while_a_task_writes_fails_the_write(broker: BrokerProcess, topic_name: str) -> None:
+    """The writer read the layout (3 partitions) and partitioned with it; after the topic grows its
+    requests carry the old count, and the broker refuses them instead of taking keys to
+    partitions they no longer belong to. Spark's retry of the task starts over with the new layout."""
+    import pyarrow as pa
+
+    async def create() -> None:
+        async with Admin(broker.bootstrap) as admin:
+            await admin.create_topic(topic_name, 3, 1)
+
+    async def grow() -> None:
+        async with Admin(broker.bootstrap) as admin:
+            await admin.create_partitions(topic_name, 4)
+
+    asyncio.run(create())
+    rows_ = pa.record_batch({"key": [b"k%d" % i for i in range(30)], "value": [b"v"] * 30})
+    with ArrowProducer({"kafka.bootstrap.servers": broker.bootstrap, "topic": topic_name}) as producer:
+        producer.write(rows_)
+        producer.flush()
+        asyncio.run(grow())
+        producer.write(rows_)
+        with pytest.raises(ProduceError) as refused:
+            producer.flush()
+    assert refused.value.error == ErrorCode.INVALID_PARTITION_METADATA

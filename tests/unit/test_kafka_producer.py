@@ -102,6 +102,20 @@ def test_keyed_records_follow_linear_hashing_and_counts_are_sent():
         assert broker.logs[r.partition][r.offset][1] == b"v%d" % results.index(r)
 
 
+def test_a_lingering_batch_goes_out_without_flush():
+    """``await (await send(...))`` completes once linger.ms passes: a new batch wakes the sender
+    to start its linger timer."""
+    broker = FakeBroker("t", 3, 3)
+
+    async def run() -> int:
+        async with producer(broker, **{"linger.ms": 5}) as p:
+            first = await asyncio.wait_for(await p.send("t", b"v", key=b"k"), 10)
+            second = await asyncio.wait_for(await p.send("t", b"w", key=b"k"), 10)
+            return second.offset - first.offset
+
+    assert asyncio.run(run()) == 1
+
+
 def test_unkeyed_records_never_go_to_marked_partitions():
     broker = FakeBroker("t", 3, 3, partitions=6)  # 3..5 marked for deletion
 
