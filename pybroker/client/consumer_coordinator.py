@@ -92,6 +92,10 @@ class ConsumerCoordinator:
         self.rejoin_needed = True
         self.assignment: list[TopicPartition] = []
         self.assigned_layouts: dict[str, tuple[int, int, int]] = {}  # the leader's snapshot: topic -> counts
+        # The subscription's user data: the KIP-253 counts this member has seen (set by the
+        # consumer before each join). A Stable group answers a non-leader member that rejoins with
+        # unchanged metadata with the current assignment; new counts make its rejoin a rebalance.
+        self.user_data: bytes | None = None
         self.last_poll_ms = time.monotonic_ms()
         self._heartbeat: asyncio.Task[None] | None = None
         self._stable = False
@@ -145,7 +149,8 @@ class ConsumerCoordinator:
 
     async def _join_once(self, topics: Sequence[str], layouts_for: Callable[[Sequence[str]], Any]) -> list[TopicPartition] | None:
         subscription = consumer_protocol.encode_subscription(consumer_protocol.ConsumerSubscription(
-            topics=list(topics), owned_partitions=[], generation_id=self.generation, version=1))
+            topics=list(topics), user_data=self.user_data, owned_partitions=[], generation_id=self.generation,
+            version=1))
 
         def make_join(version: int) -> JoinGroupRequest:
             return JoinGroupRequest(

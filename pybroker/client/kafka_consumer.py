@@ -6,10 +6,12 @@ and behind them:
 
 - **Membership** through `ConsumerCoordinator` (JoinGroup/SyncGroup, heartbeats, LeaveGroup);
   a rejoin happens inside ``poll`` when the coordinator asks for one, after committing (with
-  ``enable.auto.commit``) and ``on_partitions_revoked``. The group leader also rejoins when a
-  subscribed topic's partitions or KIP-253 counts changed since its assignment (metadata is
+  ``enable.auto.commit``) and ``on_partitions_revoked``. A member also rejoins when a subscribed
+  topic's partitions or KIP-253 counts changed since its last look, the group leader when they
+  differ from those it assigned (metadata is
   refreshed every ``metadata.max.age.ms``, and at once after INVALID_PARTITION_METADATA,
-  which then makes any member rejoin, seed §8.6).
+  which then makes any member rejoin as soon as its metadata shows the new counts, looked for
+  every ``retry.backoff.ms``, seed §8.6).
 - **Positions**: the committed offset of each assigned partition, else ``auto.offset.reset``
   (``latest`` by default, ``earliest``, ``none``); a partition created by an expansion that the
   group never committed starts at its beginning whatever the reset policy, since its keys were
@@ -37,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import inspect
+import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -187,6 +190,9 @@ class KafkaConsumer:
         self._layouts: dict[str, TopicLayout] = {}
         self._ordered: dict[str, bool] = {}
         self._metadata_due = 0.0
+        # The counts this member had when a leader answered INVALID_PARTITION_METADATA: it rejoins
+        # once its metadata shows different ones (None: no such answer outstanding).
+        self._refused_counts: dict[str, tuple[int, int, int]] | None = None
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._gates = GateKeeper(self.admin, self.fetch_config.isolation_level)
         self._gating_supported: bool | None = None
@@ -341,8 +347,25 @@ class KafkaConsumer:
     async def _maybe_refresh_metadata(self, coordinator: ConsumerCoordinator) -> None:
         if self.time.monotonic_ms() < self._metadata_due:
             return
+        known = {t: layout.counts for t, layout in self._layouts.items()}
         await self._refresh_metadata()
-        if coordinator.is_leader and {t: layout.counts for t, layout in self._layouts.items()} != coordinator.assigned_layouts:
+        counts = {t: layout.counts for t, layout in self._layouts.items()}
+        if known and counts != known and not coordinator.rejoin_needed:
+            # Any member, not only the leader: the others would learn of the rebalance only from
+            # their next heartbeat, while records of the new partitions wait for an owner.
+            log.info("group %s: the partition counts changed: rebalancing", self.config.group_id)
+            self._refused_counts = None
+            coordinator.rejoin_needed = True
+            return
+        if self._refused_counts is not None:
+            if counts != self._refused_counts:
+                log.info("group %s: the partition counts changed: rebalancing", self.config.group_id)
+                self._refused_counts = None
+                coordinator.rejoin_needed = True
+            else:  # a leader adopts a count just before brokers' metadata shows it: look again soon
+                self._metadata_due = self.time.monotonic_ms() + self.config.retry_backoff_ms
+            return
+        if coordinator.is_leader and counts != coordinator.assigned_layouts:
             log.info("group %s: the partitions of a subscribed topic changed: rebalancing", self.config.group_id)
             coordinator.rejoin_needed = True
 
@@ -361,6 +384,8 @@ class KafkaConsumer:
         self._requested.clear()
         self._reported.clear()
         await self._refresh_metadata()
+        coordinator.user_data = json.dumps(
+            {t: layout.counts for t, layout in sorted(self._layouts.items())}, separators=(",", ":")).encode()
         assigned = await coordinator.join(self._topics, self._layouts_for)
         if coordinator.rejoin_needed:
             return
@@ -379,7 +404,12 @@ class KafkaConsumer:
         await _call(self._rebalance_listener.on_partitions_assigned, sorted(assigned))
 
     def _owned_positions(self) -> dict[TopicPartition, int]:
-        return {tp: p.position for tp, p in self._partitions.items() if p.position >= 0}
+        """Positions to commit: partitions a shrink removed since are left out (their offsets
+        went with them, and committing them would only fail)."""
+        def exists(tp: TopicPartition) -> bool:
+            layout = self._layouts.get(tp.topic)
+            return layout is None or tp.partition in layout.leaders
+        return {tp: p.position for tp, p in self._partitions.items() if p.position >= 0 and exists(tp)}
 
     async def _init_positions(self, coordinator: ConsumerCoordinator, assigned: list[TopicPartition]) -> None:
         if not assigned:
@@ -554,15 +584,16 @@ class KafkaConsumer:
                     continue  # reassigned or reset meanwhile
                 error = ErrorCode.for_code(p.error_code)
                 if error == ErrorCode.NONE:
+                    self._refused_counts = None  # the leader agrees with this member's count again
                     self._fetched(tp, state, p.records)
                 elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     reset.append(tp)
                 elif error == ErrorCode.INVALID_PARTITION_METADATA:
-                    log.info("%s: the leader's partition count of %s differs: refreshing metadata and rejoining",
-                             tp, tp.topic)
+                    if self._refused_counts is None:
+                        log.info("%s: the leader's partition count of %s differs: refreshing metadata to rejoin",
+                                 tp, tp.topic)
+                        self._refused_counts = {t: layout.counts for t, layout in self._layouts.items()}
                     self._metadata_due = 0
-                    if self._coordinator is not None:
-                        self._coordinator.rejoin_needed = True
                 elif error in LEADERSHIP_ERRORS or error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     self._metadata_due = 0
                 else:
