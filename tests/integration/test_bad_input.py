@@ -12,10 +12,14 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     ApiVersionsRequest,
+    ConsumerGroupPositionRequest,
+    FindCoordinatorRequest,
     ListOffsetsRequest,
     MetadataRequest,
+    PartitionLeaderEpochsForPartitionsRequest,
     ProduceRequest,
 )
+from tests.conftest import wait_until
 from tests.integration import clients
 from tests.unit.batches import build_batch
 
@@ -122,13 +126,76 @@ def test_unknown_api_or_version_closes_connection(broker, raw, api_key, version,
     assert_broker_healthy(broker)
 
 
-def test_malformed_body_closes_connection(broker, raw):
+def header_v1(api_key: int, version: int) -> bytes:
+    """Request header v1: key, version, correlation id 5, a null client id."""
+    return struct.pack(">hhi", api_key, version, 5) + struct.pack(">h", -1)
+
+
+def header_v2(api_key: int, version: int) -> bytes:
+    """Request header v2 (flexible versions): v1's fields (the client id stays a classic int16
+    string) and then the header's tagged fields, none here (a zero uvarint)."""
+    return header_v1(api_key, version) + b"\x00"
+
+
+# A flexible (compact) array's length is a uvarint of N + 1: 1001 = b"\xe9\x07" says 1000 elements.
+COMPACT_1000 = b"\xe9\x07"
+
+
+@pytest.mark.parametrize("frame,request_name", [
+    # 1000 topics, none sent
+    (header_v1(ApiKey.METADATA, 1) + struct.pack(">i", 1000), "METADATA v1"),
+    # GroupId "g", GenerationId 1, MemberId "m", then ReportedPositions of 1000 topics, none sent
+    (header_v2(ApiKey.CONSUMER_GROUP_POSITION, 0) + b"\x02g" + struct.pack(">i", 1) + b"\x02m" + COMPACT_1000,
+     "CONSUMER_GROUP_POSITION v0"),
+    # Topics: 1000, none sent
+    (header_v2(ApiKey.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS, 0) + COMPACT_1000,
+     "PARTITION_LEADER_EPOCHS_FOR_PARTITIONS v0"),
+], ids=["metadata", "consumer-group-position", "partition-leader-epochs-for-partitions"])
+def test_malformed_body_closes_connection(broker, raw, frame, request_name):
     mark = broker.log_mark()
-    body = struct.pack(">hhi", ApiKey.METADATA, 1, 5) + struct.pack(">h", -1) + struct.pack(">i", 1000)  # 1000 topics, none sent
-    raw.send_frame(struct.pack(">i", len(body)) + body)
+    raw.send_frame(struct.pack(">i", len(frame)) + frame)
     assert raw.is_closed_by_peer()
-    broker.wait_for_log(deliberate_close(r"malformed METADATA v1 request \(array of 1000 elements"), since=mark)
+    # "0 bytes left": the broker took the flexible frames' tag byte as the end of a v2 header
+    broker.wait_for_log(deliberate_close(
+        rf"malformed {request_name} request \(array of 1000 elements cannot fit in the 0 bytes left\)"), since=mark)
     assert_broker_healthy(broker)
+
+
+def test_partition_leader_epochs_for_unknown_partitions(broker, raw, topic_name):
+    """An unknown topic, and partitions out of range of a known one, get UNKNOWN_TOPIC_OR_PARTITION
+    each (and no epochs), in the same answer as a known partition; the connection stays open."""
+    raw.request(ApiKey.METADATA, 4, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)], allow_auto_topic_creation=True))
+    R = PartitionLeaderEpochsForPartitionsRequest
+    response = raw.request(ApiKey.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS, 0, R(topics=[
+        R.RequestTopic(name=f"{topic_name}-absent", partition_indexes=[0, 1]),
+        R.RequestTopic(name=topic_name, partition_indexes=[0, 1, -1])]))
+    answer = {(t.name, p.partition_index): (p.error_code, p.leader_epochs_after_creation, p.leader_epochs_before_deletion)
+              for t in response.topics for p in t.partitions}
+    unknown = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [], [])
+    assert answer == {(f"{topic_name}-absent", 0): unknown, (f"{topic_name}-absent", 1): unknown,
+                      (topic_name, 0): (ErrorCode.NONE, [], []), (topic_name, 1): unknown, (topic_name, -1): unknown}
+    assert raw.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest()).error_code == ErrorCode.NONE
+
+
+@pytest.mark.parametrize("group,error", [("", ErrorCode.INVALID_GROUP_ID), (None, ErrorCode.UNKNOWN_MEMBER_ID)],
+                         ids=["empty-group-id", "unknown-group"])
+def test_consumer_group_position_outside_a_group(broker, raw, topic_name, group, error):
+    """A position exchange with an empty group id, or for a group that does not exist, is refused
+    as a heartbeat would be, with nothing else in the answer; the connection stays open. (Unknown
+    members, stale generations and reports for partitions not owned are in
+    test_partition_changes.py::test_consumer_group_position.)"""
+    group = f"g-{topic_name}" if group is None else group
+    if group:  # the coordinator must be up, else the answer is about it (not the group)
+        wait_until(lambda: raw.request(ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest(key=group)).error_code
+                   == ErrorCode.NONE, 30, message="a group coordinator")
+    R = ConsumerGroupPositionRequest
+    response = raw.request(ApiKey.CONSUMER_GROUP_POSITION, 0, R(
+        group_id=group, generation_id=1, member_id="nobody",
+        reported_positions=[R.ReportedTopic(name=topic_name, partitions=[R.ReportedPartition(partition_index=0, position=3)])],
+        interested_topics=[R.InterestedTopic(name=topic_name, partition_indexes=[0])]))
+    assert response.error_code == error
+    assert (response.report_errors, response.group_positions, response.position_requests) == ([], [], [])
+    assert raw.request(ApiKey.API_VERSIONS, 0, ApiVersionsRequest()).error_code == ErrorCode.NONE
 
 
 def _produce(raw: RawClient, topic: str, records: bytes) -> object:

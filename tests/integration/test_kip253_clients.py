@@ -1,13 +1,16 @@
 """The project's own clients against one real broker: ``KafkaProducer`` → ``KafkaConsumer``
 round trips with keys, a group of consumers sharing partitions through a rebalance, the console
-tools piped together, and confluent-kafka reading and writing alongside them."""
+tools piped together, confluent-kafka reading and writing alongside them, and aiokafka and
+confluent-kafka producing and consuming without errors while a topic grows and shrinks."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
 import sys
+import threading
 import time
+from typing import Any
 
 from confluent_kafka import Consumer, Producer
 
@@ -16,7 +19,7 @@ from pybroker.client.admin import Admin
 from pybroker.client.kafka_consumer import ConsumerRebalanceListener, KafkaConsumer
 from pybroker.client.kafka_producer import KafkaProducer
 from pybroker.types import TopicPartition
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_until
 
 BROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": 0}
 FAST_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300, "metadata.max.age.ms": 1000}
@@ -279,3 +282,222 @@ def test_expansion_under_load_keeps_each_keys_order_across_the_group(broker, top
     moved = [k for k in keys if len({r.partition for r in records if r.key == k}) == 2]
     assert moved, "some keys moved to the new partitions"
     assert any(kind == "assigned" and set(ps) & {3, 4, 5} for _, kind, ps in events), events
+
+
+# --- real clients on a topic that grows and shrinks -----------------------------------------------
+
+REAL_CLIENT_METADATA_MS = 500  # how often the real clients refresh metadata on their own
+
+
+class AioClients:
+    """aiokafka's producer and group consumer on an event loop in a thread of their own, so that
+    the consumer keeps fetching and heartbeating while the test waits in its own thread."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self.bootstrap, self.topic, self.group = bootstrap, topic, group
+        self.values: set[bytes] = set()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.call(self._start())
+
+    def call(self, coro: Any, timeout: float = 30) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def _start(self) -> None:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+        self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, metadata_max_age_ms=REAL_CLIENT_METADATA_MS)
+        # No auto commit: before rejoining after the removal, aiokafka would commit its positions
+        # of the removed partitions, get UNKNOWN_TOPIC_OR_PARTITION (retriable) and retry forever
+        # (aio-libs/aiokafka#1095: the same happens with a topic deleted from Kafka).
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
+            enable_auto_commit=False, metadata_max_age_ms=REAL_CLIENT_METADATA_MS, session_timeout_ms=6000,
+            heartbeat_interval_ms=300)
+        await self.producer.start()
+        await self.consumer.start()
+        self.consumer.subscribe([self.topic])
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        while True:
+            for messages in (await self.consumer.getmany(timeout_ms=200)).values():
+                self.values.update(m.value for m in messages)
+
+    def read(self) -> set[bytes]:
+        """The values the group delivered so far; raises what stopped the consumer, if anything."""
+        if self.reader.done():
+            self.reader.result()
+        return self.values
+
+    def produce(self, records: list[tuple[bytes, bytes, int | None]]) -> list[int]:
+        """(key, value, partition or None for the client's partitioner) each; waits for every
+        acknowledgement (an error raises) and returns the partitions written."""
+        async def send() -> list[int]:
+            futures = [await self.producer.send(self.topic, value=v, key=k, partition=p) for k, v, p in records]
+            return [m.partition for m in await asyncio.gather(*futures)]
+        return self.call(send())
+
+    def partition_count(self) -> int:
+        """The count the producer partitions by, after a metadata refresh."""
+        async def count() -> int:
+            await self.producer.client.force_metadata_update()
+            return len(self.producer.client.cluster.partitions_for_topic(self.topic) or ())
+        return self.call(count())
+
+    def close(self) -> None:
+        async def stop() -> None:
+            self.reader.cancel()
+            await self.consumer.stop()
+            await self.producer.stop()
+        try:
+            self.call(stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+
+class ConfluentClients:
+    """confluent-kafka's producer, and its group consumer polling in a thread of its own."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self.topic = topic
+        self.values: set[bytes] = set()
+        self.consumer_errors: list[object] = []
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                                  "topic.metadata.refresh.interval.ms": REAL_CLIENT_METADATA_MS})
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                                  "topic.metadata.refresh.interval.ms": REAL_CLIENT_METADATA_MS,
+                                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        self.consumer.subscribe([self.topic])
+        try:
+            while not self.stopping.is_set():
+                message = self.consumer.poll(0.2)
+                if message is None:
+                    continue
+                if message.error() is not None:
+                    self.consumer_errors.append(message.error())
+                else:
+                    self.values.add(message.value())
+        finally:
+            self.consumer.close()
+
+    def read(self) -> set[bytes]:
+        return self.values
+
+    def produce(self, records: list[tuple[bytes, bytes, int | None]]) -> list[int]:
+        """As `AioClients.produce`: fails unless every delivery report is a success."""
+        reports: list[tuple[object, int]] = []
+        for key, value, partition in records:
+            extra = {} if partition is None else {"partition": partition}
+            self.producer.produce(self.topic, value=value, key=key,
+                                  on_delivery=lambda err, msg: reports.append((err, msg.partition())), **extra)
+            self.producer.poll(0)
+        assert self.producer.flush(30) == 0, "confluent records left unacknowledged"
+        errors = [err for err, _ in reports if err is not None]
+        assert not errors and len(reports) == len(records), f"confluent delivery errors: {errors}"
+        return [p for _, p in reports]
+
+    def partition_count(self) -> int:
+        """The count in a fresh Metadata answer (librdkafka adopts it only when it grew)."""
+        return len(self.producer.list_topics(self.topic, timeout=5).topics[self.topic].partitions)
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(15)
+
+
+def test_real_clients_keep_producing_and_consuming_while_the_topic_grows_and_shrinks(broker, topic_name):
+    """aiokafka and confluent-kafka, each with a producer and a group consumer (one group per
+    client), keep working on a topic that goes 3 → 6 → 4 partitions, the shrink drained by
+    DeleteRecords, with the same clients throughout.
+
+    Asserted: every record either producer sends is acknowledged without error, in every phase;
+    once the expansion shows in a producer's metadata, its keyed records reach the new partitions;
+    each group delivers every record both producers wrote (the marked partitions' records
+    included, read before DeleteRecords drains them), and the confluent consumer reports no error.
+
+    Not asserted: any per-key order (these clients partition by ``murmur2 % count`` or CRC32 and
+    do not wait at the gates, see docs/ordered-partition-changes.md), nor exactly-once delivery (a
+    record delivered twice around a rebalance counts once). Where a real producer's own
+    partitioner would pick a partition that does not take records, the test names the partitions
+    instead, so that no record waits on retries and the outcome does not depend on timing:
+    - while 4 and 5 are marked for deletion, both producers write to 0..3 explicitly (their
+      partitioners still count 6 partitions, and a marked partition refuses records with
+      NOT_LEADER_OR_FOLLOWER until delivery times out);
+    - after the removal, aiokafka partitions its keyed records over the 4 partitions again, but
+      confluent-kafka writes to 0..3 explicitly: librdkafka adopts a partition count from
+      Metadata only when it grew, so its partitioner keeps mapping keys to the removed 4 and 5.
+    """
+    asyncio.run(create(broker.bootstrap, topic_name, 3))
+    aio = AioClients(broker.bootstrap, topic_name, f"{topic_name}-aiokafka")
+    confluent = ConfluentClients(broker.bootstrap, topic_name, f"{topic_name}-confluent")
+    clients = {"aiokafka": aio, "confluent": confluent}
+    produced: set[bytes] = set()
+    keys = [b"key-%d" % i for i in range(24)]
+
+    def produce_both(phase: str, explicit: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
+        """One record per key from each client, to the partitions its partitioner picks or, for
+        a client in ``explicit``, cycling through the partitions given; the partitions written."""
+        written = {}
+        for name, client in clients.items():
+            partitions = (explicit or {}).get(name)
+            records = [(key, b"%s-%s-%d" % (name.encode(), phase.encode(), i),
+                        None if partitions is None else partitions[i % len(partitions)])
+                       for i, key in enumerate(keys)]
+            written[name] = client.produce(records)
+            produced.update(value for _, value, _ in records)
+        return written
+
+    def wait_until_both_groups_read_everything() -> None:
+        for name, client in clients.items():
+            wait_until(lambda client=client: client.read() >= produced, 30,
+                       message=f"the {name} group to deliver all {len(produced)} records")
+
+    def wait_until_both_producers_see(count: int) -> None:
+        for name, client in clients.items():
+            wait_until(lambda client=client: client.partition_count() == count, 15,
+                       message=f"the {name} producer's metadata to list {count} partitions")
+
+    async def change_partition_count(total: int) -> None:
+        async with Admin(broker.bootstrap) as admin:
+            await admin.create_partitions(topic_name, total)
+
+    async def drain_and_wait_for_removal() -> None:
+        async with Admin(broker.bootstrap) as admin:
+            await admin.delete_records({TopicPartition(topic_name, p): -1 for p in (4, 5)})
+            deadline = time.monotonic() + 15
+            while len((await admin.describe_topics([topic_name]))[0].partitions) != 4:
+                assert time.monotonic() < deadline, "the drained partitions 4 and 5 were not removed"
+                await asyncio.sleep(0.1)
+
+    below_4 = {"aiokafka": [0, 1, 2, 3], "confluent": [0, 1, 2, 3]}
+    try:
+        assert all(max(ps) < 3 for ps in produce_both("three").values())
+
+        asyncio.run(change_partition_count(6))
+        wait_until_both_producers_see(6)
+        written = produce_both("six")
+        assert all(max(ps) >= 3 for ps in written.values()), written
+
+        asyncio.run(change_partition_count(4))  # 4 and 5 marked, still listed (and read) until removed
+        produce_both("marked", explicit=below_4)
+        wait_until_both_groups_read_everything()  # before DeleteRecords drops what 4 and 5 hold
+
+        asyncio.run(drain_and_wait_for_removal())
+        wait_until_both_producers_see(4)
+        written = produce_both("four", explicit={"confluent": below_4["confluent"]})
+        assert all(max(ps) < 4 for ps in written.values()), written
+        wait_until_both_groups_read_everything()
+    finally:
+        confluent.close()
+        aio.close()
+    assert aio.values == confluent.values == produced
+    assert confluent.consumer_errors == []
