@@ -156,3 +156,16 @@ def test_spark_replay_against_a_cluster(tmp_path):
     assert [(r["broker"], r["ok"]) for r in data["runs"]] == [("pybroker-cluster3", True)], data["runs"]
     assert data["runs"][0]["check"]["ok"]
     assert any("3 pybroker processes" in note for note in data["notes"])
+
+
+def test_ordered_delivery(tmp_path):
+    run(tmp_path, "bench/ordered_delivery.py", "--rate", "200", "--keys", "20", "--warmup", "3", "--step", "4",
+        "--window", "2", "--repeats", "1", "--quiet-wait", "0")
+    data = result(tmp_path, "ordered_delivery")
+    assert [(r["mode"], r["ok"]) for r in data["runs"]] == [("ordered", True), ("unordered", True)], data["runs"]
+    ordered, unordered = data["runs"]
+    assert ordered["violations"] == 0 and ordered["missing"] == 0 == unordered["missing"]
+    assert [c["applied"] for c in ordered["changes"]] == [True, True, True]
+    assert [c["applied"] for c in unordered["changes"]] == [True, True, False]  # Kafka cannot shrink
+    assert "removed_s" in ordered["changes"][2]
+    assert (tmp_path / "ordered_delivery.png").exists()
