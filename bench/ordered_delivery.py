@@ -11,7 +11,8 @@ Each run starts a fresh single pybroker (default settings) and creates topic ``o
 process the project's ``KafkaProducer`` (``linger.ms`` 5, acks=all) sends ``--rate`` keyed
 records per second, ``--keys`` keys in turn, each value carrying its key, its per-key sequence
 number and its send time; a group of ``--consumers`` of the project's ``KafkaConsumer`` s
-delivers them. Both modes use the same clients with the same settings (``metadata.max.age.ms``
+delivers them; with ``--slow-poll-ms`` one of them is slow (at most 50 records per poll, then a
+pause), so the partitions it owns lag behind and gates wait for them. Both modes use the same clients with the same settings (``metadata.max.age.ms``
 1000, ``heartbeat.interval.ms`` 1000, ``auto.commit.interval.ms`` 1000, the rest Kafka's
 defaults), and the producer partitions by linear hashing in both. What differs is only what
 ``enable.ordered.delivery`` switches: the brokers' count check on Produce and Fetch, and the
@@ -32,7 +33,7 @@ of each record) of the records sent and the **throughput** (first deliveries per
 ``--window`` s before the change, the ``--window`` s from it, and the ``--window`` s after those;
 for the shrink, the time until every marked partition was drained and removed. Every run also
 counts order violations (a key's record delivered before an earlier one of the same key) and
-records that never arrived. Results: ``<out>/ordered_delivery.{json,md,png}``.
+records that never arrived. Results: ``<out>/ordered_delivery[-<tag>].{json,md,png}``.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ PHASES = ("before", "during", "after")
 VALUE_HEAD = struct.Struct(">IIq")  # key, per-key sequence number, send time (monotonic ns)
 CLIENT_SETTINGS = {"metadata.max.age.ms": 1000, "heartbeat.interval.ms": 1000, "auto.commit.interval.ms": 1000}
 BIN_S = 0.5  # time series resolution
+SLOW_MAX_POLL_RECORDS = 50  # the slow member's max.poll.records
 
 
 @dataclass
@@ -150,15 +152,21 @@ async def produce(bootstrap: str, seen: Observations, args: argparse.Namespace, 
         await producer.flush()
 
 
-async def consume(bootstrap: str, seen: Observations, number: int, stop: asyncio.Event) -> None:
+async def consume(bootstrap: str, seen: Observations, number: int, stop: asyncio.Event, slow_poll_ms: float) -> None:
+    """One group member; with ``slow_poll_ms`` it takes at most ``SLOW_MAX_POLL_RECORDS`` per poll
+    and pauses that long after each, like an application that processes in batches."""
     config = {"bootstrap.servers": bootstrap, "group.id": "bench", "client.id": f"bench-consumer-{number}",
               "auto.offset.reset": "earliest", **CLIENT_SETTINGS}
+    if slow_poll_ms:
+        config["max.poll.records"] = SLOW_MAX_POLL_RECORDS
     listener = Listener(seen, number)
     async with KafkaConsumer(config) as consumer:
         consumer.subscribe([TOPIC], listener, listener)
         while not stop.is_set():
             for record in await consumer.poll(100):
                 seen.deliver(number, record.partition, record.value)
+            if slow_poll_ms:
+                await asyncio.sleep(slow_poll_ms / 1000)
 
 
 async def drain_and_remove(admin: Admin, seen: Observations, change: dict[str, Any], count: int, total: int) -> None:
@@ -187,7 +195,8 @@ async def run_load(bootstrap: str, mode: str, args: argparse.Namespace) -> Obser
     async with Admin(bootstrap) as admin:
         await admin.create_topic(TOPIC, args.initial, 1, {"enable.ordered.delivery": str(mode == "ordered").lower()})
         seen.t0 = time.monotonic()
-        tasks = [asyncio.ensure_future(consume(bootstrap, seen, n, stop_consuming)) for n in range(args.consumers)]
+        tasks = [asyncio.ensure_future(consume(bootstrap, seen, n, stop_consuming, args.slow_poll_ms if n == 0 else 0))
+                 for n in range(args.consumers)]
         producing = asyncio.ensure_future(produce(bootstrap, seen, args, stop_producing))
         drainer: asyncio.Future[None] | None = None
         try:
@@ -354,7 +363,10 @@ def render_markdown(result: dict[str, Any]) -> str:
         "",
         f"One pybroker broker (default settings), topic `{TOPIC}` created with {p['initial']} partitions; "
         f"{p['rate']:.0f} keyed records/s of {p['size']} B over {p['keys']} keys from the project's producer, "
-        f"{p['consumers']} consumers of the project's in one group; the topic changes every {p['step']:.0f} s "
+        f"{p['consumers']} consumers of the project's in one group"
+        + (f" (consumer 0 slow: at most {SLOW_MAX_POLL_RECORDS} records per poll, then a {p['slow_poll_ms']:.0f} ms pause)"
+           if p["slow_poll_ms"] else "")
+        + f"; the topic changes every {p['step']:.0f} s "
         f"after {p['warmup']:.0f} s of load. {p['repeats']} runs per mode, alternating. Phases are "
         f"{p['window']:.0f} s long: before the change, from it, after those. Latency: send to first delivery, "
         "medians over the runs of each run's p50/p99 (of records sent in the phase); throughput: first "
@@ -417,8 +429,9 @@ def render_markdown(result: dict[str, Any]) -> str:
                      f"| {r.get('send_errors', '-')} |")
         if r.get("error"):
             lines.append(f"|  |  | error: {r['error']} |  |  |  |  |  |  |")
-    lines += ["", "Every run's gate waits, phases and time series are in `ordered_delivery.json`; "
-              "`ordered_delivery.png` plots the first run of each mode.", ""]
+    stem = "ordered_delivery" + (f"-{p['tag']}" if p["tag"] else "")
+    lines += ["", f"Every run's gate waits, phases and time series are in `{stem}.json`; "
+              f"`{stem}.png` plots the first run of each mode.", ""]
     return "\n".join(lines)
 
 
@@ -486,6 +499,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--step", type=float, default=15.0, help="seconds between changes (and after the last)")
     ap.add_argument("--window", type=float, default=5.0, help="length of each phase, seconds")
     ap.add_argument("--repeats", type=int, default=3, help="runs per mode (alternating)")
+    ap.add_argument("--slow-poll-ms", type=float, default=0.0,
+                    help=f"make consumer 0 slow: at most {SLOW_MAX_POLL_RECORDS} records per poll, then a pause this long")
+    ap.add_argument("--tag", default="", help="suffix of the result files' name")
     ap.add_argument("--drain-timeout", type=float, default=60.0, help="seconds allowed to deliver everything at the end")
     ap.add_argument("--quiet-cores", type=float, default=0.3, help="wait for a machine using fewer cores than this")
     ap.add_argument("--quiet-wait", type=float, default=60.0, help="seconds to wait for it at most")
@@ -523,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "summary": summarize(runs),
     }
-    bench.write("ordered_delivery", result, render_markdown, plot)
+    bench.write("ordered_delivery" + (f"-{args.tag}" if args.tag else ""), result, render_markdown, plot)
     return 0 if runs and not bench.interrupted and all(r.get("ok") for r in runs) else 1
 
 

@@ -23,9 +23,9 @@ and behind them:
   ``validate_replicated_batches`` cuts a trailing partial batch).
 - **Gating** (KIP-253, `gating.GateKeeper`): for topics with ``enable.ordered.delivery`` not
   "false" whose counts show a change, records of a gated partition are delivered only below its
-  hold. While something is held, or other members wait on partitions this member owns, it
-  exchanges ConsumerGroupPosition with the coordinator every ``GATE_POLL_MS``; otherwise every
-  ``heartbeat.interval.ms``. Before reporting positions of partitions others wait on it calls
+  hold. While something is held, other members wait on partitions this member owns, or its
+  assignment is younger than ``heartbeat.interval.ms``, it exchanges ConsumerGroupPosition with
+  the coordinator every ``GATE_POLL_MS``; otherwise every ``heartbeat.interval.ms``. Before reporting positions of partitions others wait on it calls
   ``on_partition_key_maybe_revoked``; when a hold lifts, ``on_partition_key_assigned``. Both
   run inside ``poll``, like Kafka's rebalance callbacks.
 
@@ -196,6 +196,7 @@ class KafkaConsumer:
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._gates = GateKeeper(self.admin, self.fetch_config.isolation_level)
         self._gating_supported: bool | None = None
+        self._assigned_ms = 0.0  # when the current assignment arrived
         self._requested: set[TopicPartition] = set()  # owned partitions others wait on
         self._reported: dict[TopicPartition, int] = {}
         self._exchange_due = 0.0
@@ -401,6 +402,7 @@ class KafkaConsumer:
         await self._init_positions(coordinator, assigned)
         self._commit_due = self.time.monotonic_ms() + self.config.auto_commit_interval_ms
         self._exchange_due = 0.0
+        self._assigned_ms = self.time.monotonic_ms()
         await _call(self._rebalance_listener.on_partitions_assigned, sorted(assigned))
 
     def _owned_positions(self) -> dict[TopicPartition, int]:
@@ -481,8 +483,12 @@ class KafkaConsumer:
                 self._reported = {tp: pos for tp, pos in self._reported.items() if tp not in newly}
             if self._gates.holding(owned):
                 await self._gates.refresh_offsets()
+        # Busy: a gate of this member is closed, a position others wait on moved, or the assignment
+        # is new (within one heartbeat interval other members prepare their gates and ask for this
+        # member's positions; answered only at the heartbeat cadence, a gate could wait that long).
         busy = self._gates.holding(self._owned()) or any(
-            self._reported.get(tp) != p.position for tp, p in self._partitions.items() if tp in self._requested)
+            self._reported.get(tp) != p.position for tp, p in self._partitions.items() if tp in self._requested
+        ) or now < self._assigned_ms + self.config.heartbeat_interval_ms
         self._exchange_due = now + (GATE_POLL_MS if busy else self.config.heartbeat_interval_ms)
         await self._fire_key_assigned()
 

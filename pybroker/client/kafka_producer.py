@@ -92,6 +92,7 @@ class KafkaProducerConfig:
     request_timeout_ms: int = 30000  # request.timeout.ms
     delivery_timeout_ms: int = 120000  # delivery.timeout.ms
     retry_backoff_ms: int = 100  # retry.backoff.ms
+    metadata_max_age_ms: int = 300000  # metadata.max.age.ms
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> KafkaProducerConfig:
@@ -120,6 +121,7 @@ class KafkaProducerConfig:
             request_timeout_ms=int_property(text, "request.timeout.ms", cls.request_timeout_ms, 0),
             delivery_timeout_ms=int_property(text, "delivery.timeout.ms", cls.delivery_timeout_ms, 0),
             retry_backoff_ms=int_property(text, "retry.backoff.ms", cls.retry_backoff_ms, 0),
+            metadata_max_age_ms=int_property(text, "metadata.max.age.ms", cls.metadata_max_age_ms, 0),
         )
 
 
@@ -197,6 +199,7 @@ class KafkaProducer:
         self._sequence = 0
         self._buffered = 0  # bytes of records not yet acknowledged
         self._wakeup = asyncio.Event()
+        self._metadata_due = 0.0  # monotonic ms: when the topics' metadata is looked up again
         self._space = asyncio.Event()
         self._flushing = 0
         self._closing = False
@@ -347,6 +350,8 @@ class KafkaProducer:
             self._wakeup.clear()
             now = self.time.monotonic_ms()
             self._expire(now)
+            if now >= self._metadata_due:
+                await self._refresh_metadata(now)
             for state in list(self._topics.values()):
                 if state.recovering and not state.in_flight and state.retry_at <= now:
                     await self._recover(state)
@@ -355,7 +360,8 @@ class KafkaProducer:
                 state.queues or state.failed or state.in_flight for state in self._topics.values())
             if self._closing and idle:
                 return
-            timeout = None if next_due is None else max(next_due - self.time.monotonic_ms(), 1) / 1000
+            due = self._metadata_due if next_due is None else min(next_due, self._metadata_due)
+            timeout = max(due - self.time.monotonic_ms(), 1) / 1000
             if any(state.recovering for state in self._topics.values()):
                 timeout = min(timeout or 1.0, self.config.retry_backoff_ms / 1000 or 0.01)
             # A timer sets the event rather than a timeout cancelling the wait: nothing to race.
@@ -498,6 +504,25 @@ class KafkaProducer:
         self._space.set()
 
     # --- recovering ------------------------------------------------------------------------------
+
+    async def _refresh_metadata(self, now: float) -> None:
+        """Every ``metadata.max.age.ms``, as Kafka's producer does: a topic whose partitions,
+        counts or leaders changed is recovered (re-partitioned with the new counts), so a topic
+        without ordered delivery, where no leader refuses a stale count, still takes its new
+        partitions."""
+        self._metadata_due = now + self.config.metadata_max_age_ms
+        topics = [name for name, state in self._topics.items() if not state.recovering]
+        if not topics:
+            return
+        try:
+            layouts = await self.admin.topic_layouts(topics, auto_create=False)
+        except (AdminError, KafkaClientError, OSError, TimeoutError) as e:
+            log.info("metadata refresh of %s failed: %s", topics, e)
+            return
+        for name, layout in layouts.items():
+            state = self._topics[name]
+            if (layout.counts, layout.leaders) != (state.layout.counts, state.layout.leaders):
+                state.recovering, state.retry_at = True, now
 
     async def _recover(self, state: _Topic) -> None:
         """Nothing of the topic is in flight: look its metadata up again and partition every record

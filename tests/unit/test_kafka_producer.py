@@ -30,6 +30,7 @@ class FakeBroker:
         self.appended: list[tuple[int, bytes | None, bytes | None]] = []  # (partition, key, value) in append order
         self.requests: list[object] = []
         self.fail_next: list[int] = []  # error codes for the next requests' partitions
+        self.ordered = True  # enable.ordered.delivery: check the producer's count
 
     def set_counts(self, initial: int, undeleted: int, partitions: int | None = None) -> None:
         count = partitions or undeleted
@@ -58,7 +59,8 @@ class FakeBroker:
             parts = []
             for p in topic.partition_data:
                 error = forced
-                if error == ErrorCode.NONE and topic.undeleted_partition_count not in (-1, self.layout.undeleted_partition_count):
+                if error == ErrorCode.NONE and self.ordered and topic.undeleted_partition_count not in (
+                        -1, self.layout.undeleted_partition_count):
                     error = ErrorCode.INVALID_PARTITION_METADATA
                 base = len(self.logs.get(p.index, []))
                 if error == ErrorCode.NONE:
@@ -114,6 +116,28 @@ def test_a_lingering_batch_goes_out_without_flush():
             return second.offset - first.offset
 
     assert asyncio.run(run()) == 1
+
+
+def test_metadata_max_age_brings_new_partitions_without_any_error():
+    """On a topic without ordered delivery no leader refuses a stale count: the producer looks its
+    metadata up every metadata.max.age.ms, as Kafka's does, and keys then follow the new counts."""
+    broker = FakeBroker("t", 3, 3)
+    broker.ordered = False
+
+    async def run() -> list[int]:
+        async with producer(broker, **{"metadata.max.age.ms": 20}) as p:
+            await (await p.send("t", b"v", key=b"k0"))
+            broker.set_counts(3, 6)
+            deadline = asyncio.get_running_loop().time() + 10
+            while (await p.partitions_for("t")).undeleted_partition_count != 6:
+                assert asyncio.get_running_loop().time() < deadline, "the new partitions were never seen"
+                await asyncio.sleep(0.01)
+            futures = [await p.send("t", b"v", key=b"k%d" % i) for i in range(100)]
+            await p.flush()
+            return [f.result().partition for f in futures]
+
+    hashing = _native.LinearHashing(3, 6)
+    assert asyncio.run(run()) == [hashing.partition_for_key(b"k%d" % i) for i in range(100)]
 
 
 def test_unkeyed_records_never_go_to_marked_partitions():
