@@ -25,9 +25,10 @@ and behind them:
   "false" whose counts show a change, records of a gated partition are delivered only below its
   hold. While something is held, other members wait on partitions this member owns, or its
   assignment is younger than ``heartbeat.interval.ms``, it exchanges ConsumerGroupPosition with
-  the coordinator every ``GATE_POLL_MS``; otherwise every ``heartbeat.interval.ms``. Before reporting positions of partitions others wait on it calls
-  ``on_partition_key_maybe_revoked``; when a hold lifts, ``on_partition_key_assigned``. Both
-  run inside ``poll``, like Kafka's rebalance callbacks.
+  the coordinator every ``GATE_POLL_MS``; otherwise every ``heartbeat.interval.ms``. Before
+  reporting positions of partitions others wait on it calls ``on_partition_key_maybe_revoked``;
+  when a hold lifts, ``on_partition_key_assigned``. Both run inside ``poll``, like Kafka's
+  rebalance callbacks.
 
 Not done: manual ``assign()``/``seek()``, pattern subscriptions, cooperative rebalancing,
 static membership, record headers in `ConsumerRecord` (``read_records`` does not return them),
@@ -190,9 +191,9 @@ class KafkaConsumer:
         self._layouts: dict[str, TopicLayout] = {}
         self._ordered: dict[str, bool] = {}
         self._metadata_due = 0.0
-        # The counts this member had when a leader answered INVALID_PARTITION_METADATA: it rejoins
-        # once its metadata shows different ones (None: no such answer outstanding).
-        self._refused_counts: dict[str, tuple[int, int, int]] | None = None
+        # A leader answered INVALID_PARTITION_METADATA: metadata is looked at every
+        # retry.backoff.ms until it shows new counts (then the member rejoins).
+        self._count_refused = False
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._gates = GateKeeper(self.admin, self.fetch_config.isolation_level)
         self._gating_supported: bool | None = None
@@ -351,22 +352,15 @@ class KafkaConsumer:
         known = {t: layout.counts for t, layout in self._layouts.items()}
         await self._refresh_metadata()
         counts = {t: layout.counts for t, layout in self._layouts.items()}
-        if known and counts != known and not coordinator.rejoin_needed:
+        if known and counts != known:
             # Any member, not only the leader: the others would learn of the rebalance only from
             # their next heartbeat, while records of the new partitions wait for an owner.
             log.info("group %s: the partition counts changed: rebalancing", self.config.group_id)
-            self._refused_counts = None
+            self._count_refused = False
             coordinator.rejoin_needed = True
-            return
-        if self._refused_counts is not None:
-            if counts != self._refused_counts:
-                log.info("group %s: the partition counts changed: rebalancing", self.config.group_id)
-                self._refused_counts = None
-                coordinator.rejoin_needed = True
-            else:  # a leader adopts a count just before brokers' metadata shows it: look again soon
-                self._metadata_due = self.time.monotonic_ms() + self.config.retry_backoff_ms
-            return
-        if coordinator.is_leader and counts != coordinator.assigned_layouts:
+        elif self._count_refused:  # a leader adopts a count just before brokers' metadata shows it
+            self._metadata_due = self.time.monotonic_ms() + self.config.retry_backoff_ms
+        elif coordinator.is_leader and counts != coordinator.assigned_layouts:
             log.info("group %s: the partitions of a subscribed topic changed: rebalancing", self.config.group_id)
             coordinator.rejoin_needed = True
 
@@ -590,15 +584,15 @@ class KafkaConsumer:
                     continue  # reassigned or reset meanwhile
                 error = ErrorCode.for_code(p.error_code)
                 if error == ErrorCode.NONE:
-                    self._refused_counts = None  # the leader agrees with this member's count again
+                    self._count_refused = False  # the leader agrees with this member's count again
                     self._fetched(tp, state, p.records)
                 elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     reset.append(tp)
                 elif error == ErrorCode.INVALID_PARTITION_METADATA:
-                    if self._refused_counts is None:
+                    if not self._count_refused:
                         log.info("%s: the leader's partition count of %s differs: refreshing metadata to rejoin",
                                  tp, tp.topic)
-                        self._refused_counts = {t: layout.counts for t, layout in self._layouts.items()}
+                        self._count_refused = True
                     self._metadata_due = 0
                 elif error in LEADERSHIP_ERRORS or error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     self._metadata_due = 0
