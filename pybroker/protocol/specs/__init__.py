@@ -10,6 +10,8 @@ from types import ModuleType
 
 from pybroker.protocol.schema import Message
 from pybroker.protocol.specs import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition,
     api_versions,
@@ -23,7 +25,9 @@ from pybroker.protocol.specs import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -34,6 +38,7 @@ from pybroker.protocol.specs import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -45,7 +50,9 @@ from pybroker.protocol.specs import (
     sasl_handshake,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
+    write_txn_markers,
 )
 
 #: every spec module, in API-key order
@@ -88,6 +95,13 @@ MODULES: tuple[ModuleType, ...] = tuple(
             sasl_authenticate,
             consumer_group_position,
             partition_leader_epochs_for_partitions,
+            add_offsets_to_txn,
+            add_partitions_to_txn,
+            describe_transactions,
+            end_txn,
+            list_transactions,
+            txn_offset_commit,
+            write_txn_markers,
         ),
         key=lambda m: m.REQUEST.api_key,
     )
