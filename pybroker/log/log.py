@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import Enum
 
 from pybroker import _native
 from pybroker.log.config import LogConfig
@@ -62,6 +63,16 @@ class UnexpectedAppendOffsetError(Exception):
 
 class OffsetsOutOfOrderError(Exception):
     """A follower append whose batches' offsets do not increase (Kafka's OffsetsOutOfOrderException)."""
+
+
+class AppendOrigin(Enum):
+    """Who appends to a leader's log (Kafka's ``AppendOrigin``): a client's Produce request, or a
+    coordinator of this broker writing its own records (group offsets, transaction state,
+    transaction markers). A coordinator's transactional batches skip the producer sequence check
+    and only a coordinator may write control batches."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -269,7 +280,9 @@ class Log:
 
     # --- append --------------------------------------------------------------------------------
 
-    def append_as_leader(self, records: memoryview, leader_epoch: int, now_ms: int) -> LogAppendInfo:
+    def append_as_leader(
+        self, records: memoryview, leader_epoch: int, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
         """Validate, assign offsets to and append a produce request's record set.
 
         Raises ``_native.CorruptRecordError``, ``_native.RecordTooLargeError``,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pybroker.controller.requests import PartitionState
-from pybroker.log.log import Log, LogAppendInfo, OffsetOutOfRangeError
+from pybroker.log.log import AppendOrigin, Log, LogAppendInfo, OffsetOutOfRangeError
 from pybroker.protocol.errors import ErrorCode
 from pybroker.scheduler import SystemTime, Time
 from pybroker.types import TopicPartition
@@ -434,7 +434,9 @@ class Partition:
 
     # --- appends -------------------------------------------------------------------------------
 
-    def append_records_to_leader(self, records: memoryview, required_acks: int, now_ms: int) -> LogAppendInfo:
+    def append_records_to_leader(
+        self, records: memoryview, required_acks: int, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> LogAppendInfo:
         log = self.require_leader()
         min_isr = log.config.min_insync_replicas
         if required_acks == -1 and len(self.isr) < min_isr:
@@ -442,6 +444,6 @@ class Partition:
                 f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the "
                 f"min.isr requirement of {min_isr} for partition {self.topic_partition}"
             )
-        info = log.append_as_leader(records, self.leader_epoch, now_ms)
+        info = log.append_as_leader(records, self.leader_epoch, now_ms, origin)
         self.maybe_increment_high_watermark()
         return info

@@ -32,7 +32,7 @@ from pybroker.controller.requests import (
     PartitionState,
     StopReplica,
 )
-from pybroker.log.log import InvalidRecordError, Log, OffsetOutOfRangeError
+from pybroker.log.log import AppendOrigin, InvalidRecordError, Log, OffsetOutOfRangeError
 from pybroker.log.log_manager import LogManager
 from pybroker.log.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError
 from pybroker.protocol.errors import ErrorCode
@@ -479,7 +479,7 @@ class ReplicaManager:
 
     def append_records(
         self, required_acks: int, timeout_ms: int, entries: Iterable[tuple[TopicPartition, memoryview | None]],
-        internal_topics_allowed: bool = False,
+        internal_topics_allowed: bool = False, origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendOutcome:
         """Append to leaders; returns results now, or a future when the answer must wait: for
         acks=all until the high watermarks cover the appends, and for an append after which
@@ -489,7 +489,9 @@ class ReplicaManager:
         flushes: dict[TopicPartition, asyncio.Future[None]] = {}
         timestamp = self.time.milliseconds()
         for tp, records in entries:
-            results[tp] = result = self._append_one(tp, records, required_acks, timestamp, internal_topics_allowed)
+            results[tp] = result = self._append_one(
+                tp, records, required_acks, timestamp, internal_topics_allowed, origin
+            )
             if result.error in (ErrorCode.NONE, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
                 self.fetch_purgatory.check_and_complete(tp)
                 flush = self.log_manager.maybe_flush_after_append(self.partitions[tp].log)
@@ -523,7 +525,7 @@ class ReplicaManager:
 
     def _append_one(
         self, tp: TopicPartition, records: memoryview | None, required_acks: int, timestamp: int,
-        internal_topics_allowed: bool,
+        internal_topics_allowed: bool, origin: AppendOrigin,
     ) -> PartitionAppendResult:
         partition = self.partitions.get(tp)
         if partition is None:
@@ -535,7 +537,7 @@ class ReplicaManager:
         if records is None or len(records) == 0:
             return PartitionAppendResult(ErrorCode.INVALID_RECORD, "Produce request has no record batch")
         try:
-            info = partition.append_records_to_leader(records, required_acks, timestamp)
+            info = partition.append_records_to_leader(records, required_acks, timestamp, origin)
         except tuple(_APPEND_ERRORS) as e:
             code = next(c for t, c in _APPEND_ERRORS.items() if isinstance(e, t))
             log.debug("Append to %s failed: %s", tp, e)

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from pybroker import _native
+from pybroker.log.log import AppendOrigin
 from pybroker.protocol.consumer_protocol import ConsumerSubscription, encode_subscription
 from pybroker.protocol.errors import ErrorCode as E
 from pybroker.server.group.coordinator import (
@@ -613,10 +614,10 @@ class OffsetsTopic:
         self.logs[index].append_as_leader(memoryview(bytearray(batch)), 0, 1_700_000_000_000)
 
     def append_records(self, acks: int, timeout_ms: int, entries: list[tuple[TopicPartition, memoryview]],
-                       internal_topics_allowed: bool) -> dict[TopicPartition, PartitionAppendResult]:
+                       internal_topics_allowed: bool, origin: AppendOrigin) -> dict[TopicPartition, PartitionAppendResult]:
         results = {}
         for tp, records in entries:
-            info = self.logs[tp.partition].append_as_leader(records, 0, 1_700_000_000_000)
+            info = self.logs[tp.partition].append_as_leader(records, 0, 1_700_000_000_000, origin)
             results[tp] = PartitionAppendResult(base_offset=info.first_offset)
         return results
 

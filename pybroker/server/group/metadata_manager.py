@@ -36,6 +36,7 @@ from pybroker import _native
 from pybroker.controller.metadata import (
     InvalidReplicationFactorError,
 )
+from pybroker.log.log import AppendOrigin
 from pybroker.protocol.errors import ErrorCode
 from pybroker.server.group.group_metadata import GroupMetadata, GroupState
 from pybroker.server.group.member import MemberMetadata
@@ -335,7 +336,8 @@ class GroupMetadataManager:
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
         batch = bytearray(_native.build_batch(records, now_ms()))
         result = self.replica_manager.append_records(
-            -1, self.commit_timeout_ms, [(tp, memoryview(batch))], internal_topics_allowed=True
+            -1, self.commit_timeout_ms, [(tp, memoryview(batch))], internal_topics_allowed=True,
+            origin=AppendOrigin.COORDINATOR,
         )
         if isinstance(result, dict):
             callback(result[tp])
