@@ -47,6 +47,7 @@ from pybroker.server.apis import (
     stop_replica,
     sync_group,
     update_metadata,
+    write_txn_markers,
 )
 
 _MODULES: list[ModuleType] = [
@@ -72,6 +73,7 @@ _MODULES: list[ModuleType] = [
     incremental_alter_configs,
     init_producer_id,
     delete_records,
+    write_txn_markers,
     delete_groups,
     offset_delete,
     describe_cluster,
