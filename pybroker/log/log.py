@@ -357,7 +357,8 @@ class Log:
             self.assign_leader_epoch(epoch, start_offset)
         self.unflushed_messages += info.record_count
         for producer_batch in info.producer_batches:
-            self.producer_state.update(*producer_batch)
+            if producer_batch[8] == -1:  # a data batch (control batches: transactions' markers)
+                self.producer_state.update(*producer_batch[:7])
         return LogAppendInfo(
             info.first_offset, last_offset, max_timestamp, offset_of_max, -1, info.record_count,
             last_leader_epoch=info.last_leader_epoch,
