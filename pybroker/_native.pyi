@@ -79,6 +79,13 @@ class RecordsInfo:
     def is_control(self) -> bool:
         """Attribute bit 5 of the first batch."""
     @property
+    def control_type(self) -> int:
+        """The first batch's end-transaction marker type (0 ABORT, 1 COMMIT); -1 unless it is a
+        control batch whose marker parses."""
+    @property
+    def coordinator_epoch(self) -> int:
+        """The first batch's marker coordinator epoch; -1 unless it is an end-transaction marker."""
+    @property
     def compression(self) -> int:
         """Codec id of the first batch: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
     @property

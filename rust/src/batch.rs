@@ -243,6 +243,11 @@ pub struct RecordsInfo {
     pub last_offset_delta: i32,
     pub is_transactional: bool,
     pub is_control: bool,
+    /// The first batch's end-transaction marker type (0 ABORT, 1 COMMIT), -1 unless it is a
+    /// control batch with a readable marker.
+    pub control_type: i16,
+    /// The first batch's marker coordinator epoch, -1 unless it is an end-transaction marker.
+    pub coordinator_epoch: i32,
     pub compression: u8,
     /// `baseOffset` of the first batch as found in the buffer (meaningful for replicated data).
     pub base_offset: i64,
@@ -272,6 +277,8 @@ pub fn validate_batches(records: &[u8], max_message_bytes: i64) -> Result<Record
         last_offset_delta: -1,
         is_transactional: false,
         is_control: false,
+        control_type: -1,
+        coordinator_epoch: -1,
         compression: 0,
         base_offset: 0,
         last_offset: 0,
@@ -308,6 +315,9 @@ pub fn validate_batches(records: &[u8], max_message_bytes: i64) -> Result<Record
             info.last_offset_delta = header.last_offset_delta;
             info.is_transactional = header.is_transactional();
             info.is_control = header.is_control();
+            let marker = control_marker(&header, batch);
+            info.control_type = marker.control_type;
+            info.coordinator_epoch = marker.coordinator_epoch;
             info.compression = header.compression();
             info.base_offset = header.base_offset;
         }

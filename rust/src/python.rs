@@ -193,6 +193,8 @@ struct PyRecordsInfo {
     last_offset_delta: i32,
     is_transactional: bool,
     is_control: bool,
+    control_type: i16,
+    coordinator_epoch: i32,
     compression: u8,
     base_offset: i64,
     last_offset: i64,
@@ -213,6 +215,8 @@ impl From<RecordsInfo> for PyRecordsInfo {
             last_offset_delta: i.last_offset_delta,
             is_transactional: i.is_transactional,
             is_control: i.is_control,
+            control_type: i.control_type,
+            coordinator_epoch: i.coordinator_epoch,
             compression: i.compression,
             base_offset: i.base_offset,
             last_offset: i.last_offset,
@@ -226,7 +230,8 @@ impl PyRecordsInfo {
         format!(
             "RecordsInfo(size={}, batch_count={}, record_count={}, first_timestamp={}, max_timestamp={}, \
              last_offset_delta_of_max_timestamp={}, producer_id={}, producer_epoch={}, base_sequence={}, \
-             last_offset_delta={}, is_transactional={}, is_control={}, compression={}, base_offset={}, last_offset={})",
+             last_offset_delta={}, is_transactional={}, is_control={}, control_type={}, coordinator_epoch={}, \
+             compression={}, base_offset={}, last_offset={})",
             self.size,
             self.batch_count,
             self.record_count,
@@ -239,6 +244,8 @@ impl PyRecordsInfo {
             self.last_offset_delta,
             py_bool(self.is_transactional),
             py_bool(self.is_control),
+            self.control_type,
+            self.coordinator_epoch,
             self.compression,
             self.base_offset,
             self.last_offset,
