@@ -46,6 +46,7 @@ from pybroker.server.apis import (
     produce,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
 )
 
@@ -71,6 +72,7 @@ _MODULES: list[ModuleType] = [
     alter_configs,
     incremental_alter_configs,
     init_producer_id,
+    txn_offset_commit,
     delete_records,
     delete_groups,
     offset_delete,
