@@ -48,6 +48,7 @@ from pybroker.server.apis import (
     sync_group,
     txn_offset_commit,
     update_metadata,
+    write_txn_markers,
 )
 
 _MODULES: list[ModuleType] = [
@@ -74,6 +75,7 @@ _MODULES: list[ModuleType] = [
     init_producer_id,
     txn_offset_commit,
     delete_records,
+    write_txn_markers,
     delete_groups,
     offset_delete,
     describe_cluster,
