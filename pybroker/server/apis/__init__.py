@@ -46,6 +46,7 @@ from pybroker.server.apis import (
     produce,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
     write_txn_markers,
 )
@@ -72,6 +73,7 @@ _MODULES: list[ModuleType] = [
     alter_configs,
     incremental_alter_configs,
     init_producer_id,
+    txn_offset_commit,
     delete_records,
     write_txn_markers,
     delete_groups,
