@@ -22,8 +22,10 @@ from tests.conftest import broker_connection, wait_until
 from tests.integration import clients
 
 BROKER_OVERRIDES = {"num.partitions": 2}
+READ_COMMITTED: dict[str, object] = {"isolation.level": "read_committed"}
+READ_UNCOMMITTED: dict[str, object] = {"isolation.level": "read_uncommitted"}  # librdkafka's default is committed
 CONSUMERS = {
-    "confluent": lambda b, t, n, p: clients.consume_confluent(b, t, n, p, isolation_level="read_committed"),
+    "confluent": lambda b, t, n, p: clients.consume_confluent(b, t, n, p, **READ_COMMITTED),
     "kcat": lambda b, t, n, p: clients.consume_kcat(b, t, n, p, isolation_level="read_committed"),
     "aiokafka": lambda b, t, n, p: clients.consume_aiokafka(b, t, n, p, isolation_level="read_committed", timeout=5),
     "kafka-python": lambda b, t, n, p: clients.consume_kafka_python(
@@ -104,7 +106,7 @@ def test_read_committed_consumers_see_exactly_the_committed_records(broker, topi
             got = consume(broker.bootstrap, topic_name, len(committed), partition)
             assert [v for _, _, v, _ in got] == committed, (name, partition)
         # read_uncommitted sees the aborted records too (the markers are never records).
-        everything = clients.consume_confluent(broker.bootstrap, topic_name, 15, partition)
+        everything = clients.consume_confluent(broker.bootstrap, topic_name, 15, partition, **READ_UNCOMMITTED)
         assert [v for _, _, v, _ in everything] == values("c1", partition) + values("ab", partition) + committed[5:]
 
 
@@ -120,12 +122,9 @@ def test_list_offsets_and_fetch_stop_at_the_last_stable_offset(broker, topic_nam
     clients.produce_confluent(broker.bootstrap, topic_name, [(None, b"plain")])
 
     async def latest(isolation_level: int) -> int:
-        admin = Admin(broker.bootstrap)
-        try:
+        async with Admin(broker.bootstrap) as admin:
             tp = TopicPartition(topic_name, 0)
             return (await admin.list_offsets([tp], "latest", isolation_level))[tp].offset
-        finally:
-            await admin.close()
 
     # The open transaction starts at 0: read_committed ends there, read_uncommitted at the end.
     assert asyncio.run(latest(1)) == 0
@@ -133,7 +132,7 @@ def test_list_offsets_and_fetch_stop_at_the_last_stable_offset(broker, topic_nam
     assert clients.consume_kcat(broker.bootstrap, topic_name, 1, isolation_level="read_committed") == []
     producer.commit_transaction(30)
     wait_until(lambda: asyncio.run(latest(1)) == 5, message="the LSO passes the committed transaction")
-    got = clients.consume_confluent(broker.bootstrap, topic_name, 4, isolation_level="read_committed")
+    got = clients.consume_confluent(broker.bootstrap, topic_name, 4, **READ_COMMITTED)
     assert [v for _, _, v, _ in got] == values("open", 0, 3) + [b"plain"]
 
 
@@ -154,7 +153,7 @@ def test_zombie_producer_is_fenced_and_its_open_transaction_aborted(broker, topi
     with pytest.raises(KafkaException) as raised:
         zombie.commit_transaction(30)
     assert raised.value.args[0].fatal() or raised.value.args[0].txn_requires_abort()
-    got = clients.consume_confluent(broker.bootstrap, topic_name, 1, isolation_level="read_committed")
+    got = clients.consume_confluent(broker.bootstrap, topic_name, 1, **READ_COMMITTED)
     assert [v for _, _, v, _ in got] == [b"successor"]
 
 
@@ -170,9 +169,10 @@ def test_expired_transaction_is_aborted_by_the_coordinator(start_broker, topic_n
     producer.flush(30)
     clients.produce_confluent(broker.bootstrap, topic_name, [(None, b"after")])
     # Nothing is readable committed until the coordinator aborts the expired transaction.
-    got = clients.consume_confluent(broker.bootstrap, topic_name, 1, isolation_level="read_committed", timeout=30)
+    got = clients.consume_confluent(broker.bootstrap, topic_name, 1, timeout=30, **READ_COMMITTED)
     assert [v for _, _, v, _ in got] == [b"after"]
-    assert [v for _, _, v, _ in clients.consume_confluent(broker.bootstrap, topic_name, 2)] == [b"forgotten", b"after"]
+    got = clients.consume_confluent(broker.bootstrap, topic_name, 2, **READ_UNCOMMITTED)
+    assert [v for _, _, v, _ in got] == [b"forgotten", b"after"]
 
 
 def test_aborted_index_and_open_transactions_survive_a_restart(start_broker, topic_name):
@@ -194,11 +194,12 @@ def test_aborted_index_and_open_transactions_survive_a_restart(start_broker, top
     producer.flush(30)
     assert broker.stop() == 0
     broker.start()
-    for consume in (clients.consume_kcat, clients.consume_kafka_python):
-        got = consume(broker.bootstrap, topic_name, 2, isolation_level="read_committed")
-        assert [v for _, _, v, _ in got] == [b"committed"]
+    got = clients.consume_kcat(broker.bootstrap, topic_name, 2, isolation_level="read_committed")
+    assert [v for _, _, v, _ in got] == [b"committed"]
+    got = clients.consume_kafka_python(broker.bootstrap, topic_name, 2, timeout=3, isolation_level="read_committed")
+    assert [v for _, _, v, _ in got] == [b"committed"]
     producer.commit_transaction(30)
-    got = clients.consume_confluent(broker.bootstrap, topic_name, 2, isolation_level="read_committed")
+    got = clients.consume_confluent(broker.bootstrap, topic_name, 2, **READ_COMMITTED)
     assert [v for _, _, v, _ in got] == [b"committed", b"open"]
 
 
