@@ -51,7 +51,9 @@ from pybroker.server.apis import (
     produce,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
+    write_txn_markers,
 )
 
 _MODULES: list[ModuleType] = [
@@ -79,7 +81,9 @@ _MODULES: list[ModuleType] = [
     add_partitions_to_txn,
     add_offsets_to_txn,
     end_txn,
+    txn_offset_commit,
     delete_records,
+    write_txn_markers,
     delete_groups,
     offset_delete,
     describe_cluster,
