@@ -1,9 +1,11 @@
 """Typed stub of ``pybroker._native``, the Rust storage hot path (source: ``rust/src/``).
 
 Everything that touches record bytes lives here: CRC-32C, validation of produced record sets,
-building and reading the broker's own records (``build_batch`` / ``read_records``), log
-segments (``.log`` + sparse ``.index`` / ``.timeindex``) in Kafka's exact on-disk format, and the
-clients' Arrow-columnar record I/O (``encode_partitioned_batches`` / ``decode_record_batches``).
+building and reading the broker's own records (``build_batch`` / ``read_records`` /
+``read_record_batches``) and transaction markers (``build_control_batch``), log segments
+(``.log`` + sparse ``.index`` / ``.timeindex`` + the aborted-transaction ``.txnindex``) in
+Kafka's exact on-disk format, and the clients' Arrow-columnar record I/O
+(``encode_partitioned_batches`` / ``decode_record_batches``, read_committed included).
 Python never decodes a record; it makes one call per record set or per batch.
 
 Threading: every ``Segment`` method may be called from any thread. File I/O runs with the GIL
@@ -77,6 +79,13 @@ class RecordsInfo:
     def is_control(self) -> bool:
         """Attribute bit 5 of the first batch."""
     @property
+    def control_type(self) -> int:
+        """The first batch's end-transaction marker type (0 ABORT, 1 COMMIT); -1 unless it is a
+        control batch whose marker parses."""
+    @property
+    def coordinator_epoch(self) -> int:
+        """The first batch's marker coordinator epoch; -1 unless it is an end-transaction marker."""
+    @property
     def compression(self) -> int:
         """Codec id of the first batch: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
     @property
@@ -136,11 +145,22 @@ class ReplicatedRecordsInfo:
         leader-epoch cache entries appending the set creates (Kafka assigns each batch's epoch
         at its base offset)."""
     @property
-    def producer_batches(self) -> list[tuple[int, int, int, int, int, int, int]]:
+    def producer_batches(
+        self,
+    ) -> list[tuple[int, int, int, int, int, int, int, bool, int, int]]:
         """``(producer_id, producer_epoch, first_sequence, last_sequence, first_offset,
-        last_offset, max_timestamp)`` of every non-control batch with ``producerId >= 0``, in
-        log order (the arguments of ``ProducerStateManager.update``). ``last_sequence`` is
-        ``baseSequence + lastOffsetDelta``, wrapping past 2**31 - 1 to 0 like Kafka."""
+        last_offset, max_timestamp, is_transactional, control_type, coordinator_epoch)`` of
+        every batch with ``producerId >= 0``, control batches (transaction markers) included, in
+        log order: what the follower's producer state replays (Kafka's
+        ``ProducerAppendInfo.append``). ``last_sequence`` is ``baseSequence + lastOffsetDelta``,
+        wrapping past 2**31 - 1 to 0 like Kafka (a marker has ``baseSequence`` -1).
+
+        ``control_type`` and ``coordinator_epoch`` are as in ``BatchHeader``: -1 and -1 for a
+        data batch; for a control batch the type read from its first record's key (0 ABORT,
+        1 COMMIT, other values as read) and the end-transaction marker's coordinator epoch. A
+        control batch whose record does not parse (or that is empty) also reports -1, -1, so it
+        cannot be told from a data batch by these fields alone (Kafka would refuse such a marker).
+        """
 
 def validate_replicated_batches(records: Buffer, latest_epoch: int) -> ReplicatedRecordsInfo:
     """Walk a record set fetched from a partition leader once (a follower's append): every
@@ -168,19 +188,36 @@ def build_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    transactional: bool = False,
 ) -> bytes:
     """One uncompressed magic-2 record batch holding ``records``, ``(key, value)`` pairs where
     ``None`` is a null key or a null value (a tombstone); for the broker's own writes, such as
     the group coordinator's records in ``__consumer_offsets``.
 
     Header: ``baseOffset`` = ``base_offset``, ``partitionLeaderEpoch`` -1 (``Segment.append``
-    sets it), attributes 0 (CreateTime, not transactional, not control),
+    sets it), attributes 0 (CreateTime, not control; with ``transactional`` the transactional
+    bit 0x10 is set and nothing else changes),
     ``lastOffsetDelta`` = ``len(records) - 1``, ``baseTimestamp`` = ``maxTimestamp`` =
     ``timestamp``, the given producer fields, CRC-32C. Record ``i`` has attributes 0,
     ``timestampDelta`` 0, ``offsetDelta`` ``i`` and no headers. Keys and values may be any
     C-contiguous bytes-like object.
 
     Raises ``ValueError`` for an empty ``records`` (or a batch over 2 GiB).
+    """
+
+def build_control_batch(
+    producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool, timestamp: int
+) -> bytes:
+    """Kafka's end-transaction marker batch (``MemoryRecords.withEndTransactionMarker``): a COMMIT
+    marker when ``commit``, else an ABORT marker, of the producer's transaction.
+
+    Header: ``baseOffset`` 0, ``partitionLeaderEpoch`` -1 (``Segment.append`` assigns both),
+    magic 2, attributes transactional | control (0x30: CreateTime, uncompressed),
+    ``lastOffsetDelta`` 0, ``baseTimestamp`` = ``maxTimestamp`` = ``timestamp``, the producer id
+    and epoch, ``baseSequence`` -1, one record, CRC-32C. The record (attributes 0,
+    ``timestampDelta`` 0, ``offsetDelta`` 0, no headers) has Kafka's control record key
+    ``version int16 (0), type int16`` (``ControlRecordType``: 0 ABORT, 1 COMMIT) and the
+    ``EndTransactionMarker`` value ``version int16 (0), coordinatorEpoch int32``. 78 bytes.
     """
 
 def read_records(data: Buffer) -> list[tuple[int, int, bytes | None, bytes | None]]:
@@ -195,6 +232,19 @@ def read_records(data: Buffer) -> list[tuple[int, int, bytes | None, bytes | Non
 
     Every batch is checked first (lengths, magic, codec, CRC-32C), so a truncated or damaged
     buffer raises ``CorruptRecordError`` and returns nothing.
+    """
+
+def read_record_batches(
+    data: Buffer,
+) -> list[tuple[int, int, int, bool, int, list[tuple[int, int, bytes | None, bytes | None]]]]:
+    """Per batch of ``data`` (whole batches, as ``Segment.read`` returns them), in order:
+    ``(base_offset, producer_id, producer_epoch, is_transactional, control_type, records)``.
+    ``records`` are ``(offset, timestamp, key, value)`` exactly as ``read_records`` gives them,
+    and empty for a control batch, which is listed (unlike in ``read_records``) with its
+    ``control_type`` (0 ABORT, 1 COMMIT, other values as read, -1 if its record does not
+    parse); ``control_type`` is -1 for a data batch. For replaying transactional offset commits
+    (the group coordinator's loader). Same checks and errors as ``read_records``; empty
+    ``data`` gives ``[]``.
     """
 
 # --- Arrow-columnar record I/O (clients: the PySpark data source) ------------------------------
@@ -385,7 +435,11 @@ class DecodedRecords:
     def header_value_data(self) -> bytes | None: ...
 
 def decode_record_batches(
-    data: Buffer, start_offset: int, end_offset: int, include_headers: bool
+    data: Buffer,
+    start_offset: int,
+    end_offset: int,
+    include_headers: bool,
+    aborted_transactions: Sequence[tuple[int, int]] | None = None,
 ) -> DecodedRecords:
     """Decode a Fetch response's records for one partition into Arrow buffers: every record
     with ``start_offset <= offset < end_offset`` (``end_offset < 0``: no end) of every complete
@@ -395,9 +449,22 @@ def decode_record_batches(
     A trailing partial batch (normal at the end of a fetch) is ignored. Each complete batch is
     checked (batchLength, magic 2, codec, CRC-32C) and decompressed (gzip, snappy raw or xerial,
     lz4, zstd); control batches (transaction markers) are skipped but count for
-    ``next_offset``. Records of aborted transactions are not filtered out (read_uncommitted
-    semantics; the Fetch response's aborted-transaction list is not applied). Raises ``CorruptRecordError`` for a damaged complete batch or records that
-    do not parse (including a null header key), ``ValueError`` if a column would exceed 2 GiB.
+    ``next_offset``.
+
+    ``aborted_transactions`` ``None`` (the default) returns the records of every data batch
+    (read_uncommitted). A sequence of ``(producer_id, first_offset)`` pairs, the Fetch
+    response's ``AbortedTransactions`` (empty included), applies read_committed as Kafka's
+    consumer does (``CompletedFetch.nextFetchedRecord``): the aborted transactions are taken in
+    first-offset order; for every batch with ``producerId >= 0``, each aborted transaction whose
+    first offset is <= the batch's last offset adds its producer id to the aborted set; then a
+    control batch holding an ABORT marker removes its producer from the set, and a
+    transactional data batch whose producer is in the set is skipped (its offsets still count
+    for ``next_offset``). Non-transactional batches are never skipped.
+
+    Raises ``CorruptRecordError`` for a damaged complete batch or records that do not parse
+    (including a null header key), ``ValueError`` if a column would exceed 2 GiB or an entry of
+    ``aborted_transactions`` is not a pair, ``TypeError`` if ``aborted_transactions`` is not a
+    sequence or holds a non-integer.
     """
 
 @final
@@ -428,6 +495,17 @@ class BatchHeader:
     def is_transactional(self) -> bool: ...
     @property
     def is_control(self) -> bool: ...
+    @property
+    def control_type(self) -> int:
+        """-1 for a data batch; for a control batch the type read from its first record's key
+        (Kafka's ``ControlRecordType``: 0 ABORT, 1 COMMIT, other values as read), or -1 when
+        that record cannot be parsed (a key shorter than 4 bytes or with a negative version, an
+        empty or torn batch)."""
+    @property
+    def coordinator_epoch(self) -> int:
+        """The end-transaction marker's coordinator epoch (its value's int32 after the int16
+        version); -1 for a data batch, another control type, or a value that does not parse
+        (shorter than 6 bytes or a negative version)."""
 
 @final
 class LogRegion:
@@ -439,6 +517,10 @@ class LogRegion:
     @property
     def position(self) -> int:
         """Position of the first byte in the ``.log`` file."""
+    @property
+    def next_offset(self) -> int:
+        """``lastOffset + 1`` of the region's last batch (the region is whole batches): the
+        upper bound up to which a read_committed fetch collects aborted transactions."""
     def __len__(self) -> int: ...
     def send_to(self, fd: int, start: int) -> int:
         """Sends bytes ``[start, len)`` to the non-blocking socket ``fd`` with ``sendfile(2)``
@@ -448,7 +530,15 @@ class LogRegion:
     def __bytes__(self) -> bytes: ...
 
 class Segment:
-    """One log segment: ``<dir>/<base_offset:020>.log``, ``.index`` and ``.timeindex``.
+    """One log segment: ``<dir>/<base_offset:020>.log``, ``.index`` and ``.timeindex``, and the
+    ``.txnindex`` of the transactions aborted in it.
+
+    The ``.txnindex`` has Kafka's format (``TransactionIndex`` / ``AbortedTxn``): 34-byte
+    big-endian entries ``version int16 (0), producerId int64, firstOffset int64, lastOffset
+    int64, lastStableOffset int64``, in the order the ABORT markers were written. It is created
+    by the first ``append_aborted_txn`` (a segment without aborted transactions has no file),
+    opened and checked with the segment when it exists (see ``txn_index_damaged``), and written
+    without a descriptor held (opened per operation). The caller decides what goes in it.
 
     Opening creates missing files (new indexes are preallocated to ``max_index_size`` rounded
     down to whole entries and memory-mapped) or restores an existing segment: ``size`` from the
@@ -499,6 +589,40 @@ class Segment:
     @property
     def last_modified_ms(self) -> int:
         """The ``.log`` file's modification time, ms since the epoch."""
+    @property
+    def has_txn_index(self) -> bool:
+        """True when the ``.txnindex`` file exists (possibly empty, after truncation or
+        recovery)."""
+    @property
+    def txn_index_damaged(self) -> bool:
+        """True when opening found the ``.txnindex`` damaged: a length that is not a multiple of
+        34, an entry whose version is not 0, last offsets that do not strictly increase, or (as
+        Kafka's ``TransactionIndex.sanityCheck``) a last offset below ``base_offset``. A damaged
+        index is never served nor appended to (``collect_aborted_txns``, ``aborted_txns`` and
+        ``append_aborted_txn`` raise ``ValueError``); ``recover()`` empties it and clears the
+        flag (the caller then appends the aborted transactions it finds again). A truncation
+        that removes the damaged part also clears it."""
+    def append_aborted_txn(
+        self, producer_id: int, first_offset: int, last_offset: int, last_stable_offset: int
+    ) -> None:
+        """Append one aborted transaction to the ``.txnindex`` (creating the file; no fsync:
+        ``flush()`` syncs it). Raises ``ValueError`` unless ``last_offset`` is greater than the
+        previous entry's (Kafka: "The last offset of appended transactions must increase
+        sequentially"), or when the index is damaged; ``OSError`` on I/O failure (no partial
+        entry is left)."""
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> tuple[list[tuple[int, int, int, int]], bool]:
+        """Kafka's ``collectAbortedTxns``: every entry with ``lastOffset >= fetch_offset`` and
+        ``firstOffset < upper_bound_offset``, as ``(producer_id, first_offset, last_offset,
+        last_stable_offset)`` in file order, and ``is_complete``: True as soon as an entry's
+        ``lastStableOffset >= upper_bound_offset`` (the scan stops there, that entry included
+        if it qualified; later segments need not be searched), else False. ``([], False)``
+        without a ``.txnindex``. Raises ``ValueError`` on a damaged index."""
+    def aborted_txns(self) -> list[tuple[int, int, int, int]]:
+        """Every entry of the ``.txnindex`` as ``(producer_id, first_offset, last_offset,
+        last_stable_offset)``, in file order (``[]`` without one). Raises ``ValueError`` on a
+        damaged index."""
     def append(
         self,
         records: Buffer,
@@ -532,7 +656,8 @@ class Segment:
         self, offset: int, max_bytes: int, max_offset: int, min_one_batch: bool
     ) -> LogRegion | None:
         """The bytes ``read`` would return with the same arguments, as a region of the ``.log``
-        to send as it is: only batch headers are read. ``None`` when nothing qualifies."""
+        to send as it is, with the ``next_offset`` after its last batch: only batch headers are
+        read. ``None`` when nothing qualifies."""
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` and offset
         >= ``start_offset`` (time index → offset index → batch scan; compressed batches are
@@ -545,31 +670,40 @@ class Segment:
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset`` (a batch containing ``offset``
         goes entirely) and the index entries for offsets >= ``offset``; recompute
-        ``next_offset`` and the max timestamp. Returns the bytes removed."""
+        ``next_offset`` and the max timestamp. The ``.txnindex`` loses every entry whose last
+        offset is >= ``offset`` (Kafka's ``TransactionIndex.truncateTo``), whatever the log
+        holds. Returns the bytes removed."""
     def recover(self, max_message_bytes: int) -> int:
         """Rescan the whole ``.log`` validating every batch (lengths, magic, CRC, increasing
         offsets); rebuild both indexes with the interval rule; truncate at the first invalid or
         partial batch. A batch larger than ``max_message_bytes`` counts as invalid, so pass a
         bound no smaller than any batch the log may hold. Ends, like Kafka, with the indexes
-        trimmed and the final time-index entry written. Returns the bytes truncated."""
+        trimmed and the final time-index entry written. The ``.txnindex``, if any, is emptied
+        (the file stays) and ``txn_index_damaged`` cleared: as in Kafka, the caller rebuilds it
+        from the aborted transactions it finds replaying the batches. Returns the bytes
+        truncated."""
     def batches(self, start_position: int = 0) -> list[BatchHeader]:
         """Header information of every batch from ``start_position`` (a batch boundary) to the
-        end; stops quietly at a partial or malformed batch."""
+        end; stops quietly at a partial or malformed batch. The one record of a control batch is
+        read for ``control_type`` / ``coordinator_epoch``; nothing else past the headers."""
     def leader_epoch_starts(self, latest_epoch: int) -> list[tuple[int, int]]:
         """``(epoch, base offset)`` of each batch that starts a leader epoch above
         ``latest_epoch``, in log order (recovery feeds them to the leader-epoch cache)."""
     def flush(self) -> None:
-        """fsync the ``.log`` and both indexes (which also writes back the index mappings on
-        Linux). Releases the GIL; meant for a worker thread."""
+        """fsync the ``.log``, both indexes (which also writes back the index mappings on
+        Linux) and the ``.txnindex`` if it exists. Releases the GIL; meant for a worker
+        thread."""
     def on_become_inactive(self) -> None:
         """The segment stopped being the active one: append the final time-index entry
         ``(max_timestamp, offset_of_max_timestamp)`` and trim both index files to their valid
         entries. (Appending afterwards still works; the indexes grow back.)"""
     def close(self, sync: bool = True) -> None:
-        """``on_become_inactive()``, fsync all three files (unless ``sync`` is false: the caller
-        makes them durable, e.g. one syncfs for many), close them. Idempotent."""
+        """``on_become_inactive()``, fsync the files (the ``.txnindex`` if it exists; unless
+        ``sync`` is false: the caller makes them durable, e.g. one syncfs for many), close
+        them. Idempotent."""
     def delete(self) -> None:
-        """Close (no trim, no fsync) and remove the three files."""
+        """Close (no trim, no fsync) and remove the files (``.log``, ``.index``, ``.timeindex``,
+        and ``.txnindex`` if it exists)."""
     def rename_suffix(self, suffix: str) -> None:
         """Close (final time entry, trim) and rename each file to ``<name><suffix>``, e.g.
-        ``".deleted"``. The object stays closed."""
+        ``".deleted"``; the ``.txnindex`` only if it exists. The object stays closed."""

@@ -76,15 +76,21 @@ class ClusterError(Exception):
 def cluster_defaults(brokers: int) -> dict[str, str]:
     """The broker properties a local cluster of ``brokers`` brokers sets besides the managed ones.
 
-    The internal topic ``__consumer_offsets`` gets Kafka's built-in replication factor 3 when
-    there are three brokers or more, and the broker count below that (Kafka's shipped
-    server.properties sets 1, which only suits a single broker). Everything else keeps the
+    The internal topics ``__consumer_offsets`` and ``__transaction_state`` get Kafka's built-in
+    replication factor 3 when there are three brokers or more, and the broker count below that
+    (Kafka's shipped server.properties sets 1, which only suits a single broker); likewise
+    ``__transaction_state``'s min.insync.replicas, Kafka's built-in 2 (at most the broker
+    count). Everything else keeps the
     broker's defaults, which already are the shipped file's values (``num.partitions=1``,
     ``log.retention.hours=168``, ``group.initial.rebalance.delay.ms=0``, …): in particular
     ``default.replication.factor`` stays 1, Kafka's default, so topics get the replication
     factor their creator asks for.
     """
-    return {"offsets.topic.replication.factor": str(min(3, brokers))}
+    return {
+        "offsets.topic.replication.factor": str(min(3, brokers)),
+        "transaction.state.log.replication.factor": str(min(3, brokers)),
+        "transaction.state.log.min.isr": str(min(2, brokers)),
+    }
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:

@@ -29,7 +29,15 @@ from enum import Enum
 from pybroker import _native
 from pybroker.log.config import LogConfig
 from pybroker.log.leader_epoch import LeaderEpochCache
-from pybroker.log.producer_state import ProducerStateManager, last_sequence
+from pybroker.log.producer_snapshot import (
+    CorruptSnapshotError,
+    delete_snapshots,
+    read_snapshot,
+    snapshot_file_name,
+    snapshot_offsets,
+    write_snapshot,
+)
+from pybroker.log.producer_state import CompletedTxn, ProducerStateManager, last_sequence
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -38,6 +46,10 @@ LOG_SUFFIX = ".log"
 DELETED_SUFFIX = ".deleted"
 INT32_MAX = 2**31 - 1
 PARTITION_METADATA = "partition.metadata"
+TXN_INDEX_SUFFIX = ".txnindex"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, ".index", ".timeindex", TXN_INDEX_SUFFIX)
+CONTROL_TYPE_ABORT = 0
+CONTROL_TYPE_COMMIT = 1
 
 
 class OffsetOutOfRangeError(Exception):
@@ -146,9 +158,10 @@ class Log:
         self.recovery_point = recovery_point
         self.leader_epoch_cache = LeaderEpochCache(directory)
         self.producer_state = ProducerStateManager()
+        self._snapshot_offsets: list[int] = []
         self.unflushed_messages = 0
         self.last_flush_ms = time.monotonic() * 1000
-        self._load(had_clean_shutdown, log_start_offset, segment_bases)
+        recovered_from = self._load(had_clean_shutdown, log_start_offset, segment_bases)
         if log_start_offset > self.log_end_offset:
             # Kafka's LogLoader: a checkpointed start beyond the end means every record is gone.
             log.warning("%s: log start offset %d is past the log end offset %d; starting empty at %d",
@@ -159,7 +172,8 @@ class Log:
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         # Written by the log manager once registered (it sees the cache dirty), off the loop.
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset, flush=False)
-        self._rebuild_producer_state()
+        self._snapshot_offsets = snapshot_offsets(directory)
+        self._load_producer_state(recovered_from, had_clean_shutdown)
 
     # --- loading and recovery ----------------------------------------------------------------
 
@@ -171,20 +185,31 @@ class Log:
             max_index_size=self.config.segment_index_bytes,
         )
 
-    def _load(self, had_clean_shutdown: bool, log_start_offset: int, bases: list[int] | None) -> None:
+    def _load(self, had_clean_shutdown: bool, log_start_offset: int, bases: list[int] | None) -> int | None:
+        """Open the segments; after an unclean stop, recover those past the recovery point (and
+        any whose aborted-transaction index is damaged). Returns the base offset of the first
+        recovered segment (their transaction indexes are rebuilt while producer state loads),
+        None when none was."""
         if bases is None:
             bases = segment_base_offsets(self.dir)
         for base in bases:
             self._add_segment(self._open_segment(base))
         if not self.segments:
             self._add_segment(self._open_segment(max(log_start_offset, 0)))
-            return
-        if not had_clean_shutdown:
-            self._recover()
+            return None
+        start = None if had_clean_shutdown else max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
+        damaged = next((i for i, segment in enumerate(self.segments) if segment.txn_index_damaged), None)
+        if damaged is not None:
+            log.warning("%s: the aborted-transaction index of segment %d is damaged; recovering from there",
+                        self.topic_partition, self.segments[damaged].base_offset)
+            start = damaged if start is None else min(start, damaged)
+        if start is None:
+            return None
+        self._recover(start)
+        return self.segments[start].base_offset if start < len(self.segments) else None
 
-    def _recover(self) -> None:
-        """After an unclean stop: rescan every segment from the recovery point on."""
-        start = max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
+    def _recover(self, start: int) -> None:
+        """After an unclean stop: rescan every segment from index ``start`` on."""
         for index in range(start, len(self.segments)):
             segment = self.segments[index]
             truncated = segment.recover(self.config.max_message_bytes)
@@ -207,16 +232,97 @@ class Log:
                 cache.assign(epoch, base_offset, flush=False)
         self.recovery_point = self.log_end_offset
 
-    def _rebuild_producer_state(self) -> None:
+    def _load_producer_state(self, recovered_from: int | None, had_clean_shutdown: bool) -> None:
+        """Kafka's ``rebuildProducerState``: start from the newest readable snapshot at or below the
+        log end offset (and at or below ``recovered_from``, the first recovered segment, whose
+        aborted-transaction index the replay rebuilds) and replay the batch headers after it.
+
+        Snapshots past the log end offset (truncated data) or at or below the log start offset
+        go, as in Kafka. A log that has none after a clean stop (written before snapshots
+        existed) replays its last two segments; after an unclean stop, the whole log."""
+        end = self.log_end_offset
+        stale = [o for o in self._snapshot_offsets if o > end or o <= self.log_start_offset]
+        if stale:
+            delete_snapshots(self.dir, stale)
+            self._snapshot_offsets = [o for o in self._snapshot_offsets if o not in stale]
+        limit = end if recovered_from is None else min(end, recovered_from)
         self.producer_state.truncate_and_reload()
-        for header in self.active_segment.batches():
-            if header.producer_id >= 0 and not header.is_control:
-                count = header.last_offset - header.base_offset
-                self.producer_state.update(
-                    header.producer_id, header.producer_epoch, header.base_sequence,
-                    last_sequence(header.base_sequence, count),
-                    header.base_offset, header.last_offset, header.max_timestamp,
+        start = None
+        for offset in reversed([o for o in self._snapshot_offsets if o <= limit]):
+            try:
+                producers = read_snapshot(self.dir, offset)
+            except (OSError, CorruptSnapshotError) as e:
+                log.warning("%s: ignoring producer snapshot %s: %s", self.topic_partition,
+                            snapshot_file_name(offset), e)
+                delete_snapshots(self.dir, [offset])
+                self._snapshot_offsets.remove(offset)
+                continue
+            for producer_id, entry in producers.items():
+                self.producer_state.load_entry(producer_id, entry)
+            start = offset
+            break
+        if start is None:
+            if had_clean_shutdown and recovered_from is None and len(self.segments) > 1:
+                start = self.segments[-2].base_offset
+            else:
+                start = self.log_start_offset
+        self._replay_producer_state(max(start, self.log_start_offset), recovered_from)
+
+    def _replay_producer_state(self, start: int, recovered_from: int | None) -> None:
+        """Apply the headers of every batch from ``start`` to the log end offset to the producer
+        state (one native header walk per segment); aborted transactions whose marker lies in a
+        recovered segment (at or above ``recovered_from``) go back into its index."""
+        first = max(bisect.bisect_right(self._base_offsets, start) - 1, 0)
+        for segment in self.segments[first:]:
+            rebuild_index = recovered_from is not None and segment.base_offset >= recovered_from
+            for header in segment.batches():
+                if header.last_offset < start or header.producer_id < 0:
+                    continue
+                if header.is_control:
+                    self._apply_marker(header.producer_id, header.producer_epoch, header.coordinator_epoch,
+                                       header.base_offset, header.control_type, header.max_timestamp,
+                                       segment if rebuild_index else None)
+                else:
+                    self.producer_state.update(
+                        header.producer_id, header.producer_epoch, header.base_sequence,
+                        last_sequence(header.base_sequence, header.last_offset - header.base_offset),
+                        header.base_offset, header.last_offset, header.max_timestamp, header.is_transactional,
+                    )
+
+    def _apply_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, offset: int, control_type: int,
+        timestamp: int, segment: _native.Segment | None,
+    ) -> CompletedTxn | None:
+        """A commit or abort marker at ``offset`` closes the producer's transaction; an aborted
+        one goes into ``segment``'s aborted-transaction index (None: it is there already), with
+        the LSO it leaves (Kafka's ``updateTxnIndex`` then ``completeTxn``)."""
+        if control_type not in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):
+            return None
+        completed = self.producer_state.update_marker(
+            producer_id, producer_epoch, coordinator_epoch, offset, control_type == CONTROL_TYPE_COMMIT, timestamp
+        )
+        if completed is not None:
+            if completed.is_aborted and segment is not None:
+                segment.append_aborted_txn(
+                    producer_id, completed.first_offset, completed.last_offset,
+                    self.producer_state.last_stable_offset(completed),
                 )
+            self.producer_state.complete(completed)
+        return completed
+
+    def _take_producer_snapshot(self, offset: int) -> None:
+        """Write the producer state as of ``offset`` (Kafka's ``takeSnapshot``), unless there is
+        one there already."""
+        if self._snapshot_offsets and self._snapshot_offsets[-1] >= offset:
+            return
+        write_snapshot(self.dir, offset, self.producer_state.producers)
+        self._snapshot_offsets.append(offset)
+
+    def _delete_snapshots(self, keep: Callable[[int], bool]) -> None:
+        gone = [offset for offset in self._snapshot_offsets if not keep(offset)]
+        if gone:
+            delete_snapshots(self.dir, gone)
+            self._snapshot_offsets = [offset for offset in self._snapshot_offsets if keep(offset)]
 
     def _add_segment(self, segment: _native.Segment) -> None:
         self.segments.append(segment)
@@ -240,7 +346,34 @@ class Log:
         """Set the high watermark to ``offset`` clamped to [log start offset, log end offset]
         (Kafka's ``updateHighWatermark``); it may go down. Returns the new value."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         return self.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO (KIP-98): the first offset of the earliest transaction that is open or whose
+        marker is not yet below the high watermark, never below the log start offset; the high
+        watermark when there is none or it is above it. read_committed consumers read below it."""
+        first_unstable = self.producer_state.first_unstable_offset
+        if first_unstable is None or first_unstable >= self.high_watermark:
+            return self.high_watermark
+        return max(first_unstable, self.log_start_offset)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """``(producer id, first offset)`` of every aborted transaction that overlaps
+        [``start_offset``, ``upper_bound_offset``): what a read_committed fetch of that range
+        returns beside its records (Kafka's ``collectAbortedTransactions``: each segment's index
+        from the one holding ``start_offset`` on, until an entry's LSO reaches the bound)."""
+        aborted: list[tuple[int, int]] = []
+        index = max(bisect.bisect_right(self._base_offsets, start_offset) - 1, 0)
+        for segment in self.segments[index:]:
+            if not segment.has_txn_index:
+                continue
+            entries, complete = segment.collect_aborted_txns(start_offset, upper_bound_offset)
+            aborted.extend((producer_id, first_offset) for producer_id, first_offset, _, _ in entries)
+            if complete:
+                break
+        return aborted
 
     def maybe_update_high_watermark(self, leader_high_watermark: int) -> int | None:
         """A follower's high watermark after a fetch: the leader's, clamped as
@@ -263,6 +396,7 @@ class Log:
             return False
         self.log_start_offset = new_offset
         self.recovery_point = max(self.recovery_point, new_offset)
+        self.producer_state.on_log_start_offset_incremented(new_offset)
         if self.on_leader_epochs_changed is None:
             self.leader_epoch_cache.truncate_from_start(new_offset)
         elif self.leader_epoch_cache.truncate_from_start(new_offset, flush=False):
@@ -293,19 +427,28 @@ class Log:
             raise InvalidRecordError(
                 "Produce requests with version 3+ are only allowed to contain exactly one record batch"
             )
-        if info.is_control:
-            raise InvalidRecordError("Clients are not allowed to write control records")
         producer_id = info.producer_id
-        if producer_id >= 0:
+        if info.is_control:
+            if origin is not AppendOrigin.COORDINATOR:
+                raise InvalidRecordError("Clients are not allowed to write control records")
+            self.producer_state.check_marker(producer_id, info.producer_epoch, info.coordinator_epoch)
+        elif producer_id >= 0:
             first_seq = info.base_sequence
             last_seq = last_sequence(first_seq, info.last_offset_delta)
-            duplicate = self.producer_state.find_duplicate(producer_id, info.producer_epoch, first_seq, last_seq)
+            client = origin is AppendOrigin.CLIENT
+            duplicate = (
+                self.producer_state.find_duplicate(producer_id, info.producer_epoch, first_seq, last_seq)
+                if client else None
+            )
             if duplicate is not None:
                 return LogAppendInfo(
                     duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
                     duplicate.last_offset, -1, info.record_count, duplicate=True,
                 )
-            self.producer_state.check(producer_id, info.producer_epoch, first_seq)
+            self.producer_state.check(
+                producer_id, info.producer_epoch, first_seq,
+                is_transactional=info.is_transactional, check_sequence=client,
+            )
         self._maybe_roll(info.size, info.max_timestamp, self.log_end_offset + info.record_count - 1, now_ms)
         first_offset = self.log_end_offset
         log_append_time = now_ms if self.config.log_append_time else -1
@@ -314,11 +457,14 @@ class Log:
         )
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.assign_leader_epoch(leader_epoch, first_offset)
-        if producer_id >= 0:
+        if info.is_control:
+            self._apply_marker(producer_id, info.producer_epoch, info.coordinator_epoch, first_offset,
+                               info.control_type, max_timestamp, self.active_segment)
+        elif producer_id >= 0:
             self.producer_state.update(
                 producer_id, info.producer_epoch, info.base_sequence,
                 last_sequence(info.base_sequence, info.last_offset_delta),
-                first_offset, last_offset, max_timestamp,
+                first_offset, last_offset, max_timestamp, info.is_transactional,
             )
         self.unflushed_messages += info.record_count
         return LogAppendInfo(
@@ -369,8 +515,14 @@ class Log:
         for epoch, start_offset in info.epoch_starts:
             self.assign_leader_epoch(epoch, start_offset)
         self.unflushed_messages += info.record_count
-        for producer_batch in info.producer_batches:
-            self.producer_state.update(*producer_batch)
+        segment = self.active_segment
+        for (producer_id, epoch, first_seq, last_seq, first, last, timestamp, transactional, control_type,
+             coordinator_epoch) in info.producer_batches:
+            if control_type >= 0:
+                self._apply_marker(producer_id, epoch, coordinator_epoch, first, control_type, timestamp, segment)
+            else:
+                self.producer_state.update(producer_id, epoch, first_seq, last_seq, first, last, timestamp,
+                                           transactional)
         return LogAppendInfo(
             info.first_offset, last_offset, max_timestamp, offset_of_max, -1, info.record_count,
             last_leader_epoch=info.last_leader_epoch,
@@ -420,6 +572,7 @@ class Log:
         old.on_become_inactive()
         segment = self._open_segment(new_base)
         self._add_segment(segment)
+        self._take_producer_snapshot(new_base)
         log.info("%s: rolled new log segment at offset %d", self.topic_partition, new_base)
         if self.on_roll is not None:
             self.on_roll(self)
@@ -528,7 +681,8 @@ class Log:
         self.high_watermark = min(self.high_watermark, end_offset)
         self.log_start_offset = min(self.log_start_offset, end_offset)
         self._truncate_epochs_from_end(end_offset)
-        self._rebuild_producer_state()
+        self._delete_snapshots(lambda offset: offset <= end_offset)
+        self._load_producer_state(None, had_clean_shutdown=False)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -543,6 +697,7 @@ class Log:
         self._add_segment(self._open_segment(offset))
         self.log_start_offset = self.recovery_point = self.high_watermark = offset
         self._truncate_epochs_from_end(-1)
+        self._delete_snapshots(lambda _offset: False)
         self.producer_state.truncate_and_reload()
 
     def _truncate_epochs_from_end(self, end_offset: int) -> None:
@@ -682,10 +837,7 @@ class Log:
         del self._base_offsets[:count]
         renamed: list[str] = []
         for segment in deletable:
-            files = [
-                os.path.join(self.dir, segment_file_name(segment.base_offset, suffix))
-                for suffix in (LOG_SUFFIX, ".index", ".timeindex")
-            ]
+            files = self._segment_files(segment)
             try:
                 segment.rename_suffix(DELETED_SUFFIX)
             except (OSError, ValueError):
@@ -693,6 +845,8 @@ class Log:
                 continue
             renamed.extend(path + DELETED_SUFFIX for path in files)
         self.maybe_increment_log_start_offset(self.segments[0].base_offset, "SegmentDeletion")
+        first_base = self.segments[0].base_offset
+        self._delete_snapshots(lambda offset: offset >= first_base)
         if renamed and self.on_segments_deleted is not None:
             self.on_segments_deleted(self, renamed)
         return count
@@ -700,25 +854,40 @@ class Log:
     # --- durability ----------------------------------------------------------------------------
 
     def segment_paths_to_flush(self, up_to_offset: int) -> list[str]:
-        """Files holding data between the recovery point and ``up_to_offset``."""
+        """Files holding data between the recovery point and ``up_to_offset``: segment files and
+        the producer snapshots taken in that range."""
         paths = []
         for index, segment in enumerate(self.segments):
             end = self._base_offsets[index + 1] if index + 1 < len(self.segments) else self.log_end_offset
             if end > self.recovery_point and segment.base_offset < up_to_offset:
                 paths.extend(self._segment_files(segment))
+        paths.extend(self._snapshot_path(offset) for offset in self._snapshot_offsets
+                     if self.recovery_point < offset <= up_to_offset)
         return paths
 
     def segment_paths(self) -> list[str]:
-        """The three files of every segment."""
-        return [path for segment in self.segments for path in self._segment_files(segment)]
+        """The files of every segment, and the producer snapshots."""
+        paths = [path for segment in self.segments for path in self._segment_files(segment)]
+        return paths + [self._snapshot_path(offset) for offset in self._snapshot_offsets]
 
     def _segment_files(self, segment: _native.Segment) -> list[str]:
+        """The segment's files: ``.log``, ``.index``, ``.timeindex`` and, when it has one,
+        ``.txnindex`` (also for a closed segment)."""
         base = os.path.join(self.dir, segment_file_name(segment.base_offset, ""))
-        return [base + suffix for suffix in (LOG_SUFFIX, ".index", ".timeindex")]
+        txn_index = os.path.exists(base + TXN_INDEX_SUFFIX) if segment.closed else segment.has_txn_index
+        return [base + suffix for suffix in (SEGMENT_SUFFIXES if txn_index else SEGMENT_SUFFIXES[:3])]
+
+    def _snapshot_path(self, offset: int) -> str:
+        return os.path.join(self.dir, snapshot_file_name(offset))
 
     def close(self, sync: bool = True) -> None:
-        """Close every segment (final time-index entry, trimmed indexes), fsynced unless ``sync``
-        is false; the log is unusable afterwards."""
+        """Take a producer snapshot at the log end offset, then close every segment (final
+        time-index entry, trimmed indexes), fsynced unless ``sync`` is false; the log is
+        unusable afterwards."""
+        try:
+            self._take_producer_snapshot(self.log_end_offset)
+        except OSError as e:
+            log.warning("%s: could not write the producer snapshot: %s", self.topic_partition, e)
         for segment in self.segments:
             segment.close(sync)
 
@@ -757,7 +926,8 @@ def describe_segment(segment: _native.Segment) -> str:
 
 def delete_files(paths: list[str]) -> None:
     """Remove files renamed ``.deleted`` (from a worker thread); missing ones are fine."""
-    names = {LOG_SUFFIX: "log", ".index": "offset index", ".timeindex": "time index"}
+    names = {LOG_SUFFIX: "log", ".index": "offset index", ".timeindex": "time index",
+             TXN_INDEX_SUFFIX: "transaction index"}
     for path in paths:
         try:
             os.remove(path)

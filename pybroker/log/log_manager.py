@@ -516,8 +516,8 @@ def close_logs(logs: list[Log]) -> None:
     shutdown: nothing else uses the logs any more."""
     paths: list[str] = []
     for partition_log in logs:
-        paths.extend(partition_log.segment_paths())
         partition_log.close(sync=False)
+        paths.extend(partition_log.segment_paths())
     fsync_paths(paths)
 
 

@@ -23,6 +23,7 @@ class Operation(enum.Enum):
     DESCRIBE = "DESCRIBE"
     DESCRIBE_CONFIGS = "DESCRIBE_CONFIGS"
     ALTER_CONFIGS = "ALTER_CONFIGS"
+    CLUSTER_ACTION = "CLUSTER_ACTION"
 
 
 class ResourceType(enum.Enum):

@@ -1,9 +1,10 @@
 """The broker process: builds every component from the configuration, runs, and shuts down.
 
 Owns the wiring and the start-up order: cluster id → the metadata store → log manager
-load/recovery → group coordinator → registration of this broker → the controller (which, once
+load/recovery → group and transaction coordinators → registration of this broker → the controller (which, once
 elected, sends this broker its LeaderAndIsr and UpdateMetadata: partitions are hosted then, and
-the groups of the ``__consumer_offsets`` partitions it leads are loaded) → listeners →
+the groups of the ``__consumer_offsets`` partitions it leads are loaded, and the transactions
+of the ``__transaction_state`` partitions) → listeners →
 background tasks; and the clean shutdown sequence (stop accepting, stop the controller, answer
 what is waiting, flush and checkpoint every log, mark the shutdown clean).
 
@@ -46,6 +47,10 @@ from pybroker.server.group.coordinator import GroupConfig, GroupCoordinator
 from pybroker.server.group.metadata_manager import GroupMetadataManager
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.replica_manager import ReplicaManager
+from pybroker.server.transaction.coordinator import TransactionCoordinator
+from pybroker.server.transaction.marker_channel import TransactionMarkerChannelManager
+from pybroker.server.transaction.marker_sender import NetworkMarkerSender
+from pybroker.server.transaction.state_manager import TransactionConfig, TransactionStateManager
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -135,8 +140,10 @@ class Broker:
             scheduler=self.scheduler,
             time=self.time,
         )
+        self.transaction_coordinator = self._transaction_coordinator(config)
         self.broker_control = BrokerControl(
-            self.replica_manager, self.metadata_cache, self.group_coordinator, lambda: self.broker_epoch
+            self.replica_manager, self.metadata_cache, self.group_coordinator, lambda: self.broker_epoch,
+            transaction_coordinator=self.transaction_coordinator,
         )
         self.admin_manager = AdminManager(self.node_id, config, self.store, self.metadata_cache)
         self.controller = Controller(
@@ -161,6 +168,34 @@ class Broker:
 
     def log_config(self, topic: str) -> LogConfig:
         return self.config.log_config(self.store.topic_configs(topic))
+
+    def _transaction_coordinator(self, config: BrokerConfig) -> TransactionCoordinator:
+        """The transaction coordinator, its state manager and its marker channel."""
+        txn_config = TransactionConfig(
+            transactional_id_expiration_ms=config.get("transactional.id.expiration.ms"),
+            transaction_max_timeout_ms=config.get("transaction.max.timeout.ms"),
+            transaction_log_num_partitions=config.get("transaction.state.log.num.partitions"),
+            transaction_log_replication_factor=config.get("transaction.state.log.replication.factor"),
+            transaction_log_segment_bytes=config.get("transaction.state.log.segment.bytes"),
+            transaction_log_load_buffer_size=config.get("transaction.state.log.load.buffer.size"),
+            transaction_log_min_insync_replicas=config.get("transaction.state.log.min.isr"),
+            abort_timed_out_transactions_interval_ms=config.get(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+            remove_expired_transactional_ids_interval_ms=config.get(
+                "transaction.remove.expired.transaction.cleanup.interval.ms"),
+            request_timeout_ms=config.get("request.timeout.ms"),
+        )
+        manager = TransactionStateManager(
+            self.node_id, self.replica_manager, self._create_internal_topic, txn_config, self.scheduler, self.time
+        )
+        channel = TransactionMarkerChannelManager(
+            self.node_id, self.metadata_cache, manager,
+            NetworkMarkerSender(self.node_id, txn_config.request_timeout_ms), self.scheduler,
+        )
+        return TransactionCoordinator(
+            self.node_id, txn_config, manager, channel, lambda: self.admin_manager.allocate_producer_id(),
+            self.scheduler, self.time,
+        )
 
     async def _create_internal_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: dict[str, str | None]
@@ -298,6 +333,7 @@ class Broker:
         try:
             self.log_manager.load()
             self.group_coordinator.startup()
+            self.transaction_coordinator.startup()
             await self.socket_server.start(start_serving=False)
             self.broker_epoch = await self._register()
         except BaseException:
@@ -344,6 +380,7 @@ class Broker:
         await self.controller.shutdown()
         await self._network_log_offsets.close()
         await self.group_coordinator.shutdown()
+        await self.transaction_coordinator.shutdown()
         await self.replica_manager.shutdown()
         if self.alter_partition_manager is not None:
             await self.alter_partition_manager.shutdown()

@@ -5,7 +5,8 @@ Owns Kafka's ``KafkaApis.handleLeaderAndIsrRequest`` / ``handleUpdateMetadataReq
 incarnation of this broker answers STALE_BROKER_EPOCH; one from a controller older than the
 newest seen, STALE_CONTROLLER_EPOCH), then the replica manager and the metadata cache, then the
 consequences for the group coordinator (it follows the leadership of ``__consumer_offsets``
-partitions; the offsets of deleted partitions go). The wire handlers and the in-process channel
+partitions; the offsets of deleted partitions go) and the transaction coordinator (it follows the
+leadership of ``__transaction_state`` partitions). The wire handlers and the in-process channel
 of a single broker both end here. Runs on the event loop.
 """
 
@@ -25,6 +26,7 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.server.group.coordinator import GroupCoordinator
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.replica_manager import ReplicaManager
+from pybroker.server.transaction.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +39,12 @@ class BrokerControl:
     def __init__(
         self, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
         group_coordinator: GroupCoordinator, broker_epoch: Callable[[], int],
+        transaction_coordinator: TransactionCoordinator | None = None,
     ) -> None:
         self.replica_manager = replica_manager
         self.metadata_cache = metadata_cache
         self.group_coordinator = group_coordinator
+        self.transaction_coordinator = transaction_coordinator
         self._broker_epoch = broker_epoch
 
     async def handle(self, request: ControlRequest) -> ControlResponse:
@@ -59,6 +63,12 @@ class BrokerControl:
                 [(p.topic_partition, p.leader_epoch) for p in outcome.leaders],
                 [(p.topic_partition, p.leader_epoch) for p in outcome.followers],
             )
+            # --- transactions: the coordinator follows __transaction_state's leadership ---
+            if self.transaction_coordinator is not None:
+                self.transaction_coordinator.on_leadership_change(
+                    [(p.topic_partition, p.leader_epoch) for p in outcome.leaders],
+                    [(p.topic_partition, p.leader_epoch) for p in outcome.followers],
+                )
         return ControlResponse(outcome.error, outcome.partition_errors)
 
     def update_metadata(self, request: UpdateMetadata) -> ControlResponse:
@@ -78,6 +88,12 @@ class BrokerControl:
                 (s.topic_partition, s.leader_epoch if s.leader_epoch >= 0 else None)
                 for s in request.partitions if s.topic_partition not in response.partition_errors
             ])
+            # --- transactions: the coordinator follows __transaction_state's leadership ---
+            if self.transaction_coordinator is not None:
+                self.transaction_coordinator.on_leadership_change([], [
+                    (s.topic_partition, s.leader_epoch if s.leader_epoch >= 0 else None)
+                    for s in request.partitions if s.topic_partition not in response.partition_errors
+                ])
         return response
 
 

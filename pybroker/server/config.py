@@ -112,6 +112,27 @@ _BROKER_DEFS = [
     ConfigDef("fetch.purgatory.purge.interval.requests", "INT", 1000, "Fetch purgatory purge interval."),
     ConfigDef("producer.purgatory.purge.interval.requests", "INT", 1000, "Produce purgatory purge interval."),
     ConfigDef("transactional.id.expiration.ms", "INT", 604800000, "Producer id expiration."),
+    # --- transaction coordinator (Kafka's names and defaults) ---
+    ConfigDef("transaction.state.log.num.partitions", "INT", 50, "Partitions of __transaction_state.", minimum=1),
+    # Kafka's built-in defaults are 3 and 2, which a single broker can never satisfy (FindCoordinator
+    # for a transactional id would answer COORDINATOR_NOT_AVAILABLE forever); 1 and 1 are what
+    # Kafka's shipped server.properties sets. `pybroker cluster` sets min(3, brokers) and min(2, brokers).
+    ConfigDef("transaction.state.log.replication.factor", "SHORT", 1, "Replication of __transaction_state.",
+              minimum=1),
+    ConfigDef("transaction.state.log.min.isr", "INT", 1, "min.insync.replicas of __transaction_state.", minimum=1),
+    ConfigDef("transaction.state.log.segment.bytes", "INT", 104857600, "Segment size of __transaction_state.",
+              minimum=1),
+    ConfigDef("transaction.state.log.load.buffer.size", "INT", 5242880,
+              "How much of __transaction_state one read takes when a partition is loaded.", minimum=1),
+    ConfigDef("transaction.max.timeout.ms", "INT", 900000, "Largest transaction timeout a producer may ask for.",
+              minimum=1),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "INT", 10000,
+              "How often transactions open longer than their timeout are looked for and aborted.", minimum=1),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "INT", 3600000,
+              "How often expired transactional ids are looked for and removed.", minimum=1),
+    ConfigDef("request.timeout.ms", "INT", 30000,
+              "How long the broker's own requests to other brokers (transaction markers) wait for an answer.",
+              minimum=0),
     ConfigDef("producer.id.expiration.ms", "INT", 86400000, "Idle producer state expiration."),
 ]
 

@@ -34,7 +34,12 @@ from pybroker.controller.requests import (
 )
 from pybroker.log.log import AppendOrigin, InvalidRecordError, Log, OffsetOutOfRangeError
 from pybroker.log.log_manager import LogManager
-from pybroker.log.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError
+from pybroker.log.producer_state import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from pybroker.protocol.errors import ErrorCode
 from pybroker.replication.fetcher import (
     FetcherConfig,
@@ -66,6 +71,8 @@ _APPEND_ERRORS: dict[type[BaseException], ErrorCode] = {
     InvalidRecordError: ErrorCode.INVALID_RECORD,
     OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
     InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
+    InvalidTxnStateError: ErrorCode.INVALID_TXN_STATE,
+    TransactionCoordinatorFencedError: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
     NotEnoughReplicasError: ErrorCode.NOT_ENOUGH_REPLICAS,
     NotLeaderError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
 }
@@ -122,6 +129,8 @@ class FetchPartitionResult:
     records: _native.LogRegion | bytes = b""
     # (epoch, end offset) answered to a follower whose log diverged (no records then).
     diverging_epoch: tuple[int, int] | None = None
+    # read_committed: (producer id, first offset) of the aborted transactions in the records.
+    aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
 
 
 class DelayedProduce(DelayedOperation):
@@ -609,11 +618,13 @@ class ReplicaManager:
     # --- fetch ---------------------------------------------------------------------------------
 
     def read_from_local_log(
-        self, replica_id: int, requests: list[FetchPartitionRequest], max_bytes: int
+        self, replica_id: int, requests: list[FetchPartitionRequest], max_bytes: int, read_committed: bool = False,
     ) -> tuple[dict[TopicPartition, FetchPartitionResult], int, bool]:
         """Read every requested partition; returns (results, bytes read, whether any failed or
         diverged). A follower (``replica_id >= 0``) reads to the log end offset, after its
-        leader-epoch fencing and divergence check; nothing is recorded of its fetch here."""
+        leader-epoch fencing and divergence check; nothing is recorded of its fetch here. A
+        consumer reads to the high watermark, or with ``read_committed`` to the last stable
+        offset, and then also gets the aborted transactions of what it read."""
         results: dict[TopicPartition, FetchPartitionResult] = {}
         remaining = max_bytes
         total = 0
@@ -635,6 +646,7 @@ class ReplicaManager:
                         f"Replica {replica_id} is not a replica of {tp}"
                     )
                 hw = partition_log.high_watermark
+                lso = partition_log.last_stable_offset
                 if follower and request.last_fetched_epoch >= 0:
                     diverging = diverging_epoch(
                         partition_log.leader_epoch_cache, partition_log.log_start_offset,
@@ -642,17 +654,21 @@ class ReplicaManager:
                     )
                     if diverging is not None:
                         results[tp] = FetchPartitionResult(
-                            high_watermark=hw, last_stable_offset=hw,
+                            high_watermark=hw, last_stable_offset=lso,
                             log_start_offset=partition_log.log_start_offset, diverging_epoch=diverging,
                         )
                         errors = True
                         continue
-                max_offset = partition_log.log_end_offset if follower else hw
+                max_offset = partition_log.log_end_offset if follower else lso if read_committed else hw
                 limit = min(request.max_bytes, remaining)
                 region = (
                     partition_log.read_region(request.fetch_offset, limit, max_offset, min_one)
                     if limit > 0 or min_one
                     else None
+                )
+                aborted = (
+                    partition_log.collect_aborted_transactions(request.fetch_offset, region.next_offset)
+                    if read_committed and region is not None else []
                 )
             except tuple(_READ_ERRORS) as e:
                 code = next(c for t, c in _READ_ERRORS.items() if isinstance(e, t))
@@ -669,9 +685,9 @@ class ReplicaManager:
                 remaining -= len(region)
                 total += len(region)
             results[tp] = FetchPartitionResult(
-                high_watermark=hw, last_stable_offset=hw,
+                high_watermark=hw, last_stable_offset=lso,
                 log_start_offset=partition_log.log_start_offset,
-                records=b"" if region is None else region,
+                records=b"" if region is None else region, aborted_transactions=aborted,
             )
         return results, total, errors
 
@@ -707,12 +723,12 @@ class ReplicaManager:
 
     def fetch_messages(
         self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-        requests: list[FetchPartitionRequest],
+        requests: list[FetchPartitionRequest], read_committed: bool = False,
     ) -> dict[TopicPartition, FetchPartitionResult] | asyncio.Future[dict[TopicPartition, FetchPartitionResult]]:
         """Read now if enough is there (or no waiting is wanted), else long-poll in the purgatory.
         A follower's fetch is recorded when it is answered (at once, or when the parked fetch
         completes)."""
-        results, total, errors = self.read_from_local_log(replica_id, requests, max_bytes)
+        results, total, errors = self.read_from_local_log(replica_id, requests, max_bytes, read_committed)
         follower = replica_id >= 0
         # Kafka records a follower's position before deciding to park: the HW may move now.
         follower_log_starts = {r.topic_partition: r.log_start_offset for r in requests} if follower else {}
@@ -723,7 +739,8 @@ class ReplicaManager:
             return results
         future: asyncio.Future[dict[TopicPartition, FetchPartitionResult]] = asyncio.get_running_loop().create_future()
         operation = DelayedFetch(
-            max_wait_ms, min_bytes, lambda: self.read_from_local_log(replica_id, requests, max_bytes), future,
+            max_wait_ms, min_bytes, lambda: self.read_from_local_log(replica_id, requests, max_bytes, read_committed),
+            future,
             log_start_offsets=follower_log_starts,
             final_read=(lambda: self._follower_read(replica_id, requests, max_bytes)) if follower else None,
         )

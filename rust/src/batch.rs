@@ -22,10 +22,11 @@
 //! | 57  | recordsCount          | i32   |
 //!
 //! Record-level decoding lives in `records.rs`; this module never looks past the header except
-//! to checksum the batch.
+//! to checksum the batch and, for a control batch on the follower path, to read its marker.
 
 use crate::crc32c::crc32c;
 use crate::errors::{Result, StorageError};
+use crate::records::control_marker;
 
 /// Size of `baseOffset` + `batchLength`, the part of a batch not counted by `batchLength`.
 pub const LOG_OVERHEAD: usize = 12;
@@ -242,6 +243,11 @@ pub struct RecordsInfo {
     pub last_offset_delta: i32,
     pub is_transactional: bool,
     pub is_control: bool,
+    /// The first batch's end-transaction marker type (0 ABORT, 1 COMMIT), -1 unless it is a
+    /// control batch with a readable marker.
+    pub control_type: i16,
+    /// The first batch's marker coordinator epoch, -1 unless it is an end-transaction marker.
+    pub coordinator_epoch: i32,
     pub compression: u8,
     /// `baseOffset` of the first batch as found in the buffer (meaningful for replicated data).
     pub base_offset: i64,
@@ -271,6 +277,8 @@ pub fn validate_batches(records: &[u8], max_message_bytes: i64) -> Result<Record
         last_offset_delta: -1,
         is_transactional: false,
         is_control: false,
+        control_type: -1,
+        coordinator_epoch: -1,
         compression: 0,
         base_offset: 0,
         last_offset: 0,
@@ -307,6 +315,9 @@ pub fn validate_batches(records: &[u8], max_message_bytes: i64) -> Result<Record
             info.last_offset_delta = header.last_offset_delta;
             info.is_transactional = header.is_transactional();
             info.is_control = header.is_control();
+            let marker = control_marker(&header, batch);
+            info.control_type = marker.control_type;
+            info.coordinator_epoch = marker.coordinator_epoch;
             info.compression = header.compression();
             info.base_offset = header.base_offset;
         }
@@ -334,8 +345,8 @@ pub fn last_sequence(base_sequence: i32, last_offset_delta: i32) -> i32 {
     }
 }
 
-/// What the producer-state bookkeeping needs of one batch that carries a producer id (and is
-/// not a control batch), in [`ReplicatedRecordsInfo::producer_batches`].
+/// What the producer-state bookkeeping needs of one batch that carries a producer id (control
+/// batches included), in [`ReplicatedRecordsInfo::producer_batches`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProducerBatch {
     pub producer_id: i64,
@@ -345,6 +356,12 @@ pub struct ProducerBatch {
     pub first_offset: i64,
     pub last_offset: i64,
     pub max_timestamp: i64,
+    pub is_transactional: bool,
+    /// -1 for a data batch; for a control batch the type read from its first record's key
+    /// (0 ABORT, 1 COMMIT, ...), -1 if that record does not parse.
+    pub control_type: i16,
+    /// The end-transaction marker's coordinator epoch; -1 for a data batch or another marker.
+    pub coordinator_epoch: i32,
 }
 
 /// Summary of a record set fetched from a partition leader, computed by
@@ -373,7 +390,7 @@ pub struct ReplicatedRecordsInfo {
     /// `latest_epoch` passed in and every earlier batch's epoch, in order: the leader-epoch cache
     /// entries the append creates.
     pub epoch_starts: Vec<(i32, i64)>,
-    /// Every non-control batch with a producer id, in order.
+    /// Every batch with a producer id (`producerId >= 0`), control batches included, in order.
     pub producer_batches: Vec<ProducerBatch>,
 }
 
@@ -454,7 +471,8 @@ pub fn validate_replicated_batches(
             latest = header.partition_leader_epoch;
             info.epoch_starts.push((latest, header.base_offset));
         }
-        if header.producer_id >= 0 && !header.is_control() {
+        if header.producer_id >= 0 {
+            let marker = control_marker(&header, batch);
             info.producer_batches.push(ProducerBatch {
                 producer_id: header.producer_id,
                 producer_epoch: header.producer_epoch,
@@ -463,6 +481,9 @@ pub fn validate_replicated_batches(
                 first_offset: header.base_offset,
                 last_offset,
                 max_timestamp: header.max_timestamp,
+                is_transactional: header.is_transactional(),
+                control_type: marker.control_type,
+                coordinator_epoch: marker.coordinator_epoch,
             });
         }
         info.record_count += header.last_offset_delta as i64 + 1;
@@ -859,6 +880,9 @@ mod tests {
                 first_offset: 13,
                 last_offset: 15,
                 max_timestamp: 1015,
+                is_transactional: false,
+                control_type: -1,
+                coordinator_epoch: -1,
             }
         );
         // Epochs the cache already has are not reported again.
@@ -871,7 +895,8 @@ mod tests {
     }
 
     #[test]
-    fn replicated_set_skips_control_and_non_idempotent_batches_for_producer_state() {
+    fn replicated_set_lists_control_batches_and_skips_non_idempotent_ones() {
+        use crate::builder::{build_batch_with_attributes, build_control_batch, ProducerFields};
         let payload = encode_records(
             1,
             &[TestRecord {
@@ -880,7 +905,19 @@ mod tests {
                 value: b"v",
             }],
         );
-        let mut set = build_raw_batch(
+        // A transactional data batch of producer 77 (offsets 0..1), its COMMIT marker (2), a
+        // control batch whose record has a null key (3), a batch without producer id (4) and an
+        // ABORT marker of producer 78 (5).
+        let producer = ProducerFields {
+            producer_id: 77,
+            producer_epoch: 3,
+            base_sequence: 0,
+        };
+        let pairs: [crate::builder::KeyValue<'_>; 2] = [(None, Some(b"a")), (None, Some(b"b"))];
+        let mut set =
+            build_batch_with_attributes(&pairs, 0, 10, producer, TRANSACTIONAL_FLAG_MASK).unwrap();
+        set.extend(build_control_batch(77, 3, 9, true, 11));
+        set.extend(build_raw_batch(
             0,
             CONTROL_FLAG_MASK | TRANSACTIONAL_FLAG_MASK,
             0,
@@ -888,15 +925,50 @@ mod tests {
             1,
             1,
             &payload,
-        );
+        ));
         let mut plain = build_raw_batch(1, 0, 0, 1, 1, 1, &payload);
         put_i64(&mut plain, PRODUCER_ID_OFFSET, -1);
         let crc = crc32c(&plain[ATTRIBUTES_OFFSET..]);
         plain[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
         set.extend(plain);
+        set.extend(build_control_batch(78, 0, 12, false, 13));
+        assign_offsets(&mut set, 0, -1, -1, &mut Vec::new()).unwrap();
+
         let info = validate_replicated_batches(&set, -1).unwrap();
-        assert_eq!(info.batch_count, 2);
-        assert!(info.producer_batches.is_empty());
+        assert_eq!(info.batch_count, 5);
+        let listed: Vec<(i64, i64, bool, i16, i32)> = info
+            .producer_batches
+            .iter()
+            .map(|b| {
+                (
+                    b.producer_id,
+                    b.first_offset,
+                    b.is_transactional,
+                    b.control_type,
+                    b.coordinator_epoch,
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                (77, 0, true, -1, -1),
+                (77, 2, true, 1, 9),
+                (1234, 3, true, -1, -1),
+                (78, 5, true, 0, 12),
+            ]
+        );
+        // A marker's sequence fields are Kafka's: baseSequence -1, one record.
+        let commit = info.producer_batches[1];
+        assert_eq!(
+            (
+                commit.first_sequence,
+                commit.last_sequence,
+                commit.last_offset
+            ),
+            (-1, -1, 2)
+        );
+        assert_eq!((commit.producer_epoch, commit.max_timestamp), (3, 11));
         // No epoch stamped (-1): nothing for the epoch cache.
         assert!(info.epoch_starts.is_empty());
     }

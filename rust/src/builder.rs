@@ -1,8 +1,10 @@
 //! Building record batches: the broker's own writes (the group coordinator's records in
-//! `__consumer_offsets`) as one uncompressed magic-2 batch from `(key, value)` pairs.
+//! `__consumer_offsets`) as one uncompressed magic-2 batch from `(key, value)` pairs, and the
+//! end-transaction markers the transaction coordinator has written (`build_control_batch`).
 //!
 //! The batch has the layout described in `batch.rs`: attributes 0 (CreateTime, not
-//! transactional, not control, no compression), `partitionLeaderEpoch` -1 (set by the segment on
+//! transactional, not control, no compression) unless the transactional bit or, for a marker,
+//! transactional | control is asked for, `partitionLeaderEpoch` -1 (set by the segment on
 //! append), one timestamp for every record (`baseTimestamp` = `maxTimestamp`, each
 //! `timestampDelta` 0) and `offsetDelta` 0, 1, ... Each record is
 //! `length varint, attributes i8 (0), timestampDelta varlong (0), offsetDelta varint,
@@ -11,7 +13,8 @@
 //! written, so building it is one allocation.
 
 use crate::batch::{
-    ATTRIBUTES_OFFSET, CRC_OFFSET, CURRENT_MAGIC, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD,
+    ATTRIBUTES_OFFSET, CONTROL_FLAG_MASK, CRC_OFFSET, CURRENT_MAGIC, LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK,
 };
 use crate::crc32c::crc32c;
 use crate::errors::{Result, StorageError};
@@ -36,16 +39,70 @@ impl ProducerFields {
 /// A record to build: `(key, value)`, `None` meaning null (a null value is a tombstone).
 pub type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
 
+/// Control record type of an end-transaction marker that aborts (Kafka's `ControlRecordType`).
+pub const CONTROL_TYPE_ABORT: i16 = 0;
+/// Control record type of an end-transaction marker that commits.
+pub const CONTROL_TYPE_COMMIT: i16 = 1;
+
 /// Builds one uncompressed batch holding `records`, all with `timestamp`, the first at
-/// `base_offset`.
-///
-/// Errors: [`StorageError::InvalidArgument`] for an empty `records` or a batch whose size would
-/// not fit `batchLength` (an i32).
+/// `base_offset`, with attributes 0 (see [`build_batch_with_attributes`]).
 pub fn build_batch(
     records: &[KeyValue<'_>],
     base_offset: i64,
     timestamp: i64,
     producer: ProducerFields,
+) -> Result<Vec<u8>> {
+    build_batch_with_attributes(records, base_offset, timestamp, producer, 0)
+}
+
+/// Kafka's end-transaction marker batch (`MemoryRecords.withEndTransactionMarker`): attributes
+/// transactional | control (CreateTime, uncompressed), `baseOffset` 0, `partitionLeaderEpoch`
+/// -1, `baseTimestamp` = `maxTimestamp` = `timestamp`, the producer's id and epoch,
+/// `baseSequence` -1, and one record (attributes 0, deltas 0, no headers) whose key is the
+/// control record key `version i16 (0), type i16` (0 ABORT, 1 COMMIT) and whose value is the
+/// `EndTransactionMarker` value `version i16 (0), coordinatorEpoch i32`.
+pub fn build_control_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+    commit: bool,
+    timestamp: i64,
+) -> Vec<u8> {
+    let control_type = if commit {
+        CONTROL_TYPE_COMMIT
+    } else {
+        CONTROL_TYPE_ABORT
+    };
+    let mut key = [0u8; 4];
+    key[2..].copy_from_slice(&control_type.to_be_bytes());
+    let mut value = [0u8; 6];
+    value[2..].copy_from_slice(&coordinator_epoch.to_be_bytes());
+    let producer = ProducerFields {
+        producer_id,
+        producer_epoch,
+        base_sequence: -1,
+    };
+    build_batch_with_attributes(
+        &[(Some(&key), Some(&value))],
+        0,
+        timestamp,
+        producer,
+        TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK,
+    )
+    .expect("a one-record batch is valid")
+}
+
+/// Like [`build_batch`], with the batch's `attributes` (the caller keeps them consistent with
+/// an uncompressed batch: codec bits 0).
+///
+/// Errors: [`StorageError::InvalidArgument`] for an empty `records` or a batch whose size would
+/// not fit `batchLength` (an i32).
+pub fn build_batch_with_attributes(
+    records: &[KeyValue<'_>],
+    base_offset: i64,
+    timestamp: i64,
+    producer: ProducerFields,
+    attributes: i16,
 ) -> Result<Vec<u8>> {
     if records.is_empty() {
         return Err(StorageError::invalid(
@@ -70,7 +127,7 @@ pub fn build_batch(
     batch.extend_from_slice(&(-1i32).to_be_bytes()); // partitionLeaderEpoch
     batch.push(CURRENT_MAGIC as u8);
     batch.extend_from_slice(&0u32.to_be_bytes()); // crc, filled in below
-    batch.extend_from_slice(&0i16.to_be_bytes()); // attributes
+    batch.extend_from_slice(&attributes.to_be_bytes());
     batch.extend_from_slice(&(record_count - 1).to_be_bytes()); // lastOffsetDelta
     batch.extend_from_slice(&timestamp.to_be_bytes()); // baseTimestamp
     batch.extend_from_slice(&timestamp.to_be_bytes()); // maxTimestamp
@@ -300,6 +357,84 @@ mod tests {
             })
             .collect();
         assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn control_batch_has_kafkas_layout() {
+        for (commit, control_type) in [(false, 0u8), (true, 1u8)] {
+            let b = build_control_batch(4321, 7, 0x0A0B0C0D, commit, TS);
+            let record = [
+                0x20, // length 16
+                0x00, // attributes
+                0x00, // timestampDelta 0
+                0x00, // offsetDelta 0
+                0x08,
+                0,
+                0,
+                0,
+                control_type, // key: version 0, type
+                0x0C,
+                0,
+                0,
+                0x0A,
+                0x0B,
+                0x0C,
+                0x0D, // value: version 0, coordinatorEpoch
+                0x00, // headerCount 0
+            ];
+            let mut expected = Vec::new();
+            expected.extend_from_slice(&0i64.to_be_bytes()); // baseOffset
+            expected.extend_from_slice(&(49 + record.len() as i32).to_be_bytes());
+            expected.extend_from_slice(&(-1i32).to_be_bytes()); // partitionLeaderEpoch
+            expected.push(2); // magic
+            expected.extend_from_slice(&[0; 4]); // crc
+            expected.extend_from_slice(&0x30i16.to_be_bytes()); // transactional | control
+            expected.extend_from_slice(&0i32.to_be_bytes()); // lastOffsetDelta
+            expected.extend_from_slice(&TS.to_be_bytes()); // baseTimestamp
+            expected.extend_from_slice(&TS.to_be_bytes()); // maxTimestamp
+            expected.extend_from_slice(&4321i64.to_be_bytes()); // producerId
+            expected.extend_from_slice(&7i16.to_be_bytes()); // producerEpoch
+            expected.extend_from_slice(&(-1i32).to_be_bytes()); // baseSequence
+            expected.extend_from_slice(&1i32.to_be_bytes()); // recordsCount
+            expected.extend_from_slice(&record);
+            let crc = crc32c(&expected[ATTRIBUTES_OFFSET..]);
+            expected[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+            assert_eq!(b, expected, "commit {commit}");
+            // Kafka's marker batch: 61 header bytes + 17 of the record.
+            assert_eq!(b.len(), 78);
+
+            let info = validate_batches(&b, 1 << 20).unwrap();
+            assert!(info.is_transactional && info.is_control);
+            let h = BatchHeader::parse(&b).unwrap();
+            let marker = crate::records::control_marker(&h, &b);
+            assert_eq!(
+                (marker.control_type, marker.coordinator_epoch),
+                (control_type as i16, 0x0A0B0C0D)
+            );
+            // Control batches are not data records.
+            assert!(read_records(&b).unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn transactional_bit_only_changes_the_attributes_and_crc() {
+        let pairs: [KeyValue<'_>; 2] = [(Some(b"k"), Some(b"v")), (None, None)];
+        let producer = ProducerFields {
+            producer_id: 5,
+            producer_epoch: 1,
+            base_sequence: 0,
+        };
+        let plain = build_batch(&pairs, 3, TS, producer).unwrap();
+        let txn =
+            build_batch_with_attributes(&pairs, 3, TS, producer, TRANSACTIONAL_FLAG_MASK).unwrap();
+        let mut patched = plain.clone();
+        patched[ATTRIBUTES_OFFSET + 1] |= 0x10;
+        let crc = crc32c(&patched[ATTRIBUTES_OFFSET..]);
+        patched[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(txn, patched);
+        let info = validate_batches(&txn, 1 << 20).unwrap();
+        assert!(info.is_transactional && !info.is_control);
+        assert_eq!(read_records(&txn).unwrap(), read_records(&plain).unwrap());
     }
 
     #[test]

@@ -30,8 +30,9 @@
 //!
 //! Decoding ([`decode_record_batches`]) walks whole batches (a trailing partial batch, normal at
 //! the end of a fetch, is ignored), checks each (lengths, magic, codec, CRC-32C), skips control
-//! batches, decompresses through `records.rs`, and parses records from a slice straight into
-//! Arrow buffers ([`DecodedRecords`]).
+//! batches and, at read_committed, the batches of aborted transactions ([`AbortedFilter`]),
+//! decompresses through `records.rs`, and parses records from a slice straight into Arrow
+//! buffers ([`DecodedRecords`]).
 
 use std::io::Write;
 
@@ -42,11 +43,11 @@ use crate::batch::{
     MIN_BATCH_LENGTH, PARTITION_LEADER_EPOCH_OFFSET, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET,
     RECORDS_COUNT_OFFSET, RECORD_BATCH_OVERHEAD,
 };
-use crate::builder::varint_len;
+use crate::builder::{varint_len, CONTROL_TYPE_ABORT};
 use crate::crc32c::crc32c;
 use crate::errors::{Result, StorageError};
 use crate::partitioner::LinearHashing;
-use crate::records::{decompress_body, XERIAL_HEADER_LEN, XERIAL_MAGIC};
+use crate::records::{control_marker, decompress_body, XERIAL_HEADER_LEN, XERIAL_MAGIC};
 
 /// Uncompressed bytes per xerial snappy block (snappy-java's `SnappyOutputStream` default).
 const XERIAL_BLOCK_SIZE: usize = 32 * 1024;
@@ -1088,9 +1089,66 @@ impl Columns {
     }
 }
 
+/// Kafka's read_committed rule on the consumer side (`CompletedFetch.nextFetchedRecord`): the
+/// aborted transactions of a fetch, ordered by first offset, are consumed as the batches go by.
+/// For each batch with a producer id, every aborted transaction starting at or before the
+/// batch's last offset puts its producer id in the aborted set; an ABORT marker then takes its
+/// producer out of the set, and a transactional data batch of a producer in the set is skipped.
+pub struct AbortedFilter {
+    /// `(first_offset, producer_id)`, ordered by first offset, consumed from `next`.
+    pending: Vec<(i64, i64)>,
+    next: usize,
+    producers: std::collections::HashSet<i64>,
+}
+
+impl AbortedFilter {
+    /// A filter over `(producer_id, first_offset)` pairs in any order.
+    pub fn new(aborted_transactions: &[(i64, i64)]) -> AbortedFilter {
+        let mut pending: Vec<(i64, i64)> = aborted_transactions
+            .iter()
+            .map(|&(producer_id, first_offset)| (first_offset, producer_id))
+            .collect();
+        pending.sort_by_key(|&(first_offset, _)| first_offset);
+        AbortedFilter {
+            pending,
+            next: 0,
+            producers: std::collections::HashSet::new(),
+        }
+    }
+
+    /// Advances past the batch `batch` (described by `header`, complete) and tells whether its
+    /// records belong to an aborted transaction. Control batches are never "aborted" (they are
+    /// not returned as records anyway); an ABORT marker ends its producer's aborted transaction.
+    pub fn is_aborted(&mut self, header: &BatchHeader, batch: &[u8]) -> bool {
+        if header.producer_id < 0 {
+            return false;
+        }
+        let last_offset = header.last_offset();
+        while let Some(&(first_offset, producer_id)) = self.pending.get(self.next) {
+            if first_offset > last_offset {
+                break;
+            }
+            self.producers.insert(producer_id);
+            self.next += 1;
+        }
+        if header.is_control() {
+            if control_marker(header, batch).control_type == CONTROL_TYPE_ABORT {
+                self.producers.remove(&header.producer_id);
+            }
+            return false;
+        }
+        header.is_transactional() && self.producers.contains(&header.producer_id)
+    }
+}
+
 /// Decodes the records of `data`, a Fetch response's records for one partition, into Arrow
 /// buffers: every record with `start_offset <= offset < end_offset` (`end_offset < 0`: no end)
 /// of every complete non-control batch, in order.
+///
+/// `aborted_transactions` (`(producer_id, first_offset)` pairs, the Fetch response's
+/// `AbortedTransactions`) switches to read_committed: the batches of aborted transactions are
+/// skipped as Kafka's consumer does (see [`AbortedFilter`]). `None` returns every batch
+/// (read_uncommitted).
 ///
 /// A trailing partial batch is ignored. A complete batch that fails the checks (batchLength,
 /// magic 2, codec, CRC-32C) or whose records do not parse gives [`StorageError::Corrupt`].
@@ -1099,6 +1157,7 @@ pub fn decode_record_batches(
     start_offset: i64,
     end_offset: i64,
     include_headers: bool,
+    aborted_transactions: Option<&[(i64, i64)]>,
 ) -> Result<DecodedRecords> {
     // Capacity estimate from the complete batches' headers (not yet CRC-checked, so bounded by
     // what the buffer could hold uncompressed).
@@ -1136,6 +1195,7 @@ pub fn decode_record_batches(
 
     let mut next_offset = start_offset;
     let mut scratch = Vec::new();
+    let mut aborted = aborted_transactions.map(AbortedFilter::new);
     let mut pos = 0usize;
     while data.len() - pos >= LOG_OVERHEAD {
         let size = crate::batch::batch_size_at(data, pos)?;
@@ -1149,7 +1209,10 @@ pub fn decode_record_batches(
         next_offset = next_offset.max(header.last_offset().saturating_add(1));
         let wanted = header.last_offset() >= start_offset
             && (end_offset < 0 || header.base_offset < end_offset);
-        if !header.is_control() && wanted {
+        let aborted_batch = aborted
+            .as_mut()
+            .is_some_and(|filter| filter.is_aborted(&header, batch));
+        if !header.is_control() && wanted && !aborted_batch {
             let body = if header.compression() == 0 {
                 &batch[RECORD_BATCH_OVERHEAD..]
             } else {
@@ -1447,7 +1510,7 @@ mod tests {
             let data: Vec<u8> = got[0].batches.concat();
             let info = validate_batches(&data, i64::MAX).unwrap();
             assert_eq!(info.compression, codec, "codec {codec}");
-            let decoded = decode_record_batches(&data, 0, -1, true).unwrap();
+            let decoded = decode_record_batches(&data, 0, -1, true, None).unwrap();
             assert_eq!(decoded.next_offset, records.len() as i64);
             let expected: Vec<(i64, i64, i32, Rec)> = records
                 .iter()
@@ -1491,7 +1554,7 @@ mod tests {
         let records = sample();
         let owned = Owned::new(&records);
         let got = encode_partitioned_batches(&owned.input(), &options(1, 0, 1 << 20)).unwrap();
-        let decoded = decode_record_batches(&got[0].batches[0], 0, -1, false).unwrap();
+        let decoded = decode_record_batches(&got[0].batches[0], 0, -1, false, None).unwrap();
         assert!(decoded.headers.is_none());
         let got: Vec<Rec> = decoded_records(&decoded).into_iter().map(|r| r.3).collect();
         let expected: Vec<Rec> = records
@@ -1510,7 +1573,7 @@ mod tests {
         let records = [rec(Some(b"a"), Some(b"1")), rec(Some(b"b"), Some(b"2"))];
         let owned = Owned::new(&records);
         let got = encode_partitioned_batches(&owned.input(), &options(1, 0, 1 << 20)).unwrap();
-        let decoded = decode_record_batches(&got[0].batches[0], 0, -1, true).unwrap();
+        let decoded = decode_record_batches(&got[0].batches[0], 0, -1, true, None).unwrap();
         assert!(decoded.keys.validity.is_none() && decoded.values.validity.is_none());
         let h = decoded.headers.unwrap();
         assert_eq!(h.list_offsets, [0u8; 12]);
@@ -1556,7 +1619,7 @@ mod tests {
             .collect();
         assert_eq!(partitions, wanted);
         for p in &got {
-            let decoded = decode_record_batches(&p.batches.concat(), 0, -1, false).unwrap();
+            let decoded = decode_record_batches(&p.batches.concat(), 0, -1, false, None).unwrap();
             let values: Vec<Option<Vec<u8>>> = decoded_records(&decoded)
                 .into_iter()
                 .map(|r| r.3.key)
@@ -1626,7 +1689,7 @@ mod tests {
             }
             assert_eq!(total, 300);
             let data = batches.concat();
-            let decoded = decode_record_batches(&data, 0, -1, false).unwrap();
+            let decoded = decode_record_batches(&data, 0, -1, false, None).unwrap();
             assert_eq!(decoded.count, 300);
         }
         // Sizes are exact: 16384 holds a whole number of records.
@@ -1814,7 +1877,7 @@ mod tests {
         headers.list_validity = Some(&list_validity);
         input.headers = Some(headers);
         let got = encode_partitioned_batches(&input, &options(1, 0, 1 << 20)).unwrap();
-        let decoded = decode_record_batches(&got[0].batches[0], 0, -1, true).unwrap();
+        let decoded = decode_record_batches(&got[0].batches[0], 0, -1, true, None).unwrap();
         let headers: Vec<Vec<Header>> = decoded_records(&decoded)
             .into_iter()
             .map(|r| r.3.headers)
@@ -1836,7 +1899,7 @@ mod tests {
         headers.list_offset = 1;
         input.headers = Some(headers);
         let got = encode_partitioned_batches(&input, &options(1, 0, 1 << 20)).unwrap();
-        let decoded = decode_record_batches(&got[0].batches[0], 0, -1, true).unwrap();
+        let decoded = decode_record_batches(&got[0].batches[0], 0, -1, true, None).unwrap();
         let got: Vec<Rec> = decoded_records(&decoded).into_iter().map(|r| r.3).collect();
         assert_eq!(got, records[1..]);
     }
@@ -1917,10 +1980,10 @@ mod tests {
     #[test]
     fn skips_control_batches_and_filters_offsets() {
         let data = fetched();
-        let all = decode_record_batches(&data, 0, -1, false).unwrap();
+        let all = decode_record_batches(&data, 0, -1, false, None).unwrap();
         assert_eq!(offsets_of(&all), [10, 11, 12, 15, 16, 17, 18, 19]);
         assert_eq!(all.next_offset, 20);
-        let some = decode_record_batches(&data, 11, 17, true).unwrap();
+        let some = decode_record_batches(&data, 11, 17, true, None).unwrap();
         assert_eq!(offsets_of(&some), [11, 12, 15, 16]);
         assert_eq!(some.next_offset, 20);
         let values: Vec<Vec<u8>> = decoded_records(&some)
@@ -1928,17 +1991,22 @@ mod tests {
             .map(|r| r.3.value.unwrap())
             .collect();
         assert_eq!(values, [vec![1; 10], vec![2; 10], vec![3; 10], vec![4; 10]]);
-        let none = decode_record_batches(&data, 13, 15, false).unwrap();
+        let none = decode_record_batches(&data, 13, 15, false, None).unwrap();
         assert_eq!(none.count, 0);
         assert_eq!(none.next_offset, 20);
         // next_offset never goes below start_offset.
         assert_eq!(
-            decode_record_batches(&data, 100, -1, false)
+            decode_record_batches(&data, 100, -1, false, None)
                 .unwrap()
                 .next_offset,
             100
         );
-        assert_eq!(decode_record_batches(&data, 0, 0, false).unwrap().count, 0);
+        assert_eq!(
+            decode_record_batches(&data, 0, 0, false, None)
+                .unwrap()
+                .count,
+            0
+        );
     }
 
     #[test]
@@ -1953,12 +2021,12 @@ mod tests {
             second_end + 61,
             second_end,
         ] {
-            let d = decode_record_batches(&data[..cut], 0, -1, false).unwrap();
+            let d = decode_record_batches(&data[..cut], 0, -1, false, None).unwrap();
             assert_eq!(offsets_of(&d), [10, 11, 12], "cut {cut}");
             assert_eq!(d.next_offset, 15, "cut {cut}");
         }
         for cut in [0, 5, 12, 60, first_len - 1] {
-            let d = decode_record_batches(&data[..cut], 7, -1, false).unwrap();
+            let d = decode_record_batches(&data[..cut], 7, -1, false, None).unwrap();
             assert_eq!((d.count, d.next_offset), (0, 7), "cut {cut}");
             assert!(d.offsets.is_empty());
             assert_eq!(d.values.offsets, 0i32.to_le_bytes());
@@ -1985,7 +2053,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    decode_record_batches(&d, 0, -1, true),
+                    decode_record_batches(&d, 0, -1, true, None),
                     Err(StorageError::Corrupt(_))
                 ),
                 "{name}"
@@ -2000,12 +2068,12 @@ mod tests {
         payload.extend_from_slice(&body);
         let b = build_raw_batch(0, 0, 0, 1, 1, 1, &payload);
         assert!(
-            matches!(decode_record_batches(&b, 0, -1, false), Err(StorageError::Corrupt(m)) if m.contains("overruns"))
+            matches!(decode_record_batches(&b, 0, -1, false, None), Err(StorageError::Corrupt(m)) if m.contains("overruns"))
         );
         // More records announced than present.
         let b = build_raw_batch(0, 0, 1, 1, 1, 2, &payload[..0]);
         assert!(matches!(
-            decode_record_batches(&b, 0, -1, false),
+            decode_record_batches(&b, 0, -1, false, None),
             Err(StorageError::Corrupt(_))
         ));
     }
@@ -2038,7 +2106,7 @@ mod tests {
             ));
         }
         for (i, b) in batches.iter().enumerate() {
-            let d = decode_record_batches(b, 0, -1, true).unwrap();
+            let d = decode_record_batches(b, 0, -1, true, None).unwrap();
             assert_eq!(decoded_records(&d), expected, "batch {i}");
         }
     }
@@ -2047,10 +2115,82 @@ mod tests {
     fn log_append_time_uses_max_timestamp() {
         let mut data = fetched();
         assign_offsets(&mut data, 0, 0, 42, &mut Vec::new()).unwrap();
-        let d = decoded_records(&decode_record_batches(&data, 0, -1, false).unwrap());
+        let d = decoded_records(&decode_record_batches(&data, 0, -1, false, None).unwrap());
         assert!(d.iter().all(|r| r.1 == 42 && r.2 == 1));
         let create_time =
-            decoded_records(&decode_record_batches(&fetched(), 0, -1, false).unwrap());
+            decoded_records(&decode_record_batches(&fetched(), 0, -1, false, None).unwrap());
         assert!(create_time.iter().all(|r| r.1 == TS && r.2 == 0));
+    }
+
+    /// Interleaved producers, offsets in brackets: 1 txn [0, 1], 2 txn [2], 3 idempotent
+    /// (not transactional) [3], 1 txn [4], ABORT of 1 [5], 2 txn [6], COMMIT of 2 [7], 1 txn [8],
+    /// COMMIT of 1 [9], 4 txn [10] (aborted, its marker not fetched yet), no producer id [11].
+    fn transactions() -> Vec<u8> {
+        use crate::builder::{build_batch_with_attributes, build_control_batch};
+        let data_batch = |producer_id: i64, n: usize, transactional: bool| {
+            let pairs: Vec<KeyValue<'_>> = (0..n).map(|_| (None, Some(b"v".as_slice()))).collect();
+            let producer = ProducerFields {
+                producer_id,
+                producer_epoch: 0,
+                base_sequence: 0,
+            };
+            let attributes = if transactional {
+                TRANSACTIONAL_FLAG_MASK
+            } else {
+                0
+            };
+            build_batch_with_attributes(&pairs, 0, TS, producer, attributes).unwrap()
+        };
+        let mut data = Vec::new();
+        data.extend(data_batch(1, 2, true));
+        data.extend(data_batch(2, 1, true));
+        data.extend(data_batch(3, 1, false));
+        data.extend(data_batch(1, 1, true));
+        data.extend(build_control_batch(1, 0, 5, false, TS));
+        data.extend(data_batch(2, 1, true));
+        data.extend(build_control_batch(2, 0, 5, true, TS));
+        data.extend(data_batch(1, 1, true));
+        data.extend(build_control_batch(1, 0, 5, true, TS));
+        data.extend(data_batch(4, 1, true));
+        data.extend(build_batch(&[(None, Some(b"v"))], 0, TS, ProducerFields::NONE).unwrap());
+        assign_offsets(&mut data, 0, 0, -1, &mut Vec::new()).unwrap();
+        data
+    }
+
+    #[test]
+    fn read_committed_skips_aborted_transactions_like_the_consumer() {
+        let data = transactions();
+        // Unordered, and an "aborted transaction" of producer 3, whose batch is not
+        // transactional: it stays.
+        let aborted = [(4, 10), (1, 0), (3, 3)];
+        let d = decode_record_batches(&data, 0, -1, false, Some(&aborted)).unwrap();
+        assert_eq!(offsets_of(&d), [2, 3, 6, 8, 11]);
+        assert_eq!(d.next_offset, 12);
+        // read_uncommitted, or no aborted transaction: every data record.
+        for aborted in [None, Some(&[][..])] {
+            let d = decode_record_batches(&data, 0, -1, false, aborted).unwrap();
+            assert_eq!(offsets_of(&d), [0, 1, 2, 3, 4, 6, 8, 10, 11]);
+            assert_eq!(d.next_offset, 12);
+        }
+        // A fetch starting inside the aborted transaction of producer 1 (it began before the
+        // fetched data) still skips the rest of it; offset bounds apply as usual.
+        let fourth = {
+            let mut pos = 0;
+            for _ in 0..3 {
+                pos += BatchHeader::parse(&data[pos..]).unwrap().size();
+            }
+            pos
+        };
+        let d = decode_record_batches(&data[fourth..], 4, 9, true, Some(&aborted)).unwrap();
+        assert_eq!(offsets_of(&d), [6, 8]);
+        assert_eq!(d.next_offset, 12);
+        // A second aborted transaction of producer 1 starting at 8 is skipped too: the ABORT at
+        // 5 ended the first one, the entry at 8 starts the next.
+        let d = decode_record_batches(&data, 0, -1, false, Some(&[(1, 0), (1, 8)])).unwrap();
+        assert_eq!(offsets_of(&d), [2, 3, 6, 10, 11]);
+        // Only producer 1's first transaction aborted: the ABORT at 5 ends it, and producer 1's
+        // next transaction (8) is read.
+        let d = decode_record_batches(&data, 0, -1, false, Some(&[(1, 0)])).unwrap();
+        assert_eq!(offsets_of(&d), [2, 3, 6, 8, 10, 11]);
     }
 }

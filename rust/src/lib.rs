@@ -3,7 +3,8 @@
 //! Everything that touches record bytes lives here: batch validation (`batch`), building the
 //! broker's own batches (`builder`), CRC-32C (`crc32c`), record decoding for timestamp lookups
 //! and the group coordinator's reads (`records`), the sparse indexes
-//! (`offset_index`, `time_index`, over `index_file`), segments (`segment`) and their recovery
+//! (`offset_index`, `time_index`, over `index_file`), the aborted-transaction index (`txn_index`),
+//! segments (`segment`) and their recovery
 //! (`recovery`), the log regions a fetch sends with `sendfile(2)` (`region`), the clients' Arrow-columnar record encoding and decoding (`columnar`), and where a keyed record goes (`partitioner`: Kafka's murmur2 and KIP-253's linear hashing).
 //! These modules are plain Rust with no Python types; `python` holds the PyO3 bindings, and this
 //! file only declares the modules and the `#[pymodule]` entry point.
@@ -22,6 +23,7 @@ pub mod recovery;
 pub mod region;
 pub mod segment;
 pub mod time_index;
+pub mod txn_index;
 
 #[cfg(test)]
 mod segment_tests;

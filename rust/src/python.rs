@@ -42,6 +42,7 @@ use crate::partitioner::LinearHashing;
 use crate::records::{self, Record};
 use crate::region::LogRegion;
 use crate::segment::{read_planned_raw, BatchInfo, ReadPlan, Segment};
+use crate::txn_index::AbortedTxn;
 
 create_exception!(
     pybroker._native,
@@ -192,6 +193,8 @@ struct PyRecordsInfo {
     last_offset_delta: i32,
     is_transactional: bool,
     is_control: bool,
+    control_type: i16,
+    coordinator_epoch: i32,
     compression: u8,
     base_offset: i64,
     last_offset: i64,
@@ -212,6 +215,8 @@ impl From<RecordsInfo> for PyRecordsInfo {
             last_offset_delta: i.last_offset_delta,
             is_transactional: i.is_transactional,
             is_control: i.is_control,
+            control_type: i.control_type,
+            coordinator_epoch: i.coordinator_epoch,
             compression: i.compression,
             base_offset: i.base_offset,
             last_offset: i.last_offset,
@@ -225,7 +230,8 @@ impl PyRecordsInfo {
         format!(
             "RecordsInfo(size={}, batch_count={}, record_count={}, first_timestamp={}, max_timestamp={}, \
              last_offset_delta_of_max_timestamp={}, producer_id={}, producer_epoch={}, base_sequence={}, \
-             last_offset_delta={}, is_transactional={}, is_control={}, compression={}, base_offset={}, last_offset={})",
+             last_offset_delta={}, is_transactional={}, is_control={}, control_type={}, coordinator_epoch={}, \
+             compression={}, base_offset={}, last_offset={})",
             self.size,
             self.batch_count,
             self.record_count,
@@ -238,6 +244,8 @@ impl PyRecordsInfo {
             self.last_offset_delta,
             py_bool(self.is_transactional),
             py_bool(self.is_control),
+            self.control_type,
+            self.coordinator_epoch,
             self.compression,
             self.base_offset,
             self.last_offset,
@@ -289,8 +297,12 @@ struct PyReplicatedRecordsInfo {
     last_leader_epoch: i32,
     offsets_monotonic: bool,
     epoch_starts: Vec<(i32, i64)>,
-    producer_batches: Vec<(i64, i16, i32, i32, i64, i64, i64)>,
+    producer_batches: Vec<ProducerBatchTuple>,
 }
+
+/// `(producer_id, producer_epoch, first_sequence, last_sequence, first_offset, last_offset,
+/// max_timestamp, is_transactional, control_type, coordinator_epoch)`.
+type ProducerBatchTuple = (i64, i16, i32, i32, i64, i64, i64, bool, i16, i32);
 
 impl From<ReplicatedRecordsInfo> for PyReplicatedRecordsInfo {
     fn from(i: ReplicatedRecordsInfo) -> Self {
@@ -317,6 +329,9 @@ impl From<ReplicatedRecordsInfo> for PyReplicatedRecordsInfo {
                         b.first_offset,
                         b.last_offset,
                         b.max_timestamp,
+                        b.is_transactional,
+                        b.control_type,
+                        b.coordinator_epoch,
                     )
                 })
                 .collect(),
@@ -401,7 +416,8 @@ impl<'py> FieldArg<'py> {
 
 /// One uncompressed batch of `(key, value)` records sharing `timestamp`.
 #[pyfunction]
-#[pyo3(signature = (records, timestamp, *, base_offset = 0, producer_id = -1, producer_epoch = -1, base_sequence = -1))]
+#[pyo3(signature = (records, timestamp, *, base_offset = 0, producer_id = -1, producer_epoch = -1, base_sequence = -1, transactional = false))]
+#[allow(clippy::too_many_arguments)]
 fn build_batch<'py>(
     py: Python<'py>,
     records: &Bound<'py, PyAny>,
@@ -410,6 +426,7 @@ fn build_batch<'py>(
     producer_id: i64,
     producer_epoch: i16,
     base_sequence: i32,
+    transactional: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let mut fields = Vec::new();
     for item in records.try_iter()? {
@@ -425,9 +442,87 @@ fn build_batch<'py>(
         producer_epoch,
         base_sequence,
     };
+    let attributes = if transactional {
+        batch::TRANSACTIONAL_FLAG_MASK
+    } else {
+        0
+    };
     let batch =
-        builder::build_batch(&pairs, base_offset, timestamp, producer).map_err(to_py_err)?;
+        builder::build_batch_with_attributes(&pairs, base_offset, timestamp, producer, attributes)
+            .map_err(to_py_err)?;
     Ok(PyBytes::new(py, &batch))
+}
+
+/// Kafka's end-transaction marker batch (COMMIT when `commit`, else ABORT).
+#[pyfunction]
+fn build_control_batch<'py>(
+    py: Python<'py>,
+    producer_id: i64,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+    commit: bool,
+    timestamp: i64,
+) -> Bound<'py, PyBytes> {
+    let batch = builder::build_control_batch(
+        producer_id,
+        producer_epoch,
+        coordinator_epoch,
+        commit,
+        timestamp,
+    );
+    PyBytes::new(py, &batch)
+}
+
+/// One batch of `read_record_batches`: `(base_offset, producer_id, producer_epoch,
+/// is_transactional, control_type, records)`.
+type BatchRecordsTuple<'py> = (i64, i64, i16, bool, i16, Vec<RecordTuple<'py>>);
+
+/// `(offset, timestamp, key, value)` of one record.
+type RecordTuple<'py> = (
+    i64,
+    i64,
+    Option<Bound<'py, PyBytes>>,
+    Option<Bound<'py, PyBytes>>,
+);
+
+fn record_tuple(py: Python<'_>, r: Record) -> RecordTuple<'_> {
+    let optional_bytes = |data: Option<Vec<u8>>| data.map(|d| PyBytes::new(py, &d));
+    (
+        r.offset,
+        r.timestamp,
+        optional_bytes(r.key),
+        optional_bytes(r.value),
+    )
+}
+
+/// Every batch of `data` with its producer fields, control type and records.
+#[pyfunction]
+fn read_record_batches<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Vec<BatchRecordsTuple<'py>>> {
+    let (buffer, raw) = contiguous_buffer(data)?;
+    // SAFETY: `buffer` is held until the end of this function.
+    let result = if raw.len >= DETACH_THRESHOLD {
+        py.detach(move || records::read_record_batches(unsafe { raw.as_slice() }))
+    } else {
+        records::read_record_batches(unsafe { raw.as_slice() })
+    };
+    drop(buffer);
+    Ok(result
+        .map_err(to_py_err)?
+        .into_iter()
+        .map(|b| {
+            (
+                b.base_offset,
+                b.producer_id,
+                b.producer_epoch,
+                b.is_transactional,
+                b.control_type,
+                b.records.into_iter().map(|r| record_tuple(py, r)).collect(),
+            )
+        })
+        .collect())
 }
 
 /// `(offset, timestamp, key, value)` of every record of every non-control batch in `data`.
@@ -441,15 +536,10 @@ fn read_records<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Boun
         records::read_records(unsafe { raw.as_slice() })
     };
     drop(buffer);
-    let optional_bytes = |data: Option<Vec<u8>>| data.map(|d| PyBytes::new(py, &d));
-    let tuples = result.map_err(to_py_err)?.into_iter().map(|r: Record| {
-        (
-            r.offset,
-            r.timestamp,
-            optional_bytes(r.key),
-            optional_bytes(r.value),
-        )
-    });
+    let tuples = result
+        .map_err(to_py_err)?
+        .into_iter()
+        .map(|r| record_tuple(py, r));
     PyList::new(py, tuples)
 }
 
@@ -865,16 +955,20 @@ impl PyDecodedRecords {
     }
 }
 
-/// Decodes a Fetch response's records for one partition into Arrow buffers.
+/// Decodes a Fetch response's records for one partition into Arrow buffers; with
+/// `aborted_transactions` (`(producer_id, first_offset)` pairs), at read_committed.
 #[pyfunction]
+#[pyo3(signature = (data, start_offset, end_offset, include_headers, aborted_transactions = None))]
 fn decode_record_batches(
     py: Python<'_>,
     data: &Bound<'_, PyAny>,
     start_offset: i64,
     end_offset: i64,
     include_headers: bool,
+    aborted_transactions: Option<Vec<(i64, i64)>>,
 ) -> PyResult<PyDecodedRecords> {
     let (buffer, raw) = contiguous_buffer(data)?;
+    let aborted = aborted_transactions.as_deref();
     let work = move || {
         // SAFETY: `buffer` is held until after this closure has run.
         columnar::decode_record_batches(
@@ -882,6 +976,7 @@ fn decode_record_batches(
             start_offset,
             end_offset,
             include_headers,
+            aborted,
         )
     };
     let result = if raw.len >= DETACH_THRESHOLD {
@@ -930,6 +1025,8 @@ struct PyBatchHeader {
     base_sequence: i32,
     is_transactional: bool,
     is_control: bool,
+    control_type: i16,
+    coordinator_epoch: i32,
 }
 
 impl From<BatchInfo> for PyBatchHeader {
@@ -946,6 +1043,8 @@ impl From<BatchInfo> for PyBatchHeader {
             base_sequence: b.base_sequence,
             is_transactional: b.is_transactional,
             is_control: b.is_control,
+            control_type: b.control_type,
+            coordinator_epoch: b.coordinator_epoch,
         }
     }
 }
@@ -955,7 +1054,8 @@ impl PyBatchHeader {
     fn __repr__(&self) -> String {
         format!(
             "BatchHeader(base_offset={}, last_offset={}, position={}, size={}, partition_leader_epoch={}, \
-             max_timestamp={}, producer_id={}, producer_epoch={}, base_sequence={}, is_transactional={}, is_control={})",
+             max_timestamp={}, producer_id={}, producer_epoch={}, base_sequence={}, is_transactional={}, is_control={}, \
+             control_type={}, coordinator_epoch={})",
             self.base_offset,
             self.last_offset,
             self.position,
@@ -967,6 +1067,8 @@ impl PyBatchHeader {
             self.base_sequence,
             py_bool(self.is_transactional),
             py_bool(self.is_control),
+            self.control_type,
+            self.coordinator_epoch,
         )
     }
 }
@@ -983,6 +1085,12 @@ impl PyLogRegion {
     #[getter]
     fn position(&self) -> u64 {
         self.region.position()
+    }
+
+    /// Last offset of the region's last batch + 1.
+    #[getter]
+    fn next_offset(&self) -> i64 {
+        self.region.next_offset()
     }
 
     fn __len__(&self) -> usize {
@@ -1009,15 +1117,28 @@ impl PyLogRegion {
 
     fn __repr__(&self) -> String {
         format!(
-            "LogRegion({}, position={}, length={})",
+            "LogRegion({}, position={}, length={}, next_offset={})",
             self.region.path().display(),
             self.region.position(),
-            self.region.len()
+            self.region.len(),
+            self.region.next_offset()
         )
     }
 }
 
-/// One log segment (`.log`, `.index`, `.timeindex`).
+/// `(producer_id, first_offset, last_offset, last_stable_offset)`.
+type AbortedTxnTuple = (i64, i64, i64, i64);
+
+fn aborted_txn_tuple(t: AbortedTxn) -> AbortedTxnTuple {
+    (
+        t.producer_id,
+        t.first_offset,
+        t.last_offset,
+        t.last_stable_offset,
+    )
+}
+
+/// One log segment (`.log`, `.index`, `.timeindex`, `.txnindex`).
 #[pyclass(frozen, module = "pybroker._native", name = "Segment")]
 struct PySegment {
     inner: Mutex<Option<Segment>>,
@@ -1258,12 +1379,12 @@ impl PySegment {
     ) -> PyResult<Option<PyLogRegion>> {
         let path = &self.path;
         self.with_detached(py, |s| {
-            let Some((position, length)) =
+            let Some((position, length, next_offset)) =
                 s.read_region(offset, max_bytes, max_offset, min_one_batch)?
             else {
                 return Ok(None);
             };
-            let region = LogRegion::new(s.log_file(), path.clone(), position, length);
+            let region = LogRegion::new(s.log_file(), path.clone(), position, length, next_offset);
             Ok(Some(PyLogRegion { region }))
         })
     }
@@ -1288,9 +1409,60 @@ impl PySegment {
         self.with_detached(py, |s| s.truncate_to(offset))
     }
 
-    /// Validates the whole log, rebuilds the indexes, truncates at the first invalid batch.
+    /// Validates the whole log, rebuilds the indexes (emptying the txn index), truncates at the
+    /// first invalid batch.
     fn recover(&self, py: Python<'_>, max_message_bytes: i64) -> PyResult<u64> {
         self.with_detached(py, |s| s.recover(max_message_bytes))
+    }
+
+    /// Whether the `.txnindex` file exists.
+    #[getter]
+    fn has_txn_index(&self) -> PyResult<bool> {
+        self.with(|s| Ok(s.has_txn_index()))
+    }
+
+    /// Whether opening found the `.txnindex` damaged (cleared by `recover`).
+    #[getter]
+    fn txn_index_damaged(&self) -> PyResult<bool> {
+        self.with(|s| Ok(s.txn_index_damaged()))
+    }
+
+    /// Appends an aborted transaction to the `.txnindex` (no fsync).
+    fn append_aborted_txn(
+        &self,
+        py: Python<'_>,
+        producer_id: i64,
+        first_offset: i64,
+        last_offset: i64,
+        last_stable_offset: i64,
+    ) -> PyResult<()> {
+        self.with_detached(py, |s| {
+            s.append_aborted_txn(AbortedTxn {
+                producer_id,
+                first_offset,
+                last_offset,
+                last_stable_offset,
+            })
+        })
+    }
+
+    /// Kafka's `collectAbortedTxns`: `(entries, is_complete)`.
+    fn collect_aborted_txns(
+        &self,
+        py: Python<'_>,
+        fetch_offset: i64,
+        upper_bound_offset: i64,
+    ) -> PyResult<(Vec<AbortedTxnTuple>, bool)> {
+        let (found, complete) = self.with_detached(py, |s| {
+            s.collect_aborted_txns(fetch_offset, upper_bound_offset)
+        })?;
+        Ok((found.into_iter().map(aborted_txn_tuple).collect(), complete))
+    }
+
+    /// Every entry of the `.txnindex`.
+    fn aborted_txns(&self, py: Python<'_>) -> PyResult<Vec<AbortedTxnTuple>> {
+        let all = self.with_detached(py, |s| s.aborted_txns())?;
+        Ok(all.into_iter().map(aborted_txn_tuple).collect())
     }
 
     /// Header info of every batch from `start_position`.
@@ -1305,7 +1477,7 @@ impl PySegment {
         self.with_detached(py, |s| s.leader_epoch_starts(latest_epoch))
     }
 
-    /// fsync the log and both indexes (GIL released; the segment stays usable meanwhile).
+    /// fsync the log and the indexes (GIL released; the segment stays usable meanwhile).
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         let handles = self.with_detached(py, |s| s.flush_handles())?;
         py.detach(|| handles.sync()).map_err(to_py_err)
@@ -1326,7 +1498,7 @@ impl PySegment {
         }
     }
 
-    /// Closes the segment and removes its three files.
+    /// Closes the segment and removes its files.
     fn delete(&self, py: Python<'_>) -> PyResult<()> {
         match self.take(py) {
             Some(segment) => py.detach(|| segment.delete()).map_err(to_py_err),
@@ -1373,7 +1545,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
     m.add_function(wrap_pyfunction!(validate_replicated_batches, m)?)?;
     m.add_function(wrap_pyfunction!(build_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(build_control_batch, m)?)?;
     m.add_function(wrap_pyfunction!(read_records, m)?)?;
+    m.add_function(wrap_pyfunction!(read_record_batches, m)?)?;
     m.add_function(wrap_pyfunction!(encode_partitioned_batches, m)?)?;
     m.add_function(wrap_pyfunction!(decode_record_batches, m)?)?;
     m.add_class::<PyDecodedRecords>()?;

@@ -8,7 +8,11 @@
 //!   paths never look inside a batch.
 //! * [`read_records`] copies out `(offset, timestamp, key, value)` of every record of a buffer of
 //!   whole batches (control batches skipped); the group coordinator uses it to load
-//!   `__consumer_offsets`.
+//!   `__consumer_offsets`. [`read_record_batches`] does the same per batch, with the batch's
+//!   producer fields and control batches listed, so transactional offset commits can be
+//!   replayed.
+//! * [`control_marker`] reads the first record of a control batch: its control type and, for an
+//!   end-transaction marker, the coordinator epoch.
 //!
 //! [`decompress_body`] hands a whole decompressed records section to `columnar`, whose
 //! slice-based decoder fills Arrow columns.
@@ -29,7 +33,8 @@ use std::io::{self, BufRead, BufReader, Read};
 
 use flate2::read::MultiGzDecoder;
 
-use crate::batch::{validate_batches, BatchHeader, RECORD_BATCH_OVERHEAD};
+use crate::batch::{get_i16, get_i32, validate_batches, BatchHeader, RECORD_BATCH_OVERHEAD};
+use crate::builder::{CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT};
 use crate::errors::{Result, StorageError};
 
 /// Header of the xerial snappy stream format (`SnappyCodec.MAGIC_HEADER` + version + compat).
@@ -73,31 +78,153 @@ pub fn visit_records(
 /// truncated or damaged buffer gives [`StorageError::Corrupt`] and no records.
 pub fn read_records(data: &[u8]) -> Result<Vec<Record>> {
     let mut records = Vec::new();
+    for_each_batch(data, |header, batch| {
+        if !header.is_control() {
+            copy_records(header, batch, &mut records)?;
+        }
+        Ok(())
+    })?;
+    Ok(records)
+}
+
+/// The records of one batch with the batch's producer fields, as [`read_record_batches`] lists
+/// them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRecords {
+    pub base_offset: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub is_transactional: bool,
+    /// -1 for a data batch; for a control batch the type of its marker (see [`ControlMarker`]).
+    pub control_type: i16,
+    /// Empty for a control batch.
+    pub records: Vec<Record>,
+}
+
+/// Every batch of `data` (whole batches, possibly none), control batches included, each with
+/// its records copied out as [`read_records`] does (none for a control batch). The same checks
+/// as [`read_records`] run first, with the same error.
+pub fn read_record_batches(data: &[u8]) -> Result<Vec<BatchRecords>> {
+    let mut batches = Vec::new();
+    for_each_batch(data, |header, batch| {
+        let mut records = Vec::new();
+        let control_type = if header.is_control() {
+            control_marker(header, batch).control_type
+        } else {
+            copy_records(header, batch, &mut records)?;
+            -1
+        };
+        batches.push(BatchRecords {
+            base_offset: header.base_offset,
+            producer_id: header.producer_id,
+            producer_epoch: header.producer_epoch,
+            is_transactional: header.is_transactional(),
+            control_type,
+            records,
+        });
+        Ok(())
+    })?;
+    Ok(batches)
+}
+
+/// Checks every batch of `data` as [`validate_batches`] does (nothing for an empty buffer), then
+/// calls `on_batch(header, batch)` for each in order.
+fn for_each_batch(
+    data: &[u8],
+    mut on_batch: impl FnMut(&BatchHeader, &[u8]) -> Result<()>,
+) -> Result<()> {
     if data.is_empty() {
-        return Ok(records);
+        return Ok(());
     }
     validate_batches(data, i64::MAX)?;
     let mut pos = 0usize;
     while pos < data.len() {
         let header =
             BatchHeader::parse(&data[pos..]).ok_or_else(|| StorageError::corrupt("short batch"))?;
-        let batch = &data[pos..pos + header.size()];
-        if !header.is_control() {
-            scan_batch(&header, batch, |offset, timestamp, rest| {
-                let key = rest.read_bytes()?;
-                let value = rest.read_bytes()?;
-                records.push(Record {
-                    offset,
-                    timestamp,
-                    key,
-                    value,
-                });
-                Ok(false)
-            })?;
-        }
+        on_batch(&header, &data[pos..pos + header.size()])?;
         pos += header.size();
     }
-    Ok(records)
+    Ok(())
+}
+
+/// Appends every record of `batch` to `out`, key and value copied.
+fn copy_records(header: &BatchHeader, batch: &[u8], out: &mut Vec<Record>) -> Result<()> {
+    scan_batch(header, batch, |offset, timestamp, rest| {
+        let key = rest.read_bytes()?;
+        let value = rest.read_bytes()?;
+        out.push(Record {
+            offset,
+            timestamp,
+            key,
+            value,
+        });
+        Ok(false)
+    })?;
+    Ok(())
+}
+
+/// What the first record of a control batch holds: Kafka's control record key
+/// (`ControlRecordType`: `version i16, type i16`) and, for an end-transaction marker (type 0
+/// ABORT or 1 COMMIT), the `EndTransactionMarker` value (`version i16, coordinatorEpoch i32`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlMarker {
+    /// The key's type as read (0 ABORT, 1 COMMIT, other values as they are); -1 when the batch
+    /// is not a control batch or its first record does not parse.
+    pub control_type: i16,
+    /// The marker value's coordinator epoch; -1 when the batch holds no end-transaction marker
+    /// or its value does not parse.
+    pub coordinator_epoch: i32,
+}
+
+impl ControlMarker {
+    /// Not a control batch, or one whose marker cannot be read.
+    pub const NONE: ControlMarker = ControlMarker {
+        control_type: -1,
+        coordinator_epoch: -1,
+    };
+
+    /// Parses a control record's key and value as Kafka does: a key shorter than 4 bytes or
+    /// with a negative version does not parse (a higher version is read as version 0); a value
+    /// shorter than 6 bytes or with a negative version has no coordinator epoch.
+    pub fn parse(key: Option<&[u8]>, value: Option<&[u8]>) -> ControlMarker {
+        let Some(key) = key.filter(|k| k.len() >= 4) else {
+            return ControlMarker::NONE;
+        };
+        if get_i16(key, 0) < 0 {
+            return ControlMarker::NONE;
+        }
+        let control_type = get_i16(key, 2);
+        let is_end_txn = control_type == CONTROL_TYPE_ABORT || control_type == CONTROL_TYPE_COMMIT;
+        let coordinator_epoch = match value {
+            Some(v) if is_end_txn && v.len() >= 6 && get_i16(v, 0) >= 0 => get_i32(v, 2),
+            _ => -1,
+        };
+        ControlMarker {
+            control_type,
+            coordinator_epoch,
+        }
+    }
+}
+
+/// The marker of `batch` (a complete batch, header included) read from its first record;
+/// [`ControlMarker::NONE`] for a data batch, an empty control batch or one whose first record
+/// does not parse. Control batches are tiny and uncompressed in practice; a compressed one is
+/// decompressed as far as its first record.
+pub fn control_marker(header: &BatchHeader, batch: &[u8]) -> ControlMarker {
+    if !header.is_control() || batch.len() < RECORD_BATCH_OVERHEAD {
+        return ControlMarker::NONE;
+    }
+    let mut marker = ControlMarker::NONE;
+    let parsed = scan_batch(header, batch, |_, _, rest| {
+        let key = rest.read_bytes()?;
+        let value = rest.read_bytes()?;
+        marker = ControlMarker::parse(key.as_deref(), value.as_deref());
+        Ok(true)
+    });
+    match parsed {
+        Ok(_) => marker,
+        Err(_) => ControlMarker::NONE,
+    }
 }
 
 /// Decompresses the body of `batch` as a stream and calls `on_record(offset, timestamp, rest)`
@@ -673,6 +800,153 @@ mod tests {
         let short = build_raw_batch(0, 0, 1, 1, 1, 2, &encode_records(1, &sample()[..1]));
         assert!(matches!(
             read_records(&short),
+            Err(StorageError::Corrupt(_))
+        ));
+    }
+
+    /// A control batch at `base_offset` whose one record has `key` and `value` (compressed
+    /// with `codec` when not 0).
+    fn control_batch(base_offset: i64, codec: i16, key: Option<&[u8]>, value: &[u8]) -> Vec<u8> {
+        let record = [TestRecord {
+            timestamp: 2000,
+            key,
+            value,
+        }];
+        let b = if codec == 0 {
+            build_raw_batch(
+                0,
+                CONTROL_FLAG_MASK | TRANSACTIONAL_FLAG_MASK,
+                0,
+                2000,
+                2000,
+                1,
+                &encode_records(2000, &record),
+            )
+        } else {
+            let mut b = compressed_batch(codec, &record);
+            let attributes = codec | CONTROL_FLAG_MASK | TRANSACTIONAL_FLAG_MASK;
+            b[crate::batch::ATTRIBUTES_OFFSET..crate::batch::ATTRIBUTES_OFFSET + 2]
+                .copy_from_slice(&attributes.to_be_bytes());
+            let crc = crate::crc32c::crc32c(&b[crate::batch::ATTRIBUTES_OFFSET..]);
+            b[crate::batch::CRC_OFFSET..crate::batch::CRC_OFFSET + 4]
+                .copy_from_slice(&crc.to_be_bytes());
+            b
+        };
+        with_base_offset(b, base_offset)
+    }
+
+    fn marker_of(batch: &[u8]) -> (i16, i32) {
+        let m = control_marker(&BatchHeader::parse(batch).unwrap(), batch);
+        (m.control_type, m.coordinator_epoch)
+    }
+
+    #[test]
+    fn control_markers_parse_like_kafka() {
+        let epoch7 = [0u8, 0, 0, 0, 0, 7];
+        type Case<'a> = (&'a str, Option<&'a [u8]>, &'a [u8], (i16, i32));
+        let cases: [Case<'_>; 9] = [
+            ("abort", Some(&[0, 0, 0, 0]), &epoch7, (0, 7)),
+            ("commit", Some(&[0, 0, 0, 1]), &epoch7, (1, 7)),
+            // A later key version is read as version 0; a longer key or value too.
+            (
+                "key v1",
+                Some(&[0, 1, 0, 1, 9]),
+                &[0, 1, 0, 0, 0, 7, 1],
+                (1, 7),
+            ),
+            // Another control type (KRaft's LEADER_CHANGE) has no coordinator epoch.
+            ("other type", Some(&[0, 0, 0, 2]), &epoch7, (2, -1)),
+            (
+                "negative key version",
+                Some(&[0xFF, 0xFF, 0, 1]),
+                &epoch7,
+                (-1, -1),
+            ),
+            ("short key", Some(&[0, 0, 1]), &epoch7, (-1, -1)),
+            ("null key", None, &epoch7, (-1, -1)),
+            (
+                "short value",
+                Some(&[0, 0, 0, 1]),
+                &[0, 0, 0, 0, 7],
+                (1, -1),
+            ),
+            (
+                "negative value version",
+                Some(&[0, 0, 0, 0]),
+                &[0x80, 0, 0, 0, 0, 7],
+                (0, -1),
+            ),
+        ];
+        for (name, key, value, expected) in cases {
+            assert_eq!(
+                marker_of(&control_batch(0, 0, key, value)),
+                expected,
+                "{name}"
+            );
+        }
+        // Compressed control batches (never written by Kafka) are read too.
+        for codec in 1..=4 {
+            let b = control_batch(0, codec, Some(&[0, 0, 0, 1]), &epoch7);
+            assert_eq!(marker_of(&b), (1, 7), "codec {codec}");
+        }
+        // A data batch, an empty control batch and a damaged record have no marker.
+        assert_eq!(marker_of(&batch_of(&sample())), (-1, -1));
+        let empty = build_raw_batch(0, CONTROL_FLAG_MASK, 0, 1, 1, 0, &[]);
+        assert_eq!(marker_of(&empty), (-1, -1));
+        let mut payload = Vec::new();
+        put_varint(&mut payload, 50); // a record length past the end of the batch
+        payload.extend_from_slice(&[0, 0, 0, 8, 0, 0]);
+        let torn = build_raw_batch(0, CONTROL_FLAG_MASK, 0, 1, 1, 1, &payload);
+        assert_eq!(marker_of(&torn), (-1, -1));
+    }
+
+    #[test]
+    fn read_record_batches_lists_every_batch() {
+        let epoch7 = [0u8, 0, 0, 0, 0, 7];
+        let mut data = with_base_offset(batch_of(&sample()), 0); // offsets 0..4
+        data.extend(control_batch(5, 0, Some(&[0, 0, 0, 1]), &epoch7));
+        data.extend(with_base_offset(compressed_batch(2, &sample()), 6)); // 6..10
+        data.extend(control_batch(11, 0, None, &epoch7));
+        let batches = read_record_batches(&data).unwrap();
+        // build_raw_batch: producer 1234, epoch 5.
+        let summary: Vec<(i64, i64, i16, bool, i16, usize)> = batches
+            .iter()
+            .map(|b| {
+                (
+                    b.base_offset,
+                    b.producer_id,
+                    b.producer_epoch,
+                    b.is_transactional,
+                    b.control_type,
+                    b.records.len(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (0, 1234, 5, false, -1, 5),
+                (5, 1234, 5, true, 1, 0),
+                (6, 1234, 5, false, -1, 5),
+                (11, 1234, 5, true, -1, 0),
+            ]
+        );
+        assert_eq!(batches[0].records, sample_records(0));
+        assert_eq!(batches[2].records, sample_records(6));
+        // Every record read_records returns, in the same order.
+        let flat: Vec<Record> = batches.into_iter().flat_map(|b| b.records).collect();
+        assert_eq!(flat, read_records(&data).unwrap());
+        assert!(read_record_batches(&[]).unwrap().is_empty());
+        // Damage anywhere gives nothing but the error.
+        let mut bad = data.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert!(matches!(
+            read_record_batches(&bad),
+            Err(StorageError::Corrupt(_))
+        ));
+        assert!(matches!(
+            read_record_batches(&data[..data.len() - 3]),
             Err(StorageError::Corrupt(_))
         ));
     }

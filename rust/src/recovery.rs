@@ -2,10 +2,11 @@
 //!
 //! The whole `.log` is re-read from position 0 and every batch checked: structure (length,
 //! magic, codec, deltas), size limit, CRC-32C, and offsets that increase and fit the segment.
-//! Both indexes are rebuilt from scratch with the same interval rule as appends. The file is
-//! truncated at the first invalid or partial batch; everything before it is kept. As in Kafka,
-//! recovery ends by trimming the offset index, appending the final time-index entry and trimming
-//! the time index.
+//! Both indexes are rebuilt from scratch with the same interval rule as appends; the
+//! aborted-transaction index is emptied (its caller rebuilds it from the replayed markers). The
+//! file is truncated at the first invalid or partial batch; everything before it is kept. As in
+//! Kafka, recovery ends by trimming the offset index, appending the final time-index entry and
+//! trimming the time index.
 
 use std::sync::Arc;
 
@@ -14,11 +15,15 @@ use crate::errors::{IoContext, Result};
 use crate::segment::{LogReader, Segment, SCAN_CHUNK};
 
 impl Segment {
-    /// Rescans and validates the whole log, rebuilding both indexes; truncates at the first
-    /// invalid batch. A batch larger than `max_message_bytes` counts as invalid (pass a bound no
+    /// Rescans and validates the whole log, rebuilding both indexes and emptying the
+    /// aborted-transaction index (which clears its damage flag); truncates at the first invalid
+    /// batch. A batch larger than `max_message_bytes` counts as invalid (pass a bound no
     /// smaller than any batch the log may legitimately hold). Returns the bytes truncated.
     pub fn recover(&mut self, max_message_bytes: i64) -> Result<u64> {
         self.map_indexes()?;
+        // As Kafka's `LogSegment.recover`, the aborted-transaction index starts over; the caller
+        // appends the aborted transactions again while it replays the batches.
+        self.txn_index.reset()?;
         self.offset_index.reset();
         self.time_index.reset();
         self.bytes_since_last_index_entry = 0;

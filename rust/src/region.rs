@@ -17,23 +17,38 @@ use std::sync::Arc;
 
 use crate::errors::{IoContext, Result, StorageError};
 
-/// `length` bytes of a `.log` file from `position`.
+/// `length` bytes of a `.log` file from `position`: whole batches, the last of which ends
+/// before `next_offset`.
 #[derive(Clone)]
 pub struct LogRegion {
     file: Arc<File>,
     path: PathBuf,
     position: u64,
     length: usize,
+    next_offset: i64,
 }
 
 impl LogRegion {
-    pub fn new(file: Arc<File>, path: PathBuf, position: u64, length: usize) -> Self {
+    pub fn new(
+        file: Arc<File>,
+        path: PathBuf,
+        position: u64,
+        length: usize,
+        next_offset: i64,
+    ) -> Self {
         LogRegion {
             file,
             path,
             position,
             length,
+            next_offset,
         }
+    }
+
+    /// Last offset of the region's last batch + 1 (the upper bound a read_committed fetch
+    /// collects aborted transactions up to).
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset
     }
 
     pub fn position(&self) -> u64 {
@@ -137,7 +152,7 @@ mod tests {
             .write_all(content)
             .unwrap();
         let file = Arc::new(File::open(&path).unwrap());
-        LogRegion::new(file, path, position, length)
+        LogRegion::new(file, path, position, length, 0)
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! A log segment: one `.log` file of record batches plus its sparse `.index` and `.timeindex`.
+//! A log segment: one `.log` file of record batches plus its sparse `.index` and `.timeindex`,
+//! and the `.txnindex` of the transactions aborted in it (`txn_index.rs`), created on demand.
 //!
 //! The segment owns every byte-level operation on its files: appending a record set (offset
 //! assignment and the index-interval rule), reading whole batches by offset, timestamp lookups,
@@ -6,6 +7,10 @@
 //! Kafka's `LogSegment` state: `size`, `next_offset`, `maxTimestampSoFar` and the offset of the
 //! batch holding it, and `bytesSinceLastIndexEntry`. Roll decisions are the caller's: it reads
 //! `size`, `first_batch_timestamp`, `index_is_full` and rolls before appending.
+//!
+//! The aborted-transaction index is written by the caller (it knows, from its producer state,
+//! which transaction an ABORT marker ends): the segment only stores, serves, truncates and resets
+//! it with the other files.
 //!
 //! Files are named after the base offset, zero-padded to 20 digits. The `.log` is written with
 //! plain `write` calls (page cache; `flush` fsyncs) and read with `pread`. Positions inside a
@@ -24,8 +29,9 @@ use crate::batch::{
 };
 use crate::errors::{IoContext, Result, StorageError};
 use crate::offset_index::OffsetIndex;
-use crate::records::visit_records;
+use crate::records::{control_marker, visit_records, ControlMarker};
 use crate::time_index::TimeIndex;
+use crate::txn_index::{AbortedTxn, TxnIndex};
 
 /// Read-ahead used when walking batch headers (lookups, tail scans).
 pub(crate) const HEADER_CHUNK: usize = 16 * 1024;
@@ -63,6 +69,11 @@ pub struct BatchInfo {
     pub base_sequence: i32,
     pub is_transactional: bool,
     pub is_control: bool,
+    /// -1 for a data batch; for a control batch the type read from its first record's key
+    /// (0 ABORT, 1 COMMIT, ...), -1 if that record cannot be parsed.
+    pub control_type: i16,
+    /// The end-transaction marker's coordinator epoch; -1 when the batch holds none.
+    pub coordinator_epoch: i32,
 }
 
 /// What [`Segment::read_plan`] decided to read: `capacity` bytes from `position`, of which the
@@ -75,16 +86,18 @@ pub struct ReadPlan {
 }
 
 /// What to fsync for a segment, detached from it so a flush can run without holding it: the open
-/// `.log` and the paths of the two indexes (which keep no descriptor; see `index_file.rs`).
+/// `.log` and the paths of the three indexes (which keep no descriptor; see `index_file.rs` and
+/// `txn_index.rs`).
 pub struct FlushHandles {
     log: (Arc<File>, PathBuf),
-    indexes: [PathBuf; 2],
+    indexes: [PathBuf; 3],
 }
 
 impl FlushHandles {
-    /// fsyncs (data) the `.log`, `.index` and `.timeindex`. On Linux this also writes back pages
-    /// dirtied through the index mappings (msync(MS_SYNC) is the same operation there). An index
-    /// removed meanwhile (the segment was deleted) is skipped.
+    /// fsyncs (data) the `.log`, `.index`, `.timeindex` and `.txnindex`. On Linux this also
+    /// writes back pages dirtied through the index mappings (msync(MS_SYNC) is the same operation
+    /// there). An index that does not exist (no `.txnindex` yet, or the segment was deleted
+    /// meanwhile) is skipped.
     pub fn sync(&self) -> Result<()> {
         let (log, log_path) = &self.log;
         log.sync_data().at(log_path, "fsync")?;
@@ -179,6 +192,7 @@ pub struct Segment {
     pub(crate) size: u64,
     pub(crate) offset_index: OffsetIndex,
     pub(crate) time_index: TimeIndex,
+    pub(crate) txn_index: TxnIndex,
     pub(crate) index_interval_bytes: u64,
     pub(crate) bytes_since_last_index_entry: u64,
     pub(crate) next_offset: i64,
@@ -198,7 +212,9 @@ pub fn segment_file(dir: &Path, base_offset: i64, ext: &str) -> PathBuf {
 }
 
 impl Segment {
-    /// Opens the segment `<dir>/<base_offset:020>.log` (+ indexes), creating missing files.
+    /// Opens the segment `<dir>/<base_offset:020>.log` (+ indexes), creating missing files
+    /// (except the `.txnindex`, created by its first append; an existing one is checked, see
+    /// [`txn_index_damaged`](Self::txn_index_damaged)).
     ///
     /// For existing files the state is restored: `size` from the file length, the indexes'
     /// valid entries, `next_offset` by walking batch headers from the last offset-index entry to
@@ -241,6 +257,7 @@ impl Segment {
             base_offset,
             max_index_size,
         )?;
+        let txn_index = TxnIndex::open(&segment_file(dir, base_offset, "txnindex"), base_offset)?;
         let mut segment = Segment {
             base_offset,
             log_path,
@@ -248,6 +265,7 @@ impl Segment {
             size,
             offset_index,
             time_index,
+            txn_index,
             index_interval_bytes: index_interval_bytes as u64,
             bytes_since_last_index_entry: 0,
             next_offset: base_offset,
@@ -375,6 +393,43 @@ impl Segment {
 
     pub fn time_index(&self) -> &TimeIndex {
         &self.time_index
+    }
+
+    pub fn txn_index(&self) -> &TxnIndex {
+        &self.txn_index
+    }
+
+    /// Whether the `.txnindex` file exists.
+    pub fn has_txn_index(&self) -> bool {
+        self.txn_index.exists()
+    }
+
+    /// True when opening found the `.txnindex` damaged (see `txn_index.rs`); cleared by
+    /// [`recover`](Self::recover). A damaged index is neither served nor appended to.
+    pub fn txn_index_damaged(&self) -> bool {
+        self.txn_index.is_damaged()
+    }
+
+    /// Appends an aborted transaction to the `.txnindex` (created if needed; no fsync). Its
+    /// `last_offset` must be greater than the previous entry's.
+    pub fn append_aborted_txn(&mut self, txn: AbortedTxn) -> Result<()> {
+        self.txn_index.append(txn)
+    }
+
+    /// Kafka's `LogSegment.collectAbortedTxns`: the aborted transactions overlapping
+    /// `[fetch_offset, upper_bound_offset)` and whether the search is complete (see
+    /// [`TxnIndex::collect`]).
+    pub fn collect_aborted_txns(
+        &self,
+        fetch_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<(Vec<AbortedTxn>, bool)> {
+        self.txn_index.collect(fetch_offset, upper_bound_offset)
+    }
+
+    /// Every entry of the `.txnindex`.
+    pub fn aborted_txns(&self) -> Result<Vec<AbortedTxn>> {
+        self.txn_index.all()
     }
 
     /// Appends a record set, patching it in place first (see [`assign_offsets`]):
@@ -588,30 +643,60 @@ impl Segment {
     /// be sent straight from the file (zero-copy). Only batch headers are read: from the last
     /// index entry inside the planned range (an index entry is always a batch boundary), so the
     /// walk covers about `index.interval.bytes` of small batches or one large one.
+    ///
+    /// Returns `(position, length, next_offset)`, `next_offset` being the last offset of the
+    /// region's last batch + 1.
     pub fn read_region(
         &mut self,
         offset: i64,
         max_bytes: i64,
         max_offset: i64,
         min_one_batch: bool,
-    ) -> Result<Option<(u64, usize)>> {
+    ) -> Result<Option<(u64, usize, i64)>> {
         let Some(plan) = self.read_plan(offset, max_bytes, max_offset, min_one_batch)? else {
             return Ok(None);
         };
         let start = plan.position;
         let end = start + plan.capacity as u64;
-        let mut pos = match self.offset_index.floor_by_position(end, max_offset) {
-            Some(entry) if entry.position as u64 > start => entry.position as u64,
-            _ => start,
-        };
+        // The last index entry at or before `bound` that lies after `start`, else `start`.
+        let walk_start =
+            |index: &OffsetIndex, bound: u64| match index.floor_by_position(bound, max_offset) {
+                Some(entry) if entry.position as u64 > start => entry.position as u64,
+                _ => start,
+            };
+        let mut pos = walk_start(&self.offset_index, end);
         let mut reader = LogReader::new(&self.log, &self.log_path, end, HEADER_CHUNK);
+        let mut next_offset = None;
         while let HeaderAt::Batch(h) = reader.header_at(pos)? {
             if h.base_offset >= max_offset {
                 break;
             }
+            next_offset = Some(h.last_offset() + 1);
             pos += h.size() as u64;
         }
-        Ok((pos > start).then(|| (start, (pos - start) as usize)))
+        if pos == start {
+            return Ok(None);
+        }
+        if next_offset.is_none() {
+            // The walk started where the region ends (an index entry there, or at a batch that
+            // does not fit): walk the batches before it, from the entry before, to find the
+            // region's last batch.
+            let mut at = walk_start(&self.offset_index, pos - 1);
+            while at < pos {
+                let HeaderAt::Batch(h) = reader.header_at(at)? else {
+                    break;
+                };
+                next_offset = Some(h.last_offset() + 1);
+                at += h.size() as u64;
+            }
+        }
+        let next_offset = next_offset.ok_or_else(|| {
+            StorageError::corrupt(format!(
+                "cannot find the last batch before position {pos} of {}",
+                self.log_path.display()
+            ))
+        })?;
+        Ok(Some((start, (pos - start) as usize, next_offset)))
     }
 
     /// A handle on the `.log` for reading a [`ReadPlan`] without holding the segment.
@@ -717,9 +802,11 @@ impl Segment {
     }
 
     /// Removes every batch whose last offset is >= `offset` (a batch holding `offset` goes
-    /// entirely), and index entries for offsets >= `offset`; recomputes `next_offset` and the max
-    /// timestamp. Returns the number of bytes removed.
+    /// entirely), and index entries for offsets >= `offset` (aborted transactions: those whose
+    /// last offset is >= `offset`, as Kafka's `TransactionIndex.truncateTo`); recomputes
+    /// `next_offset` and the max timestamp. Returns the number of bytes removed.
     pub fn truncate_to(&mut self, offset: i64) -> Result<u64> {
+        self.txn_index.truncate_to(offset)?;
         if offset >= self.next_offset {
             return Ok(0);
         }
@@ -737,13 +824,21 @@ impl Segment {
     }
 
     /// Header information of every batch from `start_position` (a batch boundary) to the end
-    /// of the log. Stops quietly at a partial or malformed batch.
+    /// of the log. Stops quietly at a partial or malformed batch. The marker of a control batch
+    /// is read from its first record (control batches are tiny); nothing else past the headers.
     pub fn batches(&self, start_position: u64) -> Result<Vec<BatchInfo>> {
         let mut reader = LogReader::new(&self.log, &self.log_path, self.size, SCAN_CHUNK);
         let mut out = Vec::new();
         let mut pos = start_position;
         while let HeaderAt::Batch(h) = reader.header_at(pos)? {
             let size = h.size() as u64;
+            let marker = if h.is_control() {
+                reader
+                    .slice(pos, h.size())?
+                    .map_or(ControlMarker::NONE, |batch| control_marker(&h, batch))
+            } else {
+                ControlMarker::NONE
+            };
             out.push(BatchInfo {
                 base_offset: h.base_offset,
                 last_offset: h.last_offset(),
@@ -756,6 +851,8 @@ impl Segment {
                 base_sequence: h.base_sequence,
                 is_transactional: h.is_transactional(),
                 is_control: h.is_control(),
+                control_type: marker.control_type,
+                coordinator_epoch: marker.coordinator_epoch,
             });
             pos += size;
         }
@@ -778,7 +875,7 @@ impl Segment {
         Ok(starts)
     }
 
-    /// Handles for an fsync of the three files that can run without holding the segment. On
+    /// Handles for an fsync of the four files that can run without holding the segment. On
     /// platforms other than Linux the index mappings are msync'ed here first.
     pub fn flush_handles(&self) -> Result<FlushHandles> {
         #[cfg(not(target_os = "linux"))]
@@ -791,11 +888,12 @@ impl Segment {
             indexes: [
                 self.offset_index.path().to_path_buf(),
                 self.time_index.path().to_path_buf(),
+                self.txn_index.path().to_path_buf(),
             ],
         })
     }
 
-    /// fsyncs the log and both indexes.
+    /// fsyncs the log and the indexes (the `.txnindex` if it exists).
     pub fn flush(&self) -> Result<()> {
         self.flush_handles()?.sync()
     }
@@ -823,12 +921,13 @@ impl Segment {
         inactive.and(synced)
     }
 
-    /// The three file paths: `.log`, `.index`, `.timeindex`.
-    pub fn paths(&self) -> [PathBuf; 3] {
+    /// The four file paths: `.log`, `.index`, `.timeindex`, `.txnindex` (which may not exist).
+    pub fn paths(&self) -> [PathBuf; 4] {
         [
             self.log_path.clone(),
             self.offset_index.path().to_path_buf(),
             self.time_index.path().to_path_buf(),
+            self.txn_index.path().to_path_buf(),
         ]
     }
 
@@ -860,7 +959,7 @@ impl Segment {
     }
 
     /// Closes the segment (final time entry, trim) and renames each file to `<name><suffix>`,
-    /// e.g. `.deleted`. Missing index files are skipped.
+    /// e.g. `.deleted`. Missing index files (a `.txnindex` never created) are skipped.
     pub fn rename_suffix(self, suffix: &str) -> Result<Vec<PathBuf>> {
         let paths = self.paths();
         let closed = self.close(false);

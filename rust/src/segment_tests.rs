@@ -6,12 +6,14 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 
 use crate::batch::test_support::{batch_of, simple_batch, TestRecord};
-use crate::batch::{validate_batches, BatchHeader, ATTRIBUTES_OFFSET};
+use crate::batch::{validate_batches, BatchHeader, ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG_MASK};
+use crate::builder::{build_batch_with_attributes, build_control_batch, KeyValue, ProducerFields};
 use crate::errors::StorageError;
 use crate::offset_index::OffsetPosition;
 use crate::records::test_support::compressed_batch;
 use crate::segment::{segment_file, AppendResult, Segment};
 use crate::test_dir::TestDir;
+use crate::txn_index::AbortedTxn;
 
 const MB: i64 = 1 << 20;
 
@@ -322,10 +324,12 @@ fn read_region_matches_read() {
                         );
                         match region {
                             None => assert!(data.is_empty(), "{case}"),
-                            Some((position, length)) => {
+                            Some((position, length, next_offset)) => {
                                 let mut buf = vec![0u8; length];
                                 seg.log_file().read_exact_at(&mut buf, position).unwrap();
                                 assert_eq!(buf, data, "{case}");
+                                let last = headers(&data).last().unwrap().last_offset();
+                                assert_eq!(next_offset, last + 1, "{case}");
                             }
                         }
                     }
@@ -739,6 +743,8 @@ fn flush_delete_and_rename() {
     seg.flush().unwrap();
     assert!(seg.last_modified_ms().unwrap() > 0);
     seg.rename_suffix(".deleted").unwrap();
+    // No `.txnindex` was created: none is renamed.
+    assert!(!segment_file(dir.path(), 7, "txnindex.deleted").exists());
     for ext in ["log", "index", "timeindex"] {
         let p = segment_file(dir.path(), 7, ext);
         assert!(!p.exists());
@@ -749,6 +755,157 @@ fn flush_delete_and_rename() {
     for ext in ["log", "index", "timeindex"] {
         assert!(!segment_file(dir.path(), 8, ext).exists());
     }
+}
+
+/// A transactional batch of `n` records of producer `pid` (epoch 2).
+fn txn_batch(pid: i64, n: usize) -> Vec<u8> {
+    let pairs: Vec<KeyValue<'_>> = (0..n).map(|_| (None, Some(b"v".as_slice()))).collect();
+    let producer = ProducerFields {
+        producer_id: pid,
+        producer_epoch: 2,
+        base_sequence: 0,
+    };
+    build_batch_with_attributes(&pairs, 0, 1000, producer, TRANSACTIONAL_FLAG_MASK).unwrap()
+}
+
+fn aborted(producer_id: i64, first: i64, last: i64, lso: i64) -> AbortedTxn {
+    AbortedTxn {
+        producer_id,
+        first_offset: first,
+        last_offset: last,
+        last_stable_offset: lso,
+    }
+}
+
+#[test]
+fn batches_report_control_markers() {
+    let dir = TestDir::new("batches_markers");
+    let mut seg = open(&dir, 0, 4096);
+    seg.append_copy(&txn_batch(9, 2), 0, 1, -1).unwrap(); // 0..1
+    seg.append_copy(&build_control_batch(9, 2, 17, true, 1001), 2, 1, -1)
+        .unwrap(); // 2
+    seg.append_copy(&txn_batch(9, 1), 3, 1, -1).unwrap(); // 3
+    seg.append_copy(&build_control_batch(9, 2, 18, false, 1002), 4, 1, -1)
+        .unwrap(); // 4
+    let list = seg.batches(0).unwrap();
+    let got: Vec<(i64, bool, bool, i16, i32)> = list
+        .iter()
+        .map(|b| {
+            (
+                b.base_offset,
+                b.is_transactional,
+                b.is_control,
+                b.control_type,
+                b.coordinator_epoch,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0, true, false, -1, -1),
+            (2, true, true, 1, 17),
+            (3, true, false, -1, -1),
+            (4, true, true, 0, 18),
+        ]
+    );
+    assert_eq!((list[1].producer_id, list[1].producer_epoch), (9, 2));
+    assert_eq!((list[1].base_sequence, list[1].max_timestamp), (-1, 1001));
+    assert_eq!(seg.batches(list[3].position).unwrap(), list[3..]);
+}
+
+#[test]
+fn txn_index_lives_with_the_segment() {
+    let dir = TestDir::new("txn_segment");
+    let txn_path = segment_file(dir.path(), 100, "txnindex");
+    let mut seg = open(&dir, 100, 4096);
+    assert!(!seg.has_txn_index() && !txn_path.exists());
+    for _ in 0..10 {
+        append_batch(&mut seg, 2, 1, 10); // 100..119
+    }
+    seg.flush().unwrap(); // no .txnindex: nothing to sync, no error
+    seg.append_aborted_txn(aborted(1, 100, 103, 100)).unwrap();
+    seg.append_aborted_txn(aborted(2, 101, 108, 104)).unwrap();
+    seg.append_aborted_txn(aborted(3, 110, 115, 109)).unwrap();
+    assert!(matches!(
+        seg.append_aborted_txn(aborted(4, 110, 115, 109)),
+        Err(StorageError::InvalidArgument(_))
+    ));
+    assert!(seg.has_txn_index() && !seg.txn_index_damaged());
+    assert_eq!(file_len(&dir, 100, "txnindex"), 3 * 34);
+    seg.flush().unwrap();
+    assert_eq!(
+        seg.collect_aborted_txns(104, 110).unwrap(),
+        (vec![aborted(2, 101, 108, 104)], false)
+    );
+    assert_eq!(
+        seg.collect_aborted_txns(100, 104).unwrap(),
+        (
+            vec![aborted(1, 100, 103, 100), aborted(2, 101, 108, 104)],
+            true
+        )
+    );
+    seg.close(true).unwrap();
+
+    // Reopened with the segment; truncation drops the entries ending at or after the offset,
+    // even past the log end.
+    let mut seg = open(&dir, 100, 4096);
+    assert!(seg.has_txn_index() && !seg.txn_index_damaged());
+    assert_eq!(seg.aborted_txns().unwrap().len(), 3);
+    seg.truncate_to(200).unwrap();
+    assert_eq!(seg.aborted_txns().unwrap().len(), 3);
+    seg.truncate_to(110).unwrap();
+    assert_eq!(seg.next_offset(), 110);
+    assert_eq!(
+        seg.aborted_txns().unwrap(),
+        [aborted(1, 100, 103, 100), aborted(2, 101, 108, 104)]
+    );
+    seg.truncate_to(108).unwrap();
+    assert_eq!(seg.aborted_txns().unwrap(), [aborted(1, 100, 103, 100)]);
+
+    // Recovery empties it (the caller appends what it finds again).
+    seg.recover(MB).unwrap();
+    assert!(seg.has_txn_index());
+    assert!(seg.aborted_txns().unwrap().is_empty());
+    assert_eq!(file_len(&dir, 100, "txnindex"), 0);
+    seg.append_aborted_txn(aborted(1, 100, 103, 100)).unwrap();
+
+    // Renamed and deleted with the other files.
+    seg.rename_suffix(".deleted").unwrap();
+    assert!(!txn_path.exists());
+    assert!(txn_path.with_extension("txnindex.deleted").exists());
+    let mut seg = open(&dir, 100, 4096);
+    assert!(!seg.has_txn_index());
+    seg.append_aborted_txn(aborted(1, 100, 103, 100)).unwrap();
+    seg.delete().unwrap();
+    assert!(!txn_path.exists());
+}
+
+#[test]
+fn damaged_txn_index_is_flagged_until_recovery() {
+    let dir = TestDir::new("txn_segment_damaged");
+    let mut seg = open(&dir, 0, 4096);
+    append_batch(&mut seg, 5, 1, 10);
+    seg.append_aborted_txn(aborted(1, 0, 3, 0)).unwrap();
+    seg.close(true).unwrap();
+    let path = segment_file(dir.path(), 0, "txnindex");
+    OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(&[0; 10])
+        .unwrap();
+    let mut seg = open(&dir, 0, 4096);
+    assert!(seg.txn_index_damaged());
+    assert!(matches!(
+        seg.collect_aborted_txns(0, 10),
+        Err(StorageError::InvalidArgument(m)) if m.contains("damaged")
+    ));
+    seg.recover(MB).unwrap();
+    assert!(!seg.txn_index_damaged());
+    assert_eq!(seg.collect_aborted_txns(0, 10).unwrap(), (vec![], false));
+    seg.append_aborted_txn(aborted(1, 0, 3, 0)).unwrap();
+    assert_eq!(seg.aborted_txns().unwrap(), [aborted(1, 0, 3, 0)]);
 }
 
 /// Rough throughput check: `cargo test --release -- --ignored --nocapture throughput`.

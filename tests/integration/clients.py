@@ -84,11 +84,12 @@ def produce_aiokafka(bootstrap: str, topic: str, pairs: list[tuple[bytes | None,
 
 
 def consume_aiokafka(bootstrap: str, topic: str, count: int, partition: int = 0, offset: int = 0,
-                     timeout: float = 30.0) -> list[Record]:
+                     timeout: float = 30.0, isolation_level: str = "read_uncommitted") -> list[Record]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def run() -> list[Record]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+                                    isolation_level=isolation_level)
         await consumer.start()
         try:
             tp = TopicPartition(topic, partition)
@@ -124,10 +125,11 @@ def produce_kafka_python(bootstrap: str, topic: str, pairs: list[tuple[bytes | N
 
 
 def consume_kafka_python(bootstrap: str, topic: str, count: int, partition: int = 0, offset: int = 0,
-                         timeout: float = 30.0) -> list[Record]:
+                         timeout: float = 30.0, isolation_level: str = "read_uncommitted") -> list[Record]:
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+                             isolation_level=isolation_level)
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
@@ -156,10 +158,11 @@ def produce_kcat(bootstrap: str, topic: str, pairs: list[tuple[bytes | None, byt
     assert result.returncode == 0, result.stderr.decode(errors="replace")
 
 
-def consume_kcat(bootstrap: str, topic: str, count: int, partition: int = 0, offset: int = 0) -> list[Record]:
+def consume_kcat(bootstrap: str, topic: str, count: int, partition: int = 0, offset: int = 0,
+                 isolation_level: str = "read_uncommitted") -> list[Record]:
     result = subprocess.run(
         ["kcat", "-C", "-b", bootstrap, "-t", topic, "-p", str(partition), "-o", str(offset), "-c", str(count),
-         "-e", "-f", "%o\t%T\t%k\t%s\n"],
+         "-e", "-f", "%o\t%T\t%k\t%s\n", "-X", f"isolation.level={isolation_level}"],
         capture_output=True, timeout=60,
     )
     assert result.returncode == 0, result.stderr.decode(errors="replace")

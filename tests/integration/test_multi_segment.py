@@ -16,7 +16,7 @@ from tests.integration import clients
 SEGMENT_BYTES = 10000
 COUNT = 2000
 BASE = 1_700_000_000_000
-SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex)")
+SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex|snapshot)")
 OTHER_FILES = {"partition.metadata", "leader-epoch-checkpoint"}
 
 
@@ -46,7 +46,7 @@ def create(bootstrap: str, topic: str, segment_bytes: int) -> None:
 
 def segment_bases(partition_dir) -> list[int]:
     """Base offsets of the segments in a partition directory, checking every file's name."""
-    by_suffix: dict[str, set[int]] = {"log": set(), "index": set(), "timeindex": set()}
+    by_suffix: dict[str, set[int]] = {"log": set(), "index": set(), "timeindex": set(), "snapshot": set()}
     for name in os.listdir(partition_dir):
         match = SEGMENT_FILE.fullmatch(name)
         if match is None:
@@ -54,6 +54,8 @@ def segment_bases(partition_dir) -> list[int]:
             continue
         by_suffix[match[2]].add(int(match[1]))
     assert by_suffix["log"] == by_suffix["index"] == by_suffix["timeindex"]
+    # A producer snapshot at each roll (Kafka names it by the new segment's base offset).
+    assert set(sorted(by_suffix["log"])[1:]) <= by_suffix["snapshot"]
     return sorted(by_suffix["log"])
 
 

@@ -81,7 +81,7 @@ def _error_codes(message: Any, struct: Struct, version: int) -> list[int]:
         if not f.present_in(version):
             continue
         value = getattr(message, f.name)
-        if f.name == "error_code":
+        if f.name in ("error_code", "partition_error_code"):  # AddPartitionsToTxn names it so
             codes.append(value)
         elif f.struct is not None and value is not None:
             for item in value if f.is_array else [value]:

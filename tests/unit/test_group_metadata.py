@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from pybroker.server.group.group_metadata import GroupMetadata, GroupState
+from pybroker.server.group.group_metadata import CommitRecord, GroupMetadata, GroupState
 from pybroker.server.group.member import MemberMetadata
 from pybroker.server.group.metadata_manager import GroupMetadataManager
 from pybroker.server.group.records import GroupRecord, MemberRecord, OffsetAndMetadata
@@ -328,7 +328,7 @@ def test_rebuilt_group_with_members_is_stable_and_keeps_its_metadata():
         MemberRecord("m1", None, "c1", "/h", 60000, 6000, subscription("t"), b"a1"),
         MemberRecord("m2", "i2", "c2", "/h", 60000, 6000, subscription("u"), b"a2"),
     ])
-    group = GroupMetadataManager._rebuild_group("g", record, {tp("t"): committed(5)})
+    group = GroupMetadataManager._rebuild_group("g", record, {tp("t"): CommitRecord(0, committed(5))})
     assert (group.state, group.generation_id, group.protocol_type, group.protocol_name) == (S, 7, "consumer", "range")
     assert (group.leader_id, group.state_timestamp) == ("m2", 1234)
     assert group.static_member_id("i2") == "m2"
@@ -344,12 +344,12 @@ def test_rebuilt_group_without_members_is_empty():
 
 
 def test_offsets_without_group_record_make_a_simple_group():
-    group = GroupMetadataManager._rebuild_group("g", None, {tp("t"): committed(5)})
+    group = GroupMetadataManager._rebuild_group("g", None, {tp("t"): CommitRecord(0, committed(5))})
     assert (group.state, group.protocol_type, group.generation_id) == (E, None, 0)
 
 
 def test_rebuilt_empty_group_without_state_timestamp_expires_by_commit_time():
     record = GroupRecord("consumer", 3, None, None, -1, [])
-    group = GroupMetadataManager._rebuild_group("g", record, {tp("t"): committed(0)})
+    group = GroupMetadataManager._rebuild_group("g", record, {tp("t"): CommitRecord(0, committed(0))})
     # committed at t=0 with a 1h retention: long expired, whenever the group was loaded
     assert group.expired_offsets(2 * HOUR, HOUR) == [tp("t")]

@@ -63,9 +63,13 @@ def test_an_existing_ensemble_needs_no_install(tmp_path, monkeypatch):
     assert cluster.properties(cluster.brokers[0])["zookeeper.connect"] == "127.0.0.1:2181/kafka"
 
 
-@pytest.mark.parametrize(("brokers", "replication"), [(1, "1"), (2, "2"), (3, "3"), (5, "3")])
-def test_internal_topic_replication_is_min_of_three_and_the_broker_count(brokers, replication):
-    assert cluster_defaults(brokers) == {"offsets.topic.replication.factor": replication}
+@pytest.mark.parametrize(("brokers", "replication", "min_isr"), [(1, "1", "1"), (2, "2", "2"), (3, "3", "2"), (5, "3", "2")])
+def test_internal_topic_replication_is_min_of_three_and_the_broker_count(brokers, replication, min_isr):
+    assert cluster_defaults(brokers) == {
+        "offsets.topic.replication.factor": replication,
+        "transaction.state.log.replication.factor": replication,
+        "transaction.state.log.min.isr": min_isr,
+    }
 
 
 def test_shipped_server_properties_values_are_the_broker_defaults():
@@ -73,6 +77,8 @@ def test_shipped_server_properties_values_are_the_broker_defaults():
     config = BrokerConfig()
     assert config.get("group.initial.rebalance.delay.ms") == 0
     assert config.get("offsets.topic.replication.factor") == 1
+    assert config.get("transaction.state.log.replication.factor") == 1
+    assert config.get("transaction.state.log.min.isr") == 1
     assert config.get("num.partitions") == 1
     assert config.get("num.recovery.threads.per.data.dir") == 1
     assert config.get("log.retention.hours") == 168

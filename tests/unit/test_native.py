@@ -144,7 +144,12 @@ def test_validate_replicated_batches_summary():
     assert (info.max_timestamp, info.offset_of_max_timestamp) == (30, 101)
     assert info.offsets_monotonic
     assert info.epoch_starts == [(0, 100), (2, 110), (5, 113)]
-    assert info.producer_batches == [(42, 3, 2**31 - 1, 2**31 - 1, 102, 102, 20), (42, 3, 0, 2, 110, 112, 7)]
+    # Control batches are listed too; this one's record is no marker (control type -1).
+    assert info.producer_batches == [
+        (42, 3, 2**31 - 1, 2**31 - 1, 102, 102, 20, False, -1, -1),
+        (42, 3, 0, 2, 110, 112, 7, False, -1, -1),
+        (42, 3, -1, -1, 113, 113, 8, True, -1, -1),
+    ]
     assert _native.validate_replicated_batches(data, 2).epoch_starts == [(5, 113)]
     assert "ReplicatedRecordsInfo(" in repr(info)
     with pytest.raises(AttributeError):

@@ -54,6 +54,12 @@ def seg_files(base: int, suffix: str = "") -> set[str]:
     return {f"{base:020d}{ext}{suffix}" for ext in (".log", ".index", ".timeindex")}
 
 
+def snapshots(*offsets: int) -> set[str]:
+    """Producer snapshot files: one per roll (at the new segment's base) and one at the log end
+    offset when the log closes; those below the first segment go with it."""
+    return {f"{offset:020d}.snapshot" for offset in offsets}
+
+
 def test_log_start_offset_breach_deletes_whole_segments_below_it(tmp_path):
     # UnifiedLogTest.testLogDeletionAfterDeleteRecords
     log = fifteen(tmp_path)
@@ -65,7 +71,7 @@ def test_log_start_offset_breach_deletes_whole_segments_below_it(tmp_path):
     # The active segment stays although everything in it is below the log start offset.
     assert log.log_end_offset == 15 and log.segments[0].size > 0
     # Deleted segments were renamed, not removed (nobody scheduled their removal here).
-    assert files(log) == seg_files(10) | seg_files(0, ".deleted") | seg_files(5, ".deleted")
+    assert files(log) == seg_files(10) | seg_files(0, ".deleted") | seg_files(5, ".deleted") | snapshots(10)
     assert log.read(15, 1000, 15, True) == b""
 
 
@@ -222,7 +228,7 @@ def test_leftover_deleted_files_are_removed_at_load(tmp_path):
     assert seg_files(0, ".deleted") <= files(log)
     log.close()
     reopened = Log(log.dir, TP, log.config, log_start_offset=10, high_watermark=15)
-    assert files(reopened) == seg_files(10)
+    assert files(reopened) == seg_files(10) | snapshots(15)
     assert bases(reopened) == [10] and reopened.log_start_offset == 10
     reopened.close()
 
@@ -278,7 +284,7 @@ def test_manager_shutdown_removes_waiting_deleted_files(tmp_path):
         return log
 
     log = asyncio.run(run())
-    assert files(log) == seg_files(5) | {"partition.metadata"}
+    assert files(log) == seg_files(5) | {"partition.metadata"} | snapshots(5, 10)
     # LSO 7 is inside the first remaining segment: the checkpoint keeps it.
     assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 7\n"
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from pybroker.server.apis import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_partition,
     api_versions,
@@ -26,7 +28,9 @@ from pybroker.server.apis import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_transactions,
     elect_leaders,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -37,6 +41,7 @@ from pybroker.server.apis import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -46,7 +51,9 @@ from pybroker.server.apis import (
     produce,
     stop_replica,
     sync_group,
+    txn_offset_commit,
     update_metadata,
+    write_txn_markers,
 )
 
 _MODULES: list[ModuleType] = [
@@ -71,10 +78,17 @@ _MODULES: list[ModuleType] = [
     alter_configs,
     incremental_alter_configs,
     init_producer_id,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    txn_offset_commit,
     delete_records,
+    write_txn_markers,
     delete_groups,
     offset_delete,
     describe_cluster,
+    describe_transactions,
+    list_transactions,
     leader_and_isr,
     stop_replica,
     update_metadata,

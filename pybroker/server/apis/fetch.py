@@ -38,7 +38,8 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | asynci
     if refused:
         partitions = [p for p in partitions if p.topic_partition not in refused]
     outcome = ctx.broker.replica_manager.fetch_messages(
-        request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes, partitions
+        request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes, partitions,
+        read_committed=request.isolation_level == READ_COMMITTED,
     )
     if asyncio.isfuture(outcome):
         return _respond_later(request, outcome, refused)
@@ -63,7 +64,7 @@ async def _respond_later(
 
 
 def _response(request: FetchRequest, results: dict[TopicPartition, FetchPartitionResult]) -> FetchResponse:
-    aborted = [] if request.isolation_level == READ_COMMITTED else None
+    read_committed = request.isolation_level == READ_COMMITTED
     topics = []
     for topic in request.topics:
         partitions = []
@@ -76,7 +77,11 @@ def _response(request: FetchRequest, results: dict[TopicPartition, FetchPartitio
                     high_watermark=result.high_watermark,
                     last_stable_offset=result.last_stable_offset,
                     log_start_offset=result.log_start_offset,
-                    aborted_transactions=aborted,
+                    aborted_transactions=(
+                        [FetchResponse.AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
+                         for producer_id, first_offset in result.aborted_transactions]
+                        if read_committed else None
+                    ),
                     preferred_read_replica=-1,
                     records=result.records,
                 )

@@ -1,7 +1,9 @@
-"""FindCoordinator (10): which broker coordinates a group (creating ``__consumer_offsets`` on first use).
+"""FindCoordinator (10): which broker coordinates a group (key type 0, creating
+``__consumer_offsets`` on first use) or a transactional id (key type 1, creating
+``__transaction_state`` on first use).
 
-v0-3 ask for one key, v4+ for several. Transaction coordinators do not exist yet (key type 1 is
-answered COORDINATOR_NOT_AVAILABLE); an unknown key type is INVALID_REQUEST.
+v0-3 ask for one key, v4+ for several. The coordinator is the leader of the key's partition of the
+internal topic; an unknown key type is INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from pybroker.server.group.metadata_manager import OFFSETS_TOPIC, OffsetsTopicUnavailable
 from pybroker.server.request_context import RequestContext
+from pybroker.server.transaction.state_manager import TransactionTopicUnavailable
+from pybroker.server.transaction.transaction_log import TRANSACTION_STATE_TOPIC
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.FIND_COORDINATOR
@@ -42,15 +46,22 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, objec
         except OffsetsTopicUnavailable as e:
             log.warning("%s", e)
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e))
-        leader = broker.metadata_cache.leader(TopicPartition(OFFSETS_TOPIC, partition))
-        endpoint = None if leader is None else leader.endpoint()
-        if leader is None or endpoint is None:
-            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-        return {"error_code": ErrorCode.NONE, "error_message": "NONE", "node_id": leader.broker_id,
-                "host": endpoint.host, "port": endpoint.port}
-    if key_type == KEY_TYPE_TRANSACTION:
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported by this broker.")
-    return _error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request")
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+    elif key_type == KEY_TYPE_TRANSACTION:
+        try:
+            partition = await broker.transaction_coordinator.coordinator_partition(key)
+        except TransactionTopicUnavailable as e:
+            log.warning("%s", e)
+            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e))
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC, partition)
+    else:
+        return _error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request")
+    leader = broker.metadata_cache.leader(tp)
+    endpoint = None if leader is None else leader.endpoint()
+    if leader is None or endpoint is None:
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+    return {"error_code": ErrorCode.NONE, "error_message": "NONE", "node_id": leader.broker_id,
+            "host": endpoint.host, "port": endpoint.port}
 
 
 def _error(code: ErrorCode, message: str) -> dict[str, object]:

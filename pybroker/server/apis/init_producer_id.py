@@ -1,6 +1,10 @@
-"""InitProducerId (22): hand out producer ids (and bump epochs) for idempotent producers.
+"""InitProducerId (22): hand out producer ids and epochs, to idempotent and transactional producers.
 
-Transactions are not supported yet, so a request with a transactional id is refused.
+Without a transactional id the producer is idempotent: a new producer id, or (KIP-360) its
+current id with the epoch bumped to reset its sequences. With one, the transaction coordinator
+decides (``TransactionCoordinator.handle_init_producer_id``). A ProducerId / ProducerEpoch pair
+(v3+) with only one of the two set is INVALID_REQUEST; PRODUCER_FENCED is answered as
+INVALID_PRODUCER_EPOCH below v4, as Kafka does for clients that predate it.
 """
 
 from __future__ import annotations
@@ -13,17 +17,34 @@ from pybroker.server.request_context import RequestContext
 API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 4)
 MAX_EPOCH = 32767
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
 
 
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION, producer_id=-1, producer_epoch=-1)
+        return await _transactional(ctx, request)
     if request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         # KIP-360: an idempotent producer bumps its epoch to reset its sequences.
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                       producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                   producer_id=await ctx.broker.admin_manager.allocate_producer_id(), producer_epoch=0)
+
+
+async def _transactional(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
+    producer_id, producer_epoch = request.producer_id, request.producer_epoch
+    if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+        return error_response(request, ctx.api_version, ErrorCode.INVALID_REQUEST)
+    expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
+    result = await ctx.broker.transaction_coordinator.handle_init_producer_id(
+        request.transactional_id, request.transaction_timeout_ms, expected
+    )
+    error = result.error
+    if ctx.api_version < 4 and error == ErrorCode.PRODUCER_FENCED:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=error, producer_id=result.producer_id,
+                                  producer_epoch=result.producer_epoch)
 
 
 def error_response(request: InitProducerIdRequest, version: int, error: ErrorCode) -> InitProducerIdResponse:

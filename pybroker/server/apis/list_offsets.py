@@ -18,6 +18,7 @@ VERSIONS = (1, 7)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+READ_COMMITTED = 1
 MAX_TIMESTAMP = -3
 DEBUGGING_REPLICA_ID = -2
 
@@ -71,9 +72,14 @@ def _list_offset(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPart
     except UnknownLeaderEpochError:
         return _error(index, ErrorCode.UNKNOWN_LEADER_EPOCH)
     log = partition.log
-    # Consumers see up to the high watermark (no transactions: the last stable offset is the
-    # same); replicas see the whole log.
-    max_offset = log.log_end_offset if request.replica_id >= 0 else log.high_watermark
+    # Consumers see up to the high watermark, read_committed ones up to the last stable offset;
+    # replicas see the whole log.
+    if request.replica_id >= 0:
+        max_offset = log.log_end_offset
+    elif request.isolation_level == READ_COMMITTED:
+        max_offset = log.last_stable_offset
+    else:
+        max_offset = log.high_watermark
     if timestamp == EARLIEST_TIMESTAMP:
         epoch = log.leader_epoch_cache.epoch_for_offset(log.log_start_offset)
         return _Partition(partition_index=index, timestamp=-1, offset=log.log_start_offset, leader_epoch=epoch)

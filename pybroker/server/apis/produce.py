@@ -14,6 +14,10 @@ from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.PRODUCE
 VERSIONS = (3, 9)
+# The first batch header's int16 attributes: after baseOffset, batchLength, partitionLeaderEpoch,
+# magic and crc (8 + 4 + 4 + 1 + 4 bytes); bit 4 (of the low byte) is "transactional".
+_ATTRIBUTES_OFFSET = 21
+_TRANSACTIONAL_FLAG = 0x10
 
 
 def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | asyncio.Future | None:
@@ -25,13 +29,9 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
     ]
     if acks not in (-1, 0, 1):
         results = {tp: PartitionAppendResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp, _ in entries}
-    elif request.transactional_id is not None:
-        results = {
-            tp: PartitionAppendResult(
-                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactions are not supported by pybroker"
-            )
-            for tp, _ in entries
-        }
+    elif request.transactional_id is None and any(_is_transactional(records) for _, records in entries):
+        # Kafka's KafkaApis: transactional batches need the request's transactional id.
+        results = {tp: PartitionAppendResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for tp, _ in entries}
     else:
         refused = _partition_count_errors(ctx, request)
         if refused:
@@ -49,6 +49,14 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
             raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
         return None
     return _response(request, results)
+
+
+def _is_transactional(records: memoryview | None) -> bool:
+    """Attribute bit 4 of the first batch's header (Kafka's ``ProduceRequest.hasTransactionalRecords``
+    also looks at the first batch only; the log validates the rest)."""
+    return records is not None and len(records) > _ATTRIBUTES_OFFSET + 1 and bool(
+        records[_ATTRIBUTES_OFFSET + 1] & _TRANSACTIONAL_FLAG
+    )
 
 
 def _release_records(request: ProduceRequest) -> None:

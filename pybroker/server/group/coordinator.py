@@ -1,8 +1,9 @@
 """The group coordinator: Kafka's classic group protocol, member by member.
 
 Owns the protocol logic of JoinGroup (with KIP-394's member-id round trip and KIP-345's static
-members), SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
-DescribeGroups, DeleteGroups and OffsetDelete, and the timers that drive rebalances (join phase,
+members), SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit (KIP-98, with KIP-447's
+member fencing) and the end of its transactions, OffsetFetch (with KIP-447's RequireStable),
+ListGroups, DescribeGroups, DeleteGroups and OffsetDelete, and the timers that drive rebalances (join phase,
 initial rebalance delay, sessions, pending syncs) through two purgatories, whose deadlines are
 timers of the injected ``Scheduler`` (a mock clock's in tests). It follows Kafka's
 ``GroupCoordinator`` closely, so its decisions and error codes are Kafka's; the API handlers only
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pybroker.protocol import consumer_protocol
@@ -845,6 +846,18 @@ class GroupCoordinator:
             return
         if group.has(member_id):
             self._complete_and_schedule_next_heartbeat(group, group.get(member_id))
+        self._store_offsets(group, offsets, respond)
+
+    def _store_offsets(
+        self,
+        group: GroupMetadata,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        respond: Callable[[dict[TopicPartition, ErrorCode]], None],
+        producer_id: int | None = None,
+        producer_epoch: int = -1,
+    ) -> None:
+        """Store the offsets whose metadata is within ``offset.metadata.max.bytes``; the others
+        answer OFFSET_METADATA_TOO_LARGE."""
         limit = self.config.offset_metadata_max_bytes
         # Kafka measures the metadata in Java chars (UTF-16 code units), not bytes.
         too_large = {tp for tp, o in offsets.items() if len(o.metadata.encode("utf-16-le")) // 2 > limit}
@@ -853,11 +866,53 @@ class GroupCoordinator:
         def stored(errors: dict[TopicPartition, ErrorCode]) -> None:
             respond({tp: errors.get(tp, ErrorCode.OFFSET_METADATA_TOO_LARGE) for tp in offsets})
 
-        self.manager.store_offsets(group, accepted, stored)
+        if producer_id is None:
+            self.manager.store_offsets(group, accepted, stored)
+        else:
+            self.manager.store_offsets(group, accepted, stored, producer_id, producer_epoch)
+
+    def handle_txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_id: int,
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        respond: Callable[[dict[TopicPartition, ErrorCode]], None],
+    ) -> None:
+        """TxnOffsetCommit (Kafka's ``handleTxnCommitOffsets``): the offsets are written as one
+        transactional batch of ``producer_id`` and stay pending until its transaction ends
+        (`handle_txn_completion`). A group unknown here is created Empty. A request that names a
+        member or a generation (v3, KIP-447) must match the group's current ones, so a consumer
+        of an older generation cannot commit: FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID,
+        ILLEGAL_GENERATION; one that names neither (v0-v2) may commit whatever the group's state."""
+        error = self._validate_group_status(group_id, allow_empty_id=False)
+        if error is not None:
+            respond(dict.fromkeys(offsets, error))
+            return
+        group = self.manager.get_group(group_id)
+        if group is None:
+            group = self.manager.add_group(GroupMetadata(group_id, GroupState.EMPTY, self.time.milliseconds()))
+        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id, transactional=True)
+        if error is not None:
+            respond(dict.fromkeys(offsets, error))
+            return
+        self._store_offsets(group, offsets, respond, producer_id, producer_epoch)
+
+    def handle_txn_completion(self, producer_id: int, offsets_partitions: Iterable[int], commit: bool) -> None:
+        """A commit (``commit``) or abort marker of ``producer_id`` was appended to the
+        ``__consumer_offsets`` partitions ``offsets_partitions`` (Kafka's
+        ``scheduleHandleTxnCompletion``, done at once: this broker has no group locks to avoid).
+        The producer's pending transactional offsets in the groups of those partitions coordinated
+        here become committed (where newer in the log than the committed offset) or are dropped."""
+        self.manager.handle_txn_completion(producer_id, offsets_partitions, commit)
 
     @staticmethod
     def _validate_offset_commit(
-        group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None
+        group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None,
+        transactional: bool = False,
     ) -> ErrorCode | None:
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -870,22 +925,34 @@ class GroupCoordinator:
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
             return None
-        if not group.is_state(GroupState.EMPTY):
-            return ErrorCode.UNKNOWN_MEMBER_ID  # while a group has members, only they commit
+        if not transactional and not group.is_state(GroupState.EMPTY):
+            # While a group has members, only they commit; not so for a transactional commit,
+            # whose versions before v3 carry no member id or generation.
+            return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
     def handle_fetch_offsets(
-        self, group_id: str, partitions: list[TopicPartition] | None
-    ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata]]:
-        """Committed offsets of ``partitions`` (None: all the group has); -1 where none."""
+        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool = False
+    ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """Committed offsets of ``partitions`` (None: all the group has committed); -1 where
+        none. With ``require_stable`` (OffsetFetch v7+, KIP-447), None for a partition whose commit
+        is pending (in flight, or in an open transaction): the request answers
+        UNSTABLE_OFFSET_COMMIT for it. Without, pending commits are not seen."""
         error = self._validate_group_status(group_id, allow_empty_id=True)
         if error is not None:
             return error, {}
         group = self.manager.get_group(group_id)
-        committed = {} if group is None or group.is_state(GroupState.DEAD) else group.offsets
-        if partitions is None:
-            return ErrorCode.NONE, dict(committed)
-        return ErrorCode.NONE, {tp: committed.get(tp, NO_OFFSET) for tp in partitions}
+        if group is None or group.is_state(GroupState.DEAD):
+            return ErrorCode.NONE, dict.fromkeys(partitions or [], NO_OFFSET)
+        committed = group.offsets
+        wanted = list(committed) if partitions is None else partitions
+        result: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        for tp in wanted:
+            if require_stable and group.has_pending_offset_commits_for_topic_partition(tp):
+                result[tp] = None
+            else:
+                result[tp] = committed.get(tp, NO_OFFSET)
+        return ErrorCode.NONE, result
 
     def handle_delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
@@ -909,16 +976,13 @@ class GroupCoordinator:
         else:
             return ErrorCode.NON_EMPTY_GROUP, {}
         if eligible:
-            self.manager.cleanup_group_metadata([group], lambda g: [tp for tp in eligible if tp in g.offsets])
+            self.manager.cleanup_group_metadata([group], lambda g: eligible)
             errors.update(dict.fromkeys(eligible, ErrorCode.NONE))
         return ErrorCode.NONE, errors
 
     def on_partitions_deleted(self, deleted: list[TopicPartition]) -> None:
         """Committed offsets of deleted partitions go with them (Kafka's handleDeletedPartitions)."""
-        gone = set(deleted)
-        self.manager.cleanup_group_metadata(
-            list(self.manager.groups.values()), lambda g: [tp for tp in g.offsets if tp in gone]
-        )
+        self.manager.cleanup_group_metadata(list(self.manager.groups.values()), lambda g: list(deleted))
 
     # --- ListGroups / DescribeGroups / DeleteGroups -----------------------------------------------
 

@@ -10,12 +10,19 @@ A group also holds its committed offsets, so a group with no members still exist
 offsets (a "simple" group that only commits has no protocol type at all). The coordinator drives
 the transitions; this module only keeps the bookkeeping consistent (leader, protocol votes,
 static members, members awaiting join) and answers questions about it.
+
+Offsets pass through pending states, as in Kafka: a plain commit is pending while its append is in
+flight; a transactional commit (TxnOffsetCommit, KIP-98) is pending per producer id until its
+transaction ends, its commit marker moving it into the committed offsets and its abort marker
+dropping it. Each committed offset remembers the log offset of the batch that wrote it, so of two
+writes for a partition the later one in ``__consumer_offsets`` wins, whatever order they complete in.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+from dataclasses import dataclass
 
 from pybroker.protocol import consumer_protocol
 from pybroker.server.group.member import MemberMetadata
@@ -38,6 +45,22 @@ class GroupState(enum.Enum):
             if state.value.lower() == name.lower():
                 return state
         return None
+
+
+@dataclass
+class CommitRecord:
+    """An offset commit and where it is in ``__consumer_offsets`` (Kafka's
+    ``CommitRecordMetadataAndOffset``): ``batch_offset`` is the offset of the batch holding it
+    (its first record's), None while its append is in flight."""
+
+    batch_offset: int | None
+    offset: OffsetAndMetadata
+
+    def older_than(self, other: CommitRecord) -> bool:
+        """Whether this commit was written to the log before ``other``."""
+        if self.batch_offset is None or other.batch_offset is None:
+            raise AssertionError("comparing an offset commit that has not been appended to the log")
+        return self.batch_offset < other.batch_offset
 
 
 _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
@@ -69,6 +92,13 @@ class GroupMetadata:
         self.new_member_added = False
         self.subscribed_topics: set[str] | None = None
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        # Where each committed offset was written (its batch's offset); absent: unknown, older than any.
+        self.offset_batch_offsets: dict[TopicPartition, int] = {}
+        self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}  # appends in flight
+        # Transactional commits by producer id, until their transaction's marker (KIP-98).
+        self.pending_txn_offset_commits: dict[int, dict[TopicPartition, CommitRecord]] = {}
+        self.received_consumer_offset_commits = False
+        self.received_txn_offset_commits = False
         self._protocol_votes: dict[str, int] = {}
 
     # --- state ----------------------------------------------------------------------------------
@@ -251,11 +281,128 @@ class GroupMetadata:
 
     # --- offsets --------------------------------------------------------------------------------
 
+    def initialize_offsets(
+        self, offsets: dict[TopicPartition, CommitRecord], pending_txn: dict[int, dict[TopicPartition, CommitRecord]]
+    ) -> None:
+        """The offsets a load found: committed ones, and transactional ones whose transaction has
+        no marker yet in the log."""
+        for tp, record in offsets.items():
+            self._put_committed(tp, record)
+        for producer_id, pending in pending_txn.items():
+            self.pending_txn_offset_commits.setdefault(producer_id, {}).update(pending)
+
+    def _put_committed(self, tp: TopicPartition, record: CommitRecord) -> None:
+        self.offsets[tp] = record.offset
+        if record.batch_offset is None:
+            self.offset_batch_offsets.pop(tp, None)
+        else:
+            self.offset_batch_offsets[tp] = record.batch_offset
+
+    def _committed_older_than(self, tp: TopicPartition, record: CommitRecord) -> bool:
+        """Whether ``record`` was written after the committed offset of ``tp`` (or there is none)."""
+        if tp not in self.offsets:
+            return True
+        assert record.batch_offset is not None
+        return self.offset_batch_offsets.get(tp, -1) < record.batch_offset
+
+    def prepare_offset_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """A plain commit's append starts."""
+        self.received_consumer_offset_commits = True
+        self.pending_offset_commits.update(offsets)
+
+    def on_offset_commit_append(self, tp: TopicPartition, record: CommitRecord) -> None:
+        """A plain commit was appended at ``record.batch_offset``: it becomes the committed offset
+        unless a later write is already there (or the partition's offsets were removed meanwhile)."""
+        if tp in self.pending_offset_commits and self._committed_older_than(tp, record):
+            self._put_committed(tp, record)
+        if self.pending_offset_commits.get(tp) == record.offset:
+            del self.pending_offset_commits[tp]
+
+    def fail_pending_offset_write(self, tp: TopicPartition, offset: OffsetAndMetadata) -> None:
+        if self.pending_offset_commits.get(tp) == offset:
+            del self.pending_offset_commits[tp]
+
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        """A transactional commit's append starts: pending for ``producer_id`` from now on."""
+        self.received_txn_offset_commits = True
+        pending = self.pending_txn_offset_commits.setdefault(producer_id, {})
+        for tp, offset in offsets.items():
+            pending[tp] = CommitRecord(None, offset)
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp: TopicPartition, record: CommitRecord) -> None:
+        """The transactional commit was appended: it stays pending, now knowing its log offset
+        (unless a later commit of the same producer replaced it meanwhile)."""
+        pending = self.pending_txn_offset_commits.get(producer_id)
+        if pending is not None and tp in pending and pending[tp].offset == record.offset:
+            pending[tp] = record
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: TopicPartition) -> None:
+        """The transactional commit was not written: forget it (the client retries)."""
+        pending = self.pending_txn_offset_commits.get(producer_id)
+        if pending is None:
+            return
+        pending.pop(tp, None)
+        if not pending:
+            del self.pending_txn_offset_commits[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended (its marker is in the log): on commit its offsets
+        become the committed ones where they were written after the current ones; on abort they
+        are dropped."""
+        pending = self.pending_txn_offset_commits.pop(producer_id, None)
+        if not commit or pending is None:
+            return
+        for tp, record in pending.items():
+            if record.batch_offset is None:
+                log.warning("Group %s: the transactional offset commit of producer %d for %s ended before its "
+                            "record was appended; ignoring it", self.group_id, producer_id, tp)
+            elif self._committed_older_than(tp, record):
+                self._put_committed(tp, record)
+
+    @property
+    def active_producers(self) -> set[int]:
+        return set(self.pending_txn_offset_commits)
+
+    def has_pending_offset_commits_from_producer(self, producer_id: int) -> bool:
+        return producer_id in self.pending_txn_offset_commits
+
+    def has_pending_offset_commits_for_topic_partition(self, tp: TopicPartition) -> bool:
+        """Whether a commit of ``tp`` is in flight or in an open transaction (OffsetFetch with
+        RequireStable answers UNSTABLE_OFFSET_COMMIT then)."""
+        return tp in self.pending_offset_commits or any(
+            tp in pending for pending in self.pending_txn_offset_commits.values()
+        )
+
+    @property
+    def has_offsets(self) -> bool:
+        """Committed or pending offsets: an empty group with any stays alive."""
+        return bool(self.offsets or self.pending_offset_commits or self.pending_txn_offset_commits)
+
+    def remove_offsets(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Drop the offsets of ``partitions``, pending ones included (deleted partitions, OffsetDelete,
+        DeleteGroups); the partitions that had a committed offset."""
+        removed = []
+        for tp in partitions:
+            self.pending_offset_commits.pop(tp, None)
+            for pending in self.pending_txn_offset_commits.values():
+                pending.pop(tp, None)
+            self.offset_batch_offsets.pop(tp, None)
+            if self.offsets.pop(tp, None) is not None:
+                removed.append(tp)
+        return removed
+
+    def remove_expired_offsets(self, partitions: list[TopicPartition]) -> None:
+        """Drop expired committed offsets (pending transactional ones of those partitions stay)."""
+        for tp in partitions:
+            self.offsets.pop(tp, None)
+            self.offset_batch_offsets.pop(tp, None)
+
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[TopicPartition]:
         """Offsets past retention, by Kafka's rules: an empty group's offsets expire ``retention``
         after it became empty; a stable consumer group's offsets of topics it no longer subscribes
         to, and a simple group's offsets, ``retention`` after their commit. Offsets committed with
-        an explicit expire timestamp (OffsetCommit v2-v4) expire then."""
+        an explicit expire timestamp (OffsetCommit v2-v4) expire then. An offset whose commit is in
+        flight does not expire."""
         if self.protocol_type is not None and self.is_state(GroupState.EMPTY):
             def base(o: OffsetAndMetadata) -> int:
                 return self.state_timestamp if self.state_timestamp >= 0 else o.commit_timestamp
@@ -272,7 +419,7 @@ class GroupMetadata:
             return []
         expired = []
         for tp, committed in self.offsets.items():
-            if tp.topic in keep_topics:
+            if tp.topic in keep_topics or tp in self.pending_offset_commits:
                 continue
             if committed.expire_timestamp is not None:
                 if now_ms >= committed.expire_timestamp:

@@ -14,6 +14,11 @@ Owns (Kafka's ``GroupMetadataManager``):
 * writing group metadata, offset commits and tombstones as record batches appended to the leader
   with acks=all (``offsets.commit.timeout.ms``), mapping append errors to what the group APIs
   answer, exactly as Kafka maps them;
+* transactional offset commits (KIP-98): written as one transactional batch of the producer,
+  pending in their group until the transaction's marker; which groups have pending commits of
+  which producer, so a marker written to a partition completes them (``handle_txn_completion``).
+  A load keeps a transactional commit pending until a marker of its producer follows it in the
+  log: COMMIT makes it committed (where it is newer than the committed offset), ABORT drops it;
 * expiring committed offsets (``offsets.retention.minutes``, checked every
   ``offsets.retention.check.interval.ms``) and dropping groups left with nothing.
 
@@ -38,7 +43,7 @@ from pybroker.controller.metadata import (
 )
 from pybroker.log.log import AppendOrigin
 from pybroker.protocol.errors import ErrorCode
-from pybroker.server.group.group_metadata import GroupMetadata, GroupState
+from pybroker.server.group.group_metadata import CommitRecord, GroupMetadata, GroupState
 from pybroker.server.group.member import MemberMetadata
 from pybroker.server.group.records import (
     GroupMetadataKey,
@@ -57,6 +62,12 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # Kafka's offsets.load.buffer.size
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+# The base sequence of a transactional offset commit's batch: Kafka's storeOffsets builds it with
+# baseSequence 0 (a coordinator's append skips the sequence check, so the value means nothing).
+TXN_OFFSET_COMMIT_BASE_SEQUENCE = 0
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1  # a control batch's type (its record's key)
 
 _T = TypeVar("_T")
 
@@ -112,6 +123,8 @@ class GroupMetadataManager:
         self._epochs: dict[int, int] = {}  # the coordinator epoch (leader epoch) per partition
         self._loads: dict[int, asyncio.Task[None]] = {}
         self._executor: ThreadPoolExecutor | None = None
+        # Groups with pending transactional offset commits, by producer id (Kafka's openGroupsForProducer).
+        self._open_groups_for_producer: dict[int, set[str]] = {}
 
     # --- ownership ------------------------------------------------------------------------------
 
@@ -204,6 +217,7 @@ class GroupMetadataManager:
         dropped = [g for g in self.groups.values() if partition_for(g.group_id, count) == index]
         for group in dropped:
             del self.groups[group.group_id]
+            self._remove_group_from_all_producers(group.group_id)
         return dropped
 
     async def _load(self, index: int, epoch: int, on_loaded: Callable[[list[GroupMetadata]], None]) -> None:
@@ -229,6 +243,8 @@ class GroupMetadataManager:
                 current = self.groups.setdefault(group.group_id, group)
                 if current is group:
                     loaded.append(group)
+                    for producer_id in group.active_producers:
+                        self._add_producer_group(producer_id, group.group_id)
                 else:
                     log.debug("Loading group %s: a cached group of generation %d stays", group.group_id,
                               current.generation_id)
@@ -284,30 +300,11 @@ class GroupMetadataManager:
             await asyncio.to_thread(executor.shutdown, True, cancel_futures=True)
 
     @staticmethod
-    def _apply_record(
-        key: bytes | None,
-        value: bytes | None,
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
-        group_records: dict[str, GroupRecord],
-    ) -> None:
-        if key is None:
-            raise RecordFormatError("record without a key")
-        decoded = decode_key(key)
-        if isinstance(decoded, OffsetCommitKey):
-            tp = TopicPartition(decoded.topic, decoded.partition)
-            if value is None:
-                offsets.get(decoded.group, {}).pop(tp, None)
-            else:
-                offsets.setdefault(decoded.group, {})[tp] = OffsetAndMetadata.decode(value)
-        elif isinstance(decoded, GroupMetadataKey):
-            if value is None:
-                group_records.pop(decoded.group, None)
-            else:
-                group_records[decoded.group] = GroupRecord.decode(value)
-
-    @staticmethod
     def _rebuild_group(
-        group_id: str, record: GroupRecord | None, offsets: dict[TopicPartition, OffsetAndMetadata]
+        group_id: str,
+        record: GroupRecord | None,
+        offsets: dict[TopicPartition, CommitRecord],
+        pending_txn: dict[int, dict[TopicPartition, CommitRecord]] | None = None,
     ) -> GroupMetadata:
         group = GroupMetadata(group_id, GroupState.EMPTY, now_ms())
         if record is not None:
@@ -325,16 +322,24 @@ class GroupMetadataManager:
             if group.members:
                 group.state = GroupState.STABLE
                 group.subscribed_topics = group._compute_subscribed_topics()
-        group.offsets = offsets
+        group.initialize_offsets(offsets, pending_txn or {})
         return group
 
     # --- writing --------------------------------------------------------------------------------
 
     def _append(
-        self, group_id: str, records: list[tuple[bytes, bytes | None]], callback: Callable[[PartitionAppendResult], None]
+        self, group_id: str, records: list[tuple[bytes, bytes | None]], callback: Callable[[PartitionAppendResult], None],
+        producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
     ) -> None:
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
-        batch = bytearray(_native.build_batch(records, now_ms()))
+        if producer_id == NO_PRODUCER_ID:
+            batch = bytearray(_native.build_batch(records, now_ms()))
+        else:
+            # A transactional offset commit: one batch of the producer, in its transaction.
+            batch = bytearray(_native.build_batch(
+                records, now_ms(), producer_id=producer_id, producer_epoch=producer_epoch,
+                base_sequence=TXN_OFFSET_COMMIT_BASE_SEQUENCE, transactional=True,
+            ))
         result = self.replica_manager.append_records(
             -1, self.commit_timeout_ms, [(tp, memoryview(batch))], internal_topics_allowed=True,
             origin=AppendOrigin.COORDINATOR,
@@ -378,11 +383,21 @@ class GroupMetadataManager:
         group: GroupMetadata,
         offsets: dict[TopicPartition, OffsetAndMetadata],
         callback: Callable[[dict[TopicPartition, ErrorCode]], None],
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
     ) -> None:
-        """Persist committed offsets; on success they become visible to OffsetFetch."""
+        """Persist offset commits (Kafka's ``storeOffsets``). A plain commit is pending while its
+        append is in flight, then becomes visible to OffsetFetch; a transactional one (a
+        ``producer_id``) is written as a transactional batch of that producer and stays pending
+        until its transaction ends (`handle_txn_completion`)."""
         if not offsets:
             callback({})
             return
+        if group.received_consumer_offset_commits and group.received_txn_offset_commits:
+            log.warning("Group %s (leader %s) has received offset commits from consumers as well as from "
+                        "transactional producers; mixing both generally gives surprising results",
+                        group.group_id, group.leader_id)
+        transactional = producer_id != NO_PRODUCER_ID
         records: list[tuple[bytes, bytes | None]] = [
             (OffsetCommitKey(group.group_id, tp.topic, tp.partition).encode(), committed.encode())
             for tp, committed in offsets.items()
@@ -392,13 +407,68 @@ class GroupMetadataManager:
             error = _COMMIT_ERRORS.get(result.error, result.error)
             if error == ErrorCode.NONE:
                 if not group.is_state(GroupState.DEAD):
-                    group.offsets.update(offsets)
+                    for tp, committed in offsets.items():
+                        record = CommitRecord(result.base_offset, committed)
+                        if transactional:
+                            group.on_txn_offset_commit_append(producer_id, tp, record)
+                        else:
+                            group.on_offset_commit_append(tp, record)
             else:
                 log.warning("Committing offsets of group %s failed: %s %s", group.group_id, result.error.name,
                             result.error_message or "")
+                if not group.is_state(GroupState.DEAD):
+                    for tp, committed in offsets.items():
+                        if transactional:
+                            group.fail_pending_txn_offset_commit(producer_id, tp)
+                        else:
+                            group.fail_pending_offset_write(tp, committed)
+                    if transactional and not group.has_pending_offset_commits_from_producer(producer_id):
+                        self._remove_producer_group(producer_id, group.group_id)
             callback({tp: error for tp in offsets})
 
-        self._append(group.group_id, records, done)
+        if transactional:
+            self._add_producer_group(producer_id, group.group_id)
+            group.prepare_txn_offset_commit(producer_id, offsets)
+        else:
+            group.prepare_offset_commit(offsets)
+        self._append(group.group_id, records, done, producer_id, producer_epoch)
+
+    # --- transaction completion -----------------------------------------------------------------
+
+    def handle_txn_completion(self, producer_id: int, completed_partitions: Iterable[int], commit: bool) -> None:
+        """A commit (``commit``) or abort marker of ``producer_id`` was written to the
+        ``__consumer_offsets`` partitions ``completed_partitions``: the producer's pending offset
+        commits in the groups of those partitions are committed or dropped (Kafka's
+        ``handleTxnCompletion``). A group that moved to another broker meanwhile is completed
+        there, by its load."""
+        partitions = set(completed_partitions)
+        groups = self._open_groups_for_producer.get(producer_id, set())
+        for group_id in [g for g in groups if self.partition_for(g) in partitions]:
+            group = self.groups.get(group_id)
+            if group is None:
+                log.info("Group %s moved away after the marker of producer %d was written; its new coordinator "
+                         "completes the transaction's offsets", group_id, producer_id)
+                continue
+            if not group.is_state(GroupState.DEAD):
+                group.complete_pending_txn_offset_commit(producer_id, commit)
+                self._remove_producer_group(producer_id, group_id)
+
+    def _add_producer_group(self, producer_id: int, group_id: str) -> None:
+        self._open_groups_for_producer.setdefault(producer_id, set()).add(group_id)
+
+    def _remove_producer_group(self, producer_id: int, group_id: str) -> None:
+        groups = self._open_groups_for_producer.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self._open_groups_for_producer[producer_id]
+
+    def _remove_group_from_all_producers(self, group_id: str) -> None:
+        for producer_id in list(self._open_groups_for_producer):
+            self._remove_producer_group(producer_id, group_id)
+
+    def is_group_open_for_producer(self, producer_id: int, group_id: str) -> bool:
+        return group_id in self._open_groups_for_producer.get(producer_id, ())
 
     def write_tombstones(self, group: GroupMetadata, partitions: Iterable[TopicPartition], group_removed: bool) -> None:
         """Delete offsets (and the group's metadata when ``group_removed``) from the log."""
@@ -419,20 +489,25 @@ class GroupMetadataManager:
     # --- cleanup --------------------------------------------------------------------------------
 
     def cleanup_group_metadata(
-        self, groups: Iterable[GroupMetadata], select: Callable[[GroupMetadata], list[TopicPartition]]
+        self, groups: Iterable[GroupMetadata], select: Callable[[GroupMetadata], list[TopicPartition]],
+        expiring: bool = False,
     ) -> int:
-        """Remove the offsets ``select`` picks from each group; an empty group left without
-        offsets dies. Tombstones go to the log. Returns how many offsets were removed."""
+        """Remove the offsets ``select`` picks from each group, with their pending commits (only
+        the committed offsets when ``expiring``); an empty group left without offsets, committed
+        or pending, dies. Tombstones go to the log. Returns how many offsets were removed."""
         removed_total = 0
         for group in list(groups):
             removed = select(group)
-            for tp in removed:
-                group.offsets.pop(tp, None)
+            if expiring:
+                group.remove_expired_offsets(removed)
+            else:
+                removed = group.remove_offsets(removed)
             dead = False
-            if group.is_state(GroupState.EMPTY) and not group.offsets:
+            if group.is_state(GroupState.EMPTY) and not group.has_offsets:
                 group.transition_to(GroupState.DEAD, now_ms())
             if group.is_state(GroupState.DEAD):
                 self.remove_group(group)
+                self._remove_group_from_all_producers(group.group_id)
                 dead = True
             if removed or dead:
                 self.write_tombstones(group, removed, dead)
@@ -443,20 +518,29 @@ class GroupMetadataManager:
         """One pass of offset expiry (Kafka's ``cleanupGroupMetadata`` on its timer)."""
         now = now_ms()
         removed = self.cleanup_group_metadata(
-            list(self.groups.values()), lambda g: g.expired_offsets(now, self.retention_ms)
+            list(self.groups.values()), lambda g: g.expired_offsets(now, self.retention_ms), expiring=True
         )
         if removed:
             log.info("Removed %d expired offset(s)", removed)
         return removed
 
 
+# One batch as ``_native.read_record_batches`` gives it: (base offset, producer id, producer epoch,
+# is transactional, control type (0 ABORT, 1 COMMIT; negative or None: a data batch), records as
+# ``read_records`` gives them: (offset, timestamp, key, value); none for a control batch).
+LoadedBatch = tuple[int, int, int, bool, int | None, list[tuple[int, int, bytes | None, bytes | None]]]
+
+
 class _PartitionLoad:
-    """What a load has read of one partition so far: the latest offset commit and group record
-    per key (a null value deletes), then the groups rebuilt from them. Used only by the load
-    thread, one step at a time, and read on the event loop once the load is complete."""
+    """What a load has read of one partition so far (Kafka's ``doLoadGroupsAndOffsets``): the
+    latest offset commit and group record per key (a null value deletes), the transactional
+    offset commits per producer id whose transaction has no marker yet, then the groups rebuilt
+    from them. Used only by the load thread, one step at a time, and read on the event loop once
+    the load is complete."""
 
     def __init__(self) -> None:
-        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.offsets: dict[str, dict[TopicPartition, CommitRecord]] = {}
+        self.pending: dict[int, dict[tuple[str, TopicPartition], CommitRecord]] = {}
         self.group_records: dict[str, GroupRecord] = {}
         self.records_read = 0
         self.groups: list[GroupMetadata] = []
@@ -464,17 +548,70 @@ class _PartitionLoad:
     def apply(self, data: bytes, tp: TopicPartition) -> int:
         """Apply one read's batches; the offset to read next."""
         last_offset = _native.validate_batches(data, len(data)).last_offset
-        for offset, _timestamp, key, value in _native.read_records(data):
-            self.records_read += 1
-            try:
-                GroupMetadataManager._apply_record(key, value, self.offsets, self.group_records)
-            except RecordFormatError as e:
-                log.error("Skipping unreadable record at offset %d of %s: %s", offset, tp, e)
+        self.apply_batches(_native.read_record_batches(data), tp)
         return last_offset + 1
 
+    def apply_batches(self, batches: Iterable[LoadedBatch], tp: TopicPartition) -> None:
+        """Apply batches in log order. A marker ends its producer's transaction: COMMIT makes the
+        producer's pending offsets committed where no later commit of the partition was read,
+        ABORT (or a COMMIT) leaves none pending. A transactional batch's offsets are pending for
+        its producer; a plain batch's are committed."""
+        for _base_offset, producer_id, _epoch, transactional, control_type, records in batches:
+            if control_type is not None and control_type >= 0:
+                pending = self.pending.pop(producer_id, {})
+                if control_type == CONTROL_COMMIT:
+                    for (group_id, partition), record in pending.items():
+                        committed = self.offsets.setdefault(group_id, {})
+                        current = committed.get(partition)
+                        if current is None or current.older_than(record):
+                            committed[partition] = record
+                continue
+            if not records:
+                continue
+            batch_offset = records[0][0]  # Kafka's: the first record's offset (compaction may remove others)
+            for offset, _timestamp, key, value in records:
+                self.records_read += 1
+                try:
+                    self._apply_record(key, value, batch_offset, producer_id if transactional else None)
+                except RecordFormatError as e:
+                    log.error("Skipping unreadable record at offset %d of %s: %s", offset, tp, e)
+
+    def _apply_record(self, key: bytes | None, value: bytes | None, batch_offset: int, producer_id: int | None) -> None:
+        if key is None:
+            raise RecordFormatError("record without a key")
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetCommitKey):
+            tp = TopicPartition(decoded.topic, decoded.partition)
+            if producer_id is not None:
+                pending = self.pending.setdefault(producer_id, {})
+                if value is None:
+                    pending.pop((decoded.group, tp), None)
+                else:
+                    pending[(decoded.group, tp)] = CommitRecord(batch_offset, OffsetAndMetadata.decode(value))
+            elif value is None:
+                self.offsets.get(decoded.group, {}).pop(tp, None)
+            else:
+                self.offsets.setdefault(decoded.group, {})[tp] = CommitRecord(batch_offset, OffsetAndMetadata.decode(value))
+        elif isinstance(decoded, GroupMetadataKey):
+            if value is None:
+                self.group_records.pop(decoded.group, None)
+            else:
+                self.group_records[decoded.group] = GroupRecord.decode(value)
+
     def rebuild(self) -> None:
-        live = self.group_records.keys() | {group_id for group_id, committed in self.offsets.items() if committed}
+        pending_by_group: dict[str, dict[int, dict[TopicPartition, CommitRecord]]] = {}
+        for producer_id, pending in self.pending.items():
+            for (group_id, tp), record in pending.items():
+                pending_by_group.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = record
+        live = (
+            self.group_records.keys()
+            | {group_id for group_id, committed in self.offsets.items() if committed}
+            | pending_by_group.keys()
+        )
         self.groups = [
-            GroupMetadataManager._rebuild_group(group_id, self.group_records.get(group_id), self.offsets.get(group_id, {}))
+            GroupMetadataManager._rebuild_group(
+                group_id, self.group_records.get(group_id), self.offsets.get(group_id, {}),
+                pending_by_group.get(group_id, {}),
+            )
             for group_id in live
         ]
