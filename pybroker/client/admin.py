@@ -55,7 +55,7 @@ from pybroker.types import TopicPartition
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 BROKER_LOGGER_RESOURCE = 8
-GROUP_KEY_TYPE = 0  # FindCoordinator: a group (1 would be a transactional id)
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1  # FindCoordinator's key types: a group, a transactional id
 NO_GENERATION = -1  # OffsetCommit from outside the group (Kafka's AdminClient does this)
 NO_MEMBER_ID = ""
 CONSUMER_REPLICA_ID = -1
@@ -297,6 +297,7 @@ class Admin:
         self._connections: dict[tuple[str, int], BrokerConnection] = {}  # by address, bootstrap included
         self._connect_lock = asyncio.Lock()
         self._coordinators: dict[str, Node] = {}
+        self._txn_coordinators: dict[str, Node] = {}  # by transactional id
 
     async def __aenter__(self) -> Admin:
         await self.connect()
@@ -932,13 +933,16 @@ class Admin:
 
     # --- groups: coordinator ---------------------------------------------------------------------
 
-    async def find_coordinator(self, group: str) -> Node:
+    async def find_coordinator(self, group: str, key_type: int = GROUP_KEY_TYPE) -> Node:
         """The broker coordinating ``group`` (FindCoordinator; asked of any broker, then cached).
+        With ``key_type`` TRANSACTION_KEY_TYPE, ``group`` is a transactional id and the answer
+        is its transaction coordinator.
 
         Retries COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS (e.g. while
         ``__consumer_offsets`` is being created) until ``retry_timeout``.
         """
-        cached = self._coordinators.get(group)
+        cache = self._coordinators if key_type == GROUP_KEY_TYPE else self._txn_coordinators
+        cached = cache.get(group)
         if cached is not None:
             return cached
         if self._connection is None:
@@ -947,9 +951,9 @@ class Admin:
         while True:
             version = self._connection.version_for(ApiKey.FIND_COORDINATOR)
             if version >= 4:
-                request = FindCoordinatorRequest(key_type=GROUP_KEY_TYPE, coordinator_keys=[group])
+                request = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[group])
             else:
-                request = FindCoordinatorRequest(key=group, key_type=GROUP_KEY_TYPE)
+                request = FindCoordinatorRequest(key=group, key_type=key_type)
             response = await self._connection.send(ApiKey.FIND_COORDINATOR, request, version)
             if version >= 4:
                 answer = next((c for c in response.coordinators if c.key == group), None)
@@ -960,15 +964,15 @@ class Admin:
             error = ErrorCode.for_code(answer.error_code)
             if error == ErrorCode.NONE:
                 node = Node(answer.node_id, answer.host, answer.port)
-                self._coordinators[group] = node
+                cache[group] = node
                 return node
             if not error.retriable:
                 raise AdminError(f"group {group}", error, answer.error_message)
             await self._backoff_or_give_up(deadline, f"group {group}", error, answer.error_message)
 
-    def forget_coordinator(self, group: str) -> None:
+    def forget_coordinator(self, group: str, key_type: int = GROUP_KEY_TYPE) -> None:
         """Look ``group``'s coordinator up again next time (it moved, or its connection broke)."""
-        self._coordinators.pop(group, None)
+        (self._coordinators if key_type == GROUP_KEY_TYPE else self._txn_coordinators).pop(group, None)
 
     async def _coordinator_call(
         self, group: str, api_key: int, make_request: Callable[[int], Any], error_of: Callable[[Any, int], int],
@@ -1075,12 +1079,14 @@ class Admin:
     # --- groups: committed offsets ---------------------------------------------------------------
 
     async def list_group_offsets(
-        self, group: str, partitions: Iterable[TopicPartition] | None = None,
+        self, group: str, partitions: Iterable[TopicPartition] | None = None, require_stable: bool = False,
     ) -> dict[TopicPartition, CommittedOffset]:
         """OffsetFetch: ``group``'s committed offsets, sorted by partition.
 
         ``partitions`` None asks for every partition the group has committed; a requested
-        partition without a committed offset is left out of the answer.
+        partition without a committed offset is left out of the answer. ``require_stable``
+        (OffsetFetch v7+, KIP-447; a read_committed consumer's) makes the coordinator answer
+        UNSTABLE_OFFSET_COMMIT for a partition with offsets of an open transaction pending.
         """
         wanted = None if partitions is None else list(dict.fromkeys(partitions))
         by_topic: dict[str, list[int]] = {}
@@ -1092,13 +1098,14 @@ class Admin:
                 topics = None if wanted is None else [
                     OffsetFetchRequest.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()
                 ]
-                return OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=topics)])
+                return OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=topics)],
+                                          require_stable=require_stable)
             if wanted is None and version < 2:
                 raise UnsupportedVersionError("OffsetFetch of every partition needs v2; the coordinator offers v1")
             topics = None if wanted is None else [
                 OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()
             ]
-            return OffsetFetchRequest(group_id=group, topics=topics)
+            return OffsetFetchRequest(group_id=group, topics=topics, require_stable=require_stable and version >= 7)
 
         response, version, _ = await self._coordinator_call(group, ApiKey.OFFSET_FETCH, make, _offset_fetch_error)
         if version >= 8:

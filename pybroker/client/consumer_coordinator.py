@@ -68,6 +68,18 @@ class GroupPositions:
     report_errors: dict[TopicPartition, ErrorCode]
 
 
+@dataclass(frozen=True)
+class ConsumerGroupMetadata:
+    """Kafka's ``ConsumerGroupMetadata``: who a member is in its group, for a transactional
+    producer's ``send_offsets_to_transaction`` (TxnOffsetCommit v3 carries it so the coordinator
+    refuses offsets from a member of an older generation, KIP-447)."""
+
+    group_id: str
+    generation_id: int = -1  # -1 and "": not a member (offsets are then not fenced by generation)
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 @dataclass
 class GroupConfig:
     group_id: str
@@ -319,10 +331,21 @@ class ConsumerCoordinator:
                     "rebalanced and the partitions may be assigned to another member")
             raise CommitFailedError(f"group {self.config.group_id}: commit failed: {sorted(e.name for e in errors)}")
 
-    async def committed(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        """The group's committed offsets of ``partitions`` (absent: none committed)."""
-        found = await self.admin.list_group_offsets(self.config.group_id, partitions)
-        return {tp: c.offset for tp, c in found.items()}
+    async def committed(self, partitions: Sequence[TopicPartition], require_stable: bool = False) -> dict[TopicPartition, int]:
+        """The group's committed offsets of ``partitions`` (absent: none committed). With
+        ``require_stable`` (read_committed, KIP-447) offsets an open transaction is still
+        committing are waited for: UNSTABLE_OFFSET_COMMIT is retried every ``retry.backoff.ms``."""
+        while True:
+            try:
+                found = await self.admin.list_group_offsets(self.config.group_id, partitions, require_stable)
+            except AdminError as e:
+                errors = {e.error, *(f.error for f in e.failures.values())}
+                if not require_stable or ErrorCode.UNSTABLE_OFFSET_COMMIT not in errors:
+                    raise
+                log.debug("group %s: offsets of an open transaction pending, retrying", self.config.group_id)
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                continue
+            return {tp: c.offset for tp, c in found.items()}
 
     # --- KIP-253 ---------------------------------------------------------------------------------
 

@@ -8,13 +8,21 @@ the partition (high watermark, log start offset, error).
 
 It returns the records field untouched: whole batches, possibly followed by a partial one, as a
 Kafka broker sends them. Decoding is the caller's (the Spark reader turns them into Arrow columns
-with ``_native.decode_record_batches``, once per fetched buffer).
+with ``_native.decode_record_batches``, once per fetched buffer). With
+``isolation.level=read_committed`` it also returns the partition's aborted transactions
+(``(producer_id, first_offset)`` pairs, empty when there are none) for the decoder to drop their
+records; ``aborted_ranges`` and ``drop_ranges`` apply the same rule, per batch, to records
+already decoded as tuples (the group consumer's).
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pybroker.client.admin import LEADERSHIP_ERRORS, RETRY_BACKOFF_S, Admin, AdminError, Node
 from pybroker.client.properties import int_property
@@ -23,7 +31,11 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FetchRequest
 from pybroker.types import TopicPartition
 
-ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+ABORT_MARKER = 0  # ControlRecordType ABORT (COMMIT is 1)
+
+R = TypeVar("R", bound=tuple)
 
 
 @dataclass
@@ -61,6 +73,8 @@ class FetchedPartition:
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
+    # read_committed: the AbortedTransactions as (producer_id, first_offset); None: read_uncommitted
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 class FetchError(Exception):
@@ -107,7 +121,11 @@ class Fetcher:
             if error == ErrorCode.NONE and part is not None:
                 error = part.error_code
             if error == ErrorCode.NONE and part is not None:
-                return FetchedPartition(part.records or b"", part.high_watermark, part.last_stable_offset, part.log_start_offset)
+                aborted = None
+                if self.config.isolation_level == READ_COMMITTED:
+                    aborted = [(a.producer_id, a.first_offset) for a in part.aborted_transactions or ()]
+                return FetchedPartition(part.records or b"", part.high_watermark, part.last_stable_offset,
+                                        part.log_start_offset, aborted)
             if error in LEADERSHIP_ERRORS and loop.time() + RETRY_BACKOFF_S < deadline:
                 self._leaders.pop(tp, None)
                 await asyncio.sleep(RETRY_BACKOFF_S)
@@ -125,3 +143,41 @@ class Fetcher:
                 raise AdminError(f"partition {tp}", ErrorCode.LEADER_NOT_AVAILABLE)
             self._leaders[tp] = leader
         return leader
+
+
+def aborted_ranges(producer_batches: Sequence[tuple], aborted_transactions: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ``(first_offset, last_offset)`` of every batch a read_committed consumer skips, in log
+    order: Kafka's ``CompletedFetch`` rule over ``ReplicatedRecordsInfo.producer_batches`` (every
+    batch with a producer id, markers included) and the Fetch response's aborted transactions.
+    An aborted transaction counts from the first batch whose last offset reaches its first
+    offset; an ABORT marker of the producer ends it; a transactional batch of a producer in an
+    aborted transaction is skipped. One step per batch, none per record."""
+    pending = sorted((first, producer_id) for producer_id, first in aborted_transactions)
+    aborted: set[int] = set()
+    out: list[tuple[int, int]] = []
+    for batch in producer_batches:
+        producer_id, first, last, transactional, control_type = batch[0], batch[4], batch[5], batch[7], batch[8]
+        while pending and pending[0][0] <= last:
+            aborted.add(heapq.heappop(pending)[1])
+        if control_type == ABORT_MARKER:
+            aborted.discard(producer_id)
+        elif transactional and producer_id in aborted:
+            out.append((first, last))
+    return out
+
+
+def drop_ranges(records: list[R], ranges: Sequence[tuple[int, int]]) -> list[R]:
+    """``records`` (tuples whose first item is the offset, ascending) without those whose offset
+    falls in one of ``ranges`` (ascending ``(first, last)``, inclusive); list slices, one
+    bisection per range."""
+    if not ranges or not records:
+        return records
+    out: list[R] = []
+    start = 0
+    for first, last in ranges:
+        low = bisect.bisect_left(records, first, lo=start, key=lambda r: r[0])
+        high = bisect.bisect_right(records, last, lo=low, key=lambda r: r[0])
+        out.extend(records[start:low])
+        start = high
+    out.extend(records[start:])
+    return out

@@ -20,7 +20,12 @@ and behind them:
 - **Fetching**: one Fetch per leader for every assigned partition with nothing buffered and
   something deliverable, carrying each topic's ``UndeletedPartitionCount`` (Fetch v12); each
   fetched buffer is decoded with one ``_native.read_records`` call (after
-  ``validate_replicated_batches`` cuts a trailing partial batch).
+  ``validate_replicated_batches`` cuts a trailing partial batch). With
+  ``isolation.level=read_committed`` the leader returns records below the last stable offset
+  and the transactions aborted among them; records of aborted transactions are dropped per
+  batch (`fetcher.aborted_ranges`, Kafka's rule) and positions move past them and past
+  transaction markers. Committed offsets are then read with OffsetFetch's ``RequireStable``
+  (KIP-447): offsets a transaction is still committing are waited for.
 - **Gating** (KIP-253, `gating.GateKeeper`): for topics with ``enable.ordered.delivery`` not
   "false" whose counts show a change, records of a gated partition are delivered only below its
   hold. While something is held, other members wait on partitions this member owns, or its
@@ -30,9 +35,11 @@ and behind them:
   when a hold lifts, ``on_partition_key_assigned``. Both run inside ``poll``, like Kafka's
   rebalance callbacks.
 
+``group_metadata()`` gives the member's `ConsumerGroupMetadata` for a transactional producer's
+``send_offsets_to_transaction`` (consume-transform-produce).
+
 Not done: manual ``assign()``/``seek()``, pattern subscriptions, cooperative rebalancing,
-static membership, record headers in `ConsumerRecord` (``read_records`` does not return them),
-and filtering of aborted transactions under ``read_committed`` (the broker's LSO bound applies).
+static membership, record headers in `ConsumerRecord` (``read_records`` does not return them).
 """
 
 from __future__ import annotations
@@ -49,8 +56,13 @@ from typing import Any
 from pybroker import _native
 from pybroker.client.admin import LEADERSHIP_ERRORS, Admin, AdminError, Node
 from pybroker.client.connection import KafkaClientError
-from pybroker.client.consumer_coordinator import CommitFailedError, ConsumerCoordinator, GroupConfig
-from pybroker.client.fetcher import FetcherConfig
+from pybroker.client.consumer_coordinator import (
+    CommitFailedError,
+    ConsumerCoordinator,
+    ConsumerGroupMetadata,
+    GroupConfig,
+)
+from pybroker.client.fetcher import READ_COMMITTED, FetcherConfig, aborted_ranges, drop_ranges
 from pybroker.client.gating import GateKeeper
 from pybroker.client.properties import int_property
 from pybroker.client.topic_layout import TopicLayout
@@ -259,6 +271,16 @@ class KafkaConsumer:
     def assignment(self) -> list[TopicPartition]:
         return sorted(self._partitions)
 
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Kafka's ``groupMetadata()``: the group id with this member's current generation and
+        member id (-1 and "" before it joined), for ``KafkaProducer.send_offsets_to_transaction``."""
+        if not self.config.group_id:
+            raise ValueError("group_metadata() needs group.id")
+        coordinator = self._coordinator
+        if coordinator is None:
+            return ConsumerGroupMetadata(self.config.group_id)
+        return ConsumerGroupMetadata(self.config.group_id, coordinator.generation, coordinator.member_id, None)
+
     def position(self, tp: TopicPartition) -> int:
         return self._partitions[tp].position
 
@@ -410,7 +432,7 @@ class KafkaConsumer:
     async def _init_positions(self, coordinator: ConsumerCoordinator, assigned: list[TopicPartition]) -> None:
         if not assigned:
             return
-        committed = await coordinator.committed(assigned)
+        committed = await coordinator.committed(assigned, require_stable=self.fetch_config.isolation_level == READ_COMMITTED)
         missing = [tp for tp in assigned if tp not in committed]
         for tp, offset in committed.items():
             self._set_position(tp, offset)
@@ -585,7 +607,7 @@ class KafkaConsumer:
                 error = ErrorCode.for_code(p.error_code)
                 if error == ErrorCode.NONE:
                     self._count_refused = False  # the leader agrees with this member's count again
-                    self._fetched(tp, state, p.records)
+                    self._fetched(tp, state, p.records, p.aborted_transactions)
                 elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     reset.append(tp)
                 elif error == ErrorCode.INVALID_PARTITION_METADATA:
@@ -601,13 +623,16 @@ class KafkaConsumer:
         if reset:
             await self._reset(reset)
 
-    def _fetched(self, tp: TopicPartition, state: _Partition, records: Any) -> None:
+    def _fetched(self, tp: TopicPartition, state: _Partition, records: Any, aborted: Any = None) -> None:
         if not records:
             return
         info = _native.validate_replicated_batches(records, -1)
         if info.batch_count == 0:
             return
         decoded = _native.read_records(memoryview(records)[:info.valid_bytes])
+        if self.fetch_config.isolation_level == READ_COMMITTED:
+            pairs = [(a.producer_id, a.first_offset) for a in aborted or ()]
+            decoded = drop_ranges(decoded, aborted_ranges(info.producer_batches, pairs))
         first = bisect.bisect_left(decoded, state.fetch_offset, key=lambda r: r[0])
         state.records = decoded[first:] if first else decoded
         state.index = 0

@@ -27,8 +27,20 @@ everything between it and the acknowledgement:
   acknowledged after ``delivery.timeout.ms`` fail with ``KafkaTimeoutError``; non-retriable
   errors fail their batch with `ProduceError`.
 
-Not done: idempotence and transactions (``enable.idempotence`` is taken as false), per-record
-timestamps (a batch's records share the time its first record was appended), and
+- **Transactions** (with ``transactional.id``, KIP-98): ``init_transactions``,
+  ``begin_transaction``, ``send``, ``send_offsets_to_transaction``, ``commit_transaction``,
+  ``abort_transaction``, as Kafka's producer has them. The transaction's state, producer id and
+  epoch, sequence numbers and coordinator requests are `TransactionManager`'s; here, batches
+  carry the producer id, epoch and sequence and the transactional attribute, a partition's
+  batches wait until AddPartitionsToTxn added it, Produce requests carry the transactional id,
+  and a batch retried after a retriable error keeps its sequence (the leader drops a duplicate).
+  A batch that fails makes the transaction abortable; then, and while aborting, batches not yet
+  sent fail with `TransactionAbortedError`. Records not yet sent are partitioned again after a
+  KIP-253 count change as without transactions, but a batch that may already be written cannot
+  move: the transaction becomes abortable. ``close`` aborts an ongoing transaction.
+
+Not done: idempotence without transactions (``enable.idempotence`` alone is taken as false),
+per-record timestamps (a batch's records share the time its first record was appended), and
 ``partitioner.class`` (the KIP-253 partitioner is the only one).
 """
 
@@ -38,16 +50,24 @@ import asyncio
 import logging
 import random
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pybroker.client.admin import LEADERSHIP_ERRORS, Admin, AdminError, Node
 from pybroker.client.connection import KafkaClientError
+from pybroker.client.consumer_coordinator import ConsumerGroupMetadata
 from pybroker.client.producer import ACKS, ProduceError
 from pybroker.client.properties import int_property
 from pybroker.client.record_columns import BATCH_OVERHEAD, HeaderList, RecordColumns
 from pybroker.client.topic_layout import TopicLayout
+from pybroker.client.transaction_manager import (
+    TransactionAbortedError,
+    TransactionError,
+    TransactionManager,
+    TransactionState,
+    TransactionStateError,
+)
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ProduceRequest
@@ -58,6 +78,12 @@ log = logging.getLogger(__name__)
 
 COMPRESSION_CODES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 COUNT_FIELD_PRODUCE_VERSION = 9  # the first Produce version with tagged fields (UndeletedPartitionCount)
+MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5  # Kafka's limit for an idempotent (and so a transactional) producer
+# Produce answers after which a transactional batch may have been appended although it failed.
+MAYBE_WRITTEN_ERRORS = frozenset({ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
+
+__all__ = ["ConsumerGroupMetadata", "KafkaProducer", "KafkaProducerConfig", "KafkaTimeoutError", "RecordMetadata",
+           "TransactionAbortedError", "TransactionError", "TransactionStateError"]
 
 
 class KafkaTimeoutError(Exception):
@@ -93,6 +119,8 @@ class KafkaProducerConfig:
     delivery_timeout_ms: int = 120000  # delivery.timeout.ms
     retry_backoff_ms: int = 100  # retry.backoff.ms
     metadata_max_age_ms: int = 300000  # metadata.max.age.ms
+    transactional_id: str | None = None  # transactional.id (implies enable.idempotence)
+    transaction_timeout_ms: int = 60000  # transaction.timeout.ms
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> KafkaProducerConfig:
@@ -105,8 +133,21 @@ class KafkaProducerConfig:
         if compression not in COMPRESSION_CODES:
             raise ValueError(f"Invalid value {compression} for configuration compression.type: "
                              "String must be one of: none, gzip, snappy, lz4, zstd")
-        if text.get("enable.idempotence", "false").strip().lower() == "true":
-            log.warning("enable.idempotence=true is not supported by this producer: records are sent without it")
+        transactional_id = text.get("transactional.id") or None
+        idempotence = text.get("enable.idempotence", "").strip().lower()
+        max_in_flight = int_property(text, "max.in.flight.requests.per.connection", cls.max_in_flight, 1)
+        if transactional_id is not None:
+            if idempotence == "false":
+                raise ValueError("Cannot set a transactional.id without also enabling idempotence.")
+            if ACKS[acks] != -1:
+                raise ValueError("Must set acks to all in order to use the idempotent producer. "
+                                 "Otherwise we cannot guarantee idempotence.")
+            if max_in_flight > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
+                raise ValueError("Must set max.in.flight.requests.per.connection to at most 5 to use the "
+                                 "idempotent producer.")
+        elif idempotence == "true":
+            log.warning("enable.idempotence=true without transactional.id is not supported by this producer: "
+                        "records are sent without idempotence")
         return cls(
             bootstrap_servers=text.get("bootstrap.servers", cls.bootstrap_servers),
             client_id=text.get("client.id", cls.client_id),
@@ -117,11 +158,13 @@ class KafkaProducerConfig:
             buffer_memory=int_property(text, "buffer.memory", cls.buffer_memory, 0),
             max_block_ms=int_property(text, "max.block.ms", cls.max_block_ms, 0),
             compression=COMPRESSION_CODES[compression],
-            max_in_flight=int_property(text, "max.in.flight.requests.per.connection", cls.max_in_flight, 1),
+            max_in_flight=max_in_flight,
             request_timeout_ms=int_property(text, "request.timeout.ms", cls.request_timeout_ms, 0),
             delivery_timeout_ms=int_property(text, "delivery.timeout.ms", cls.delivery_timeout_ms, 0),
             retry_backoff_ms=int_property(text, "retry.backoff.ms", cls.retry_backoff_ms, 0),
             metadata_max_age_ms=int_property(text, "metadata.max.age.ms", cls.metadata_max_age_ms, 0),
+            transactional_id=transactional_id,
+            transaction_timeout_ms=int_property(text, "transaction.timeout.ms", cls.transaction_timeout_ms, 1),
         )
 
 
@@ -140,7 +183,7 @@ class _Record:
 class _Batch:
     """Records of one partition that go out together, in send order."""
 
-    __slots__ = ("tp", "records", "columns", "created_ms", "encoded", "timestamp")
+    __slots__ = ("tp", "records", "columns", "created_ms", "encoded", "timestamp", "base_sequence", "maybe_written")
 
     def __init__(self, tp: TopicPartition, created_ms: float) -> None:
         self.tp = tp
@@ -149,6 +192,8 @@ class _Batch:
         self.created_ms = created_ms
         self.encoded: bytes | None = None
         self.timestamp = -1
+        self.base_sequence = -1  # a transactional batch's, once encoded
+        self.maybe_written = False  # sent, and the leader's answer did not say it was not appended
 
     def append(self, record: _Record) -> None:
         record.size = self.columns.append(record.key, record.value, record.headers)
@@ -178,13 +223,27 @@ class _Topic:
         return self.sticky
 
 
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark a background task's exception as seen (its caller may have stopped waiting)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class KafkaProducer:
     """``async with KafkaProducer({"bootstrap.servers": "host:port"}) as producer:``
     ``future = await producer.send("topic", b"value", key=b"k")``; ``metadata = await future``.
 
+    With ``transactional.id``: ``await producer.init_transactions()`` once, then per transaction
+    ``producer.begin_transaction()``, ``send`` ..., optionally ``await
+    producer.send_offsets_to_transaction(offsets, consumer.group_metadata())``, and ``await
+    producer.commit_transaction()`` (or ``abort_transaction()``). A `TransactionError` with
+    ``fatal`` false (e.g. a record failed) means: abort the transaction; with ``fatal`` true
+    (`ProducerFencedError`, ...): close the producer.
+
     ``admin`` (an ``Admin`` or a stand-in with ``topic_layouts``, ``connection`` and
-    ``reset_connection``) and ``time`` are injectable for tests; by default the producer opens its
-    own ``Admin`` on ``bootstrap.servers``.
+    ``reset_connection``, and ``find_coordinator`` / ``forget_coordinator`` for transactions)
+    and ``time`` are injectable for tests; by default the producer opens its own ``Admin`` on
+    ``bootstrap.servers``.
     """
 
     def __init__(self, config: Mapping[str, object] | KafkaProducerConfig | None = None, *,
@@ -207,6 +266,12 @@ class KafkaProducer:
         self._requests: set[asyncio.Task[None]] = set()
         self._in_flight: dict[Node, int] = {}
         self._layout_locks: dict[str, asyncio.Lock] = {}
+        self._txn: TransactionManager | None = None
+        if self.config.transactional_id is not None:
+            self._txn = TransactionManager(self.config.transactional_id, self.config.transaction_timeout_ms,
+                                           self.config.retry_backoff_ms, self.admin,
+                                           self.config.request_timeout_ms / 1000 + 5)
+        self._txn_call_pending: tuple[str, asyncio.Task[None]] | None = None  # a call that timed out, resumable
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -224,9 +289,18 @@ class KafkaProducer:
 
     async def close(self, timeout: float | None = None) -> None:
         """Send everything queued, wait for the answers (up to ``timeout`` seconds, default
-        without limit), then stop. Records still unsent after the timeout fail."""
+        without limit), then stop. Records still unsent after the timeout fail. An ongoing
+        transaction is aborted first, as Kafka's producer does on close."""
         if self._sender is None:
             return
+        txn = self._txn
+        if txn is not None and txn.has_ongoing_transaction() and not txn.is_completing():
+            log.info("transactional id %s: aborting the incomplete transaction on close", txn.transactional_id)
+            try:
+                async with asyncio.timeout(timeout):
+                    await self.abort_transaction()
+            except (TransactionError, KafkaTimeoutError, TimeoutError) as e:
+                log.warning("transactional id %s: the abort on close failed: %s", txn.transactional_id, e)
         self._closing = True
         self._wakeup.set()
         try:
@@ -238,6 +312,8 @@ class KafkaProducer:
         finally:
             for task in list(self._requests):
                 task.cancel()
+            if self._txn_call_pending is not None:
+                self._txn_call_pending[1].cancel()
             self._sender = None
             if self._own_admin:
                 await self.admin.close()
@@ -255,8 +331,9 @@ class KafkaProducer:
         """Queue a record; returns a future of its `RecordMetadata`. Waits for the topic's
         metadata the first time (a broker may auto-create the topic) and while ``buffer.memory``
         is used up (at most ``max.block.ms``)."""
-        if self._sender is None or self._closing:
-            raise RuntimeError("the producer is not running (start() it, or use 'async with')")
+        self._require_running()
+        if self._txn is not None:
+            self._txn.fail_if_not_ready_for_send()
         state = await self._topic(topic)
         if partition is not None and not 0 <= partition < state.layout.partition_count:
             raise ValueError(f"partition {partition} of topic {topic} does not exist "
@@ -274,6 +351,10 @@ class KafkaProducer:
     ) -> RecordMetadata:
         return await (await self.send(topic, value, key, headers, partition))
 
+    def _require_running(self) -> None:
+        if self._sender is None or self._closing:
+            raise RuntimeError("the producer is not running (start() it, or use 'async with')")
+
     async def flush(self) -> None:
         """Send every queued record now and wait until each is acknowledged or failed."""
         self._flushing += 1
@@ -289,6 +370,140 @@ class KafkaProducer:
                 await asyncio.wait(futures)
         finally:
             self._flushing -= 1
+
+    # --- transactions ----------------------------------------------------------------------------
+
+    @property
+    def transaction_state(self) -> TransactionState | None:
+        """The transactional state (Kafka's TransactionManager states); None without ``transactional.id``."""
+        return self._txn.state if self._txn is not None else None
+
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """``(producer id, epoch)``; ``(-1, -1)`` before ``init_transactions`` or without transactions."""
+        return (self._txn.producer_id, self._txn.producer_epoch) if self._txn is not None else (-1, -1)
+
+    def _require_txn(self) -> TransactionManager:
+        if self._txn is None:
+            raise TransactionStateError("Transactional method invoked on a non-transactional producer.")
+        self._require_running()
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Kafka's ``initTransactions``: find the transaction coordinator and get a producer id and
+        epoch for ``transactional.id`` (fencing older producers with it; the coordinator completes
+        their open transaction first). Call once, before the first transaction."""
+        txn = self._require_txn()
+        await self._transactional_call("init_transactions", TransactionState.INITIALIZING, txn.begin_init,
+                                       txn.init_producer_id)
+
+    def begin_transaction(self) -> None:
+        """Kafka's ``beginTransaction``: records sent from now on belong to the transaction."""
+        self._require_txn().begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int], group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Kafka's ``sendOffsetsToTransaction``: commit the consumer group's ``offsets`` (each the
+        next offset to consume) as part of the transaction: AddOffsetsToTxn to the transaction
+        coordinator, then TxnOffsetCommit to the group's coordinator. ``group_metadata`` is the
+        consumer's ``group_metadata()`` (its generation, member id and instance id let the
+        coordinator refuse offsets from a member that lost its partitions, KIP-447) or a group id
+        (not fenced by generation)."""
+        txn = self._require_txn()
+        group = group_metadata if isinstance(group_metadata, ConsumerGroupMetadata) else ConsumerGroupMetadata(group_metadata)
+        txn.check_send_offsets()
+        await self._transactional_call("send_offsets_to_transaction", None, None,
+                                       lambda: txn.send_offsets(dict(offsets), group))
+
+    async def commit_transaction(self) -> None:
+        """Kafka's ``commitTransaction``: send every record of the transaction and wait for it,
+        then EndTxn(commit). Raises `TransactionError` (not fatal) when a record failed: abort
+        then."""
+        txn = self._require_txn()
+
+        async def commit() -> None:
+            await self.flush()
+            await txn.end_transaction(commit=True)
+
+        await self._transactional_call("commit_transaction", TransactionState.COMMITTING_TRANSACTION,
+                                       txn.begin_commit, commit)
+
+    async def abort_transaction(self) -> None:
+        """Kafka's ``abortTransaction``: records not yet sent fail with `TransactionAbortedError`,
+        those in flight are waited for, then EndTxn(abort); after an abortable error with a
+        coordinator that can, the epoch is bumped (KIP-360)."""
+        txn = self._require_txn()
+
+        async def abort() -> None:
+            self._wakeup.set()  # the sender fails what is not sent yet
+            await self.flush()
+            await txn.end_transaction(commit=False)
+
+        await self._transactional_call("abort_transaction", TransactionState.ABORTING_TRANSACTION,
+                                       txn.begin_abort, abort)
+
+    async def _transactional_call(self, name: str, target: TransactionState | None, begin: Callable[[], None] | None,
+                                  run: Callable[[], Awaitable[None]]) -> None:
+        """Run a transactional call, waiting at most ``max.block.ms``. As in Kafka, a call that
+        timed out goes on: calling it again (the state unchanged) waits for the same one."""
+        txn = self._require_txn()
+        pending = self._txn_call_pending
+        if target is not None and pending is not None and pending[0] == name and txn.state == target \
+                and not pending[1].done():
+            task = pending[1]
+        else:
+            if begin is not None:
+                begin()
+            task = asyncio.ensure_future(run())
+            task.add_done_callback(_retrieve)
+            if target is not None:
+                self._txn_call_pending = (name, task)
+        try:
+            async with asyncio.timeout(self.config.max_block_ms / 1000):
+                await asyncio.shield(task)
+        except TimeoutError:
+            if task.done():  # the call itself timed out
+                raise
+            raise KafkaTimeoutError(f"Timeout expired after {self.config.max_block_ms} ms while awaiting "
+                                    f"{name}") from None
+        finally:
+            if task.done() and self._txn_call_pending is not None and self._txn_call_pending[1] is task:
+                self._txn_call_pending = None
+
+    def _transaction_housekeeping(self) -> None:
+        """The sender's part of a transaction: in an error state or aborting, fail what is not
+        sent; else start AddPartitionsToTxn for partitions new to the transaction."""
+        txn = self._txn
+        assert txn is not None
+        if txn.has_error() or txn.state == TransactionState.ABORTING_TRANSACTION:
+            self._abort_unsent(txn)
+        elif txn.has_partitions_to_add():
+            task = txn.start_add_partitions()
+            task.add_done_callback(self._added_partitions)
+
+    def _added_partitions(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.info("AddPartitionsToTxn failed: %s", task.exception())
+        self._wakeup.set()
+
+    def _abort_unsent(self, txn: TransactionManager) -> None:
+        last = txn.last_error
+        reason = f": {last}" if last is not None else ""
+        for state in self._topics.values():
+            batches = [*state.failed, *(b for queue in state.queues.values() for b in queue)]
+            if not batches:
+                continue
+            state.failed, state.queues = [], {}
+            for batch in batches:
+                error = TransactionAbortedError(f"Failing batch since transaction was aborted{reason}",
+                                                last.error if last else None)
+                if batch.encoded is not None and batch.base_sequence >= 0:
+                    if batch.maybe_written:
+                        txn.batch_failed(batch.tp, batch.base_sequence, error, None, maybe_written=True)
+                    else:
+                        txn.batch_unsent(batch.tp, batch.base_sequence)
+                self._complete(batch, exception=error)
 
     # --- accumulating ----------------------------------------------------------------------------
 
@@ -311,6 +526,8 @@ class KafkaProducer:
 
     def _append(self, state: _Topic, record: _Record) -> None:
         partition = self._partition_for(state, record)
+        if self._txn is not None:
+            self._txn.maybe_add_partition(TopicPartition(state.layout.name, partition))
         queue = state.queues.setdefault(partition, deque())
         batch = queue[-1] if queue else None
         if batch is None or batch.encoded is not None or (
@@ -350,6 +567,8 @@ class KafkaProducer:
             self._wakeup.clear()
             now = self.time.monotonic_ms()
             self._expire(now)
+            if self._txn is not None:
+                self._transaction_housekeeping()
             if now >= self._metadata_due:
                 await self._refresh_metadata(now)
             for state in list(self._topics.values()):
@@ -384,12 +603,15 @@ class KafkaProducer:
         the next batch becomes ready by linger."""
         requests: dict[Node, list[_Batch]] = {}
         next_due: float | None = None
+        txn = self._txn
         for state in self._topics.values():
             if state.recovering:
                 continue
             for partition, queue in list(state.queues.items()):
                 if not queue or partition in state.in_flight:
                     continue
+                if txn is not None and not txn.send_allowed(queue[0].tp):
+                    continue  # not in the transaction yet: AddPartitionsToTxn first
                 ready = self._ready(queue[0], queue, now)
                 if ready:
                     next_due = ready if next_due is None else min(next_due, ready)
@@ -416,7 +638,13 @@ class KafkaProducer:
     def _encode(self, batch: _Batch) -> bytes:
         if batch.encoded is None:
             batch.timestamp = self.time.milliseconds()
-            batch.encoded = batch.columns.encode(batch.timestamp, self.config.compression)
+            txn = self._txn
+            if txn is None:
+                batch.encoded = batch.columns.encode(batch.timestamp, self.config.compression)
+            else:
+                batch.base_sequence = txn.next_sequence(batch.tp, len(batch.records))
+                batch.encoded = batch.columns.encode(batch.timestamp, self.config.compression, txn.producer_id,
+                                                     txn.producer_epoch, batch.base_sequence, transactional=True)
         return batch.encoded
 
     def _dispatch(self, leader: Node, batches: list[_Batch]) -> None:
@@ -444,7 +672,8 @@ class KafkaProducer:
             connection = await self.admin.connection(leader)
             version = connection.version_for(ApiKey.PRODUCE)
             request = ProduceRequest(
-                transactional_id=None, acks=self.config.acks, timeout_ms=self.config.request_timeout_ms,
+                transactional_id=self.config.transactional_id, acks=self.config.acks,
+                timeout_ms=self.config.request_timeout_ms,
                 topic_data=[ProduceRequest.TopicProduceData(
                     name=topic,
                     partition_data=[ProduceRequest.PartitionProduceData(index=b.tp.partition, records=b.encoded)
@@ -471,13 +700,16 @@ class KafkaProducer:
                        for bs in by_topic.values() for b in bs}
         finally:
             self._in_flight[leader] -= 1
+        txn = self._txn
         for topic, batches in by_topic.items():
             state = self._topics[topic]
             for batch in batches:
                 state.in_flight.pop(batch.tp.partition, None)
                 error, base_offset, append_time, message = outcome.get(
                     batch.tp, (ErrorCode.NETWORK_EXCEPTION, -1, -1, None))
-                if error == ErrorCode.NONE:
+                if txn is not None and error in MAYBE_WRITTEN_ERRORS:
+                    batch.maybe_written = True
+                if error == ErrorCode.NONE or (txn is not None and error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
                     self._complete(batch, base_offset=base_offset, append_time=append_time)
                 elif ErrorCode.for_code(error).retriable or error in LEADERSHIP_ERRORS:
                     state.failed.append(batch)
@@ -485,7 +717,11 @@ class KafkaProducer:
                     state.last_error = ErrorCode.for_code(error)
                     state.retry_at = self.time.monotonic_ms() + self.config.retry_backoff_ms
                 else:
-                    self._complete(batch, exception=ProduceError(batch.tp, error, message))
+                    failure = ProduceError(batch.tp, error, message)
+                    if txn is not None:
+                        txn.batch_failed(batch.tp, batch.base_sequence, TransactionError(str(failure), failure.error),
+                                         failure.error, batch.maybe_written)
+                    self._complete(batch, exception=failure)
         self._wakeup.set()
 
     def _complete(self, batch: _Batch, base_offset: int = -1, append_time: int = -1,
@@ -538,10 +774,16 @@ class KafkaProducer:
             log.info("topic %s: partition counts (initial, undeleted, all) %s -> %s; re-partitioning %d records",
                      topic, state.layout.counts, layout.counts, len(self._pending_records(state)))
         records = sorted(self._pending_records(state), key=lambda r: r.sequence)
+        stuck = self._stuck_batches(state, layout) if self._txn is not None else []
+        if stuck:
+            kept = {id(r) for batch in stuck for r in batch.records}
+            records = [r for r in records if id(r) not in kept]
         state.layout = layout
         state.queues.clear()
         state.failed.clear()
         state.recovering = False
+        for batch in stuck:  # first in their partitions: they keep their sequence numbers
+            state.queues.setdefault(batch.tp.partition, deque()).append(batch)
         if state.sticky >= layout.undeleted_partition_count:
             state.sticky = -1
         for record in records:
@@ -553,6 +795,33 @@ class KafkaProducer:
                 continue
             self._append(state, record)
         self._wakeup.set()
+
+    def _stuck_batches(self, state: _Topic, layout: TopicLayout) -> list[_Batch]:
+        """Of a transactional topic being recovered: the encoded batches that may already be
+        written, which must be sent again as they are (same partition, same sequence). The other
+        encoded ones give their sequences back (their records are partitioned again). If the
+        counts changed, batches that may be written cannot follow their keys: they fail and the
+        transaction becomes abortable."""
+        txn = self._txn
+        assert txn is not None
+        stuck = []
+        for batch in [*state.failed, *(queue[0] for queue in state.queues.values() if queue)]:
+            if batch.encoded is None or batch.base_sequence < 0:
+                continue
+            if batch.maybe_written:
+                stuck.append(batch)
+            else:
+                txn.batch_unsent(batch.tp, batch.base_sequence)
+        if stuck and layout.counts != state.layout.counts:
+            for batch in stuck:
+                error = TransactionError(
+                    f"the partition counts of topic {layout.name} changed ({state.layout.counts} -> {layout.counts}) "
+                    f"while records to {batch.tp} that may be written were not acknowledged: abort the transaction",
+                    ErrorCode.INVALID_PARTITION_METADATA)
+                txn.batch_failed(batch.tp, batch.base_sequence, error, None, maybe_written=True)
+                self._complete(batch, exception=error)
+            return []
+        return stuck
 
     def _expire(self, now: float) -> None:
         """Fail the batches (not in flight) whose first record is older than delivery.timeout.ms,
@@ -570,9 +839,12 @@ class KafkaProducer:
             state.failed = [b for b in state.failed if b.created_ms > limit]
             error = state.last_error.name if state.last_error else "not sent yet"
             for batch in expired:
-                self._complete(batch, exception=KafkaTimeoutError(
-                    f"records to {batch.tp} not acknowledged within delivery.timeout.ms "
-                    f"({self.config.delivery_timeout_ms} ms; last error: {error})"))
+                timeout = KafkaTimeoutError(f"records to {batch.tp} not acknowledged within delivery.timeout.ms "
+                                            f"({self.config.delivery_timeout_ms} ms; last error: {error})")
+                if self._txn is not None:
+                    self._txn.batch_failed(batch.tp, batch.base_sequence, TransactionError(str(timeout)), None,
+                                           batch.maybe_written)
+                self._complete(batch, exception=timeout)
 
     def _fail_all(self, error: BaseException) -> None:
         for state in self._topics.values():

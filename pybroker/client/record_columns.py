@@ -102,8 +102,11 @@ class RecordColumns:
         self.size += added
         return added
 
-    def encode(self, timestamp: int, compression: int) -> bytes:
-        """The records as one magic-2 batch (baseOffset 0, every record at ``timestamp``)."""
+    def encode(self, timestamp: int, compression: int, producer_id: int = -1, producer_epoch: int = -1,
+               base_sequence: int = -1, transactional: bool = False) -> bytes:
+        """The records as one magic-2 batch (baseOffset 0, every record at ``timestamp``), with
+        the given producer id, epoch and base sequence; ``transactional`` sets the batch's
+        transactional attribute."""
         headers = None
         if self._has_headers:
             offsets = self._header_offsets
@@ -113,12 +116,28 @@ class RecordColumns:
             headers = (None, offsets.tobytes(), 0, self._header_keys.buffers(), self._header_values.buffers())
         encoded = _native.encode_partitioned_batches(
             self.values.buffers(), self.keys.buffers() if self._has_keys else None, headers, None,
-            1, 0, timestamp, NO_LIMIT, compression,
+            1, 0, timestamp, NO_LIMIT, compression, producer_id, producer_epoch,
+            None if base_sequence < 0 else [base_sequence],
         )
         ((_, batches, _),) = encoded
         if len(batches) != 1:  # cannot happen with NO_LIMIT below 2 GiB; the encoder would have raised
             raise ValueError(f"expected one batch, the encoder made {len(batches)}")
-        return batches[0]
+        return set_transactional(batches[0]) if transactional else batches[0]
+
+
+ATTRIBUTES_AT, CRC_AT = 21, 17  # batch header: baseOffset i64, batchLength i32, epoch i32, magic i8, crc u32, attributes i16
+TRANSACTIONAL_FLAG = 0x10
+
+
+def set_transactional(batch: bytes) -> bytes:
+    """``batch`` (one magic-2 batch) with its transactional attribute set and its CRC-32C (which
+    covers the attributes onwards) computed again: one native CRC call per batch.
+    (``encode_partitioned_batches`` has no transactional flag.)"""
+    out = bytearray(batch)
+    attributes = int.from_bytes(out[ATTRIBUTES_AT:ATTRIBUTES_AT + 2], "big") | TRANSACTIONAL_FLAG
+    out[ATTRIBUTES_AT:ATTRIBUTES_AT + 2] = attributes.to_bytes(2, "big")
+    out[CRC_AT:CRC_AT + 4] = _native.crc32c(memoryview(out)[ATTRIBUTES_AT:]).to_bytes(4, "big")
+    return bytes(out)
 
 
 RECORD_OVERHEAD = 8  # attributes, deltas, lengths: a few varints per record

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pybroker.client.fetcher import FetcherConfig
 from pybroker.types import TopicPartition
 
 EARLIEST, LATEST = -2, -1  # Spark's sentinels in startingOffsets / endingOffsets JSON
@@ -47,6 +48,7 @@ class SourceOptions:
     max_records_per_partition: int | None
     max_offsets_per_trigger: int | None
     kafka: dict[str, str]
+    isolation_level: int = 0  # kafka.isolation.level: 0 read_uncommitted (Kafka's default), 1 read_committed
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,7 @@ def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions
             raise ValueError(f"No topic partitions to assign as specified value for option 'assign' is '{opts['assign']}'")
     if streaming and "endingoffsets" in opts:
         raise ValueError("Ending offset not valid in streaming queries")
+    kafka = kafka_properties(opts)
     return SourceOptions(
         bootstrap_servers=_bootstrap(opts, "consumer"),
         subscribe=subscribe,
@@ -189,7 +192,8 @@ def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions
         min_partitions=_positive(opts, "minPartitions"),
         max_records_per_partition=_positive(opts, "maxRecordsPerPartition"),
         max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger"),
-        kafka=kafka_properties(opts),
+        kafka=kafka,
+        isolation_level=FetcherConfig.from_properties(kafka).isolation_level,
     )
 
 

@@ -2,7 +2,9 @@
 
 Owns, on the planning side: the topic partitions a ``subscribe`` / ``subscribePattern`` /
 ``assign`` names (a pattern matches whole names and skips internal topics, as Kafka's consumer
-does), their earliest and latest offsets (ListOffsets), the start and end offset of each from
+does), their earliest and latest offsets (ListOffsets; at ``kafka.isolation.level=read_committed``
+the latest is the last stable offset, so a range never waits for records of a transaction that
+is still open), the start and end offset of each from
 ``startingOffsets`` / ``endingOffsets`` / ``startingOffsetsByTimestamp`` / ``startingTimestamp``
 with Spark's rules (``-2`` earliest, ``-1`` latest, every partition named in a JSON spec), data
 loss checks (``failOnDataLoss``), and cutting the ranges into input partitions
@@ -74,18 +76,21 @@ def topic_partitions(client: BlockingClient, options: SourceOptions) -> list[Top
     return sorted(out)
 
 
-def offset_bounds(client: BlockingClient, tps: list[TopicPartition]) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-    """(earliest, latest) offset of each partition."""
+def offset_bounds(
+    client: BlockingClient, tps: list[TopicPartition], isolation_level: int = 0,
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """(earliest, latest) offset of each partition; ``isolation_level`` 1 (read_committed) makes
+    the latest the last stable offset."""
     if not tps:
         return {}, {}
-    earliest = client.run(client.admin.list_offsets(tps, "earliest"))
-    latest = client.run(client.admin.list_offsets(tps, "latest"))
+    earliest = client.run(client.admin.list_offsets(tps, "earliest", isolation_level))
+    latest = client.run(client.admin.list_offsets(tps, "latest", isolation_level))
     return {tp: o.offset for tp, o in earliest.items()}, {tp: o.offset for tp, o in latest.items()}
 
 
 def resolve(
     client: BlockingClient, spec: OffsetSpec, name: str, tps: list[TopicPartition],
-    earliest: dict[TopicPartition, int], latest: dict[TopicPartition, int],
+    earliest: dict[TopicPartition, int], latest: dict[TopicPartition, int], isolation_level: int = 0,
 ) -> dict[TopicPartition, int]:
     """The concrete offset ``spec`` (option ``name``) means for each of ``tps``."""
     if spec.kind == "earliest":
@@ -93,7 +98,7 @@ def resolve(
     if spec.kind == "latest":
         return dict(latest)
     if spec.kind == "timestamps":
-        return _by_timestamp(client, spec, tps)
+        return _by_timestamp(client, spec, tps, isolation_level)
     missing = [tp for tp in tps if tp not in spec.by_partition]
     if missing:
         raise ValueError(
@@ -107,13 +112,15 @@ def resolve(
     return out
 
 
-def _by_timestamp(client: BlockingClient, spec: OffsetSpec, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+def _by_timestamp(
+    client: BlockingClient, spec: OffsetSpec, tps: list[TopicPartition], isolation_level: int,
+) -> dict[TopicPartition, int]:
     out = {}
     for tp in tps:
         timestamp = spec.global_timestamp if spec.global_timestamp is not None else spec.by_partition.get(tp)
         if timestamp is None:
             raise ValueError(f"startingOffsetsByTimestamp must name every TopicPartition; missing {tp.topic}-{tp.partition}")
-        listed = client.run(client.admin.list_offsets([tp], timestamp))[tp]
+        listed = client.run(client.admin.list_offsets([tp], timestamp, isolation_level))[tp]
         if listed.offset < 0:
             raise ValueError(f"No offset matched from request of topic-partition {tp.topic}-{tp.partition} and timestamp {timestamp}.")
         out[tp] = listed.offset

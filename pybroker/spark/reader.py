@@ -2,7 +2,10 @@
 
 Owns ``read_range``, which every read (batch or streaming) runs in a task: Fetch requests from
 the range's start to its end, each fetched buffer decoded into Arrow columns by
-``_native.decode_record_batches`` in one call and yielded as one ``pyarrow.RecordBatch``. Records
+``_native.decode_record_batches`` in one call and yielded as one ``pyarrow.RecordBatch``. At
+``kafka.isolation.level=read_committed`` the decoder is given the partition's aborted
+transactions and leaves their records out (the range's end is below the last stable offset, see
+``planning``); offsets move past them and past transaction markers. Records
 that vanished while the query ran (retention, DeleteRecords) fail the task with
 ``failOnDataLoss=true`` and are skipped otherwise. ``KafkaBatchReader`` plans a batch query's
 ranges on the driver side (see ``planning``).
@@ -42,7 +45,8 @@ def read_range(options: SourceOptions, r: planning.OffsetRange) -> Iterator[pa.R
                     raise planning.DataLossError(planning.data_loss_message(tp, offset, earliest)) from e
                 offset = earliest
                 continue
-            decoded = _native.decode_record_batches(fetched.records, offset, r.end, options.include_headers)
+            decoded = _native.decode_record_batches(fetched.records, offset, r.end, options.include_headers,
+                                                    fetched.aborted_transactions)
             if decoded.count:
                 yield decoded_to_batch(decoded, r.topic, r.partition, options.include_headers)
             if decoded.next_offset > offset:
@@ -68,9 +72,9 @@ class KafkaBatchReader(DataSourceReader):
         o = self.options
         with BlockingClient(o.bootstrap_servers, "pybroker-spark-planner") as client:
             tps = planning.topic_partitions(client, o)
-            earliest, latest = planning.offset_bounds(client, tps)
-            start = planning.resolve(client, o.starting, "startingOffsets", tps, earliest, latest)
-            end = planning.resolve(client, o.ending, "endingOffsets", tps, earliest, latest)
+            earliest, latest = planning.offset_bounds(client, tps, o.isolation_level)
+            start = planning.resolve(client, o.starting, "startingOffsets", tps, earliest, latest, o.isolation_level)
+            end = planning.resolve(client, o.ending, "endingOffsets", tps, earliest, latest, o.isolation_level)
         ranges = planning.offset_ranges(tps, start, end, earliest, o.fail_on_data_loss)
         return planning.split(ranges, o.min_partitions, o.max_records_per_partition)
 

@@ -5,8 +5,10 @@ Owns the streaming source's offsets, which are Spark's Kafka source offsets: a J
 starts from ``startingOffsets`` (default ``latest``); partitions that appear later start at their
 earliest offset. ``maxOffsetsPerTrigger`` caps a micro-batch, shared out in proportion to each
 partition's backlog as Spark does (a small backlog still gets at least one record);
-``Trigger.AvailableNow`` stops at the latest offsets seen when the query started. Each
-micro-batch's ranges are read by ``reader.read_range`` in tasks.
+``Trigger.AvailableNow`` stops at the latest offsets seen when the query started. At
+``kafka.isolation.level=read_committed`` "latest" is the last stable offset, so a micro-batch
+never ends inside an open transaction. Each micro-batch's ranges are read by
+``reader.read_range`` in tasks.
 """
 
 from __future__ import annotations
@@ -71,14 +73,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _latest(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
         with BlockingClient(self.options.bootstrap_servers, "pybroker-spark-planner") as client:
             tps = planning.topic_partitions(client, self.options)
-            return planning.offset_bounds(client, tps)
+            return planning.offset_bounds(client, tps, self.options.isolation_level)
 
     def initialOffset(self) -> Offsets:  # noqa: N802 (Spark's names)
         o = self.options
         with BlockingClient(o.bootstrap_servers, "pybroker-spark-planner") as client:
             tps = planning.topic_partitions(client, o)
-            earliest, latest = planning.offset_bounds(client, tps)
-            return to_json(planning.resolve(client, o.starting, "startingOffsets", tps, earliest, latest))
+            earliest, latest = planning.offset_bounds(client, tps, o.isolation_level)
+            return to_json(planning.resolve(client, o.starting, "startingOffsets", tps, earliest, latest,
+                                            o.isolation_level))
 
     def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
         self.available_now = self._latest()[1]
@@ -106,7 +109,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         first, last = from_json(start), from_json(end)
         tps = sorted(last)
         with BlockingClient(self.options.bootstrap_servers, "pybroker-spark-planner") as client:
-            earliest, _ = planning.offset_bounds(client, tps)
+            earliest, _ = planning.offset_bounds(client, tps, self.options.isolation_level)
         first = {tp: first.get(tp, earliest[tp]) for tp in tps}
         ranges = planning.offset_ranges(tps, first, last, earliest, self.options.fail_on_data_loss)
         return planning.split(ranges, self.options.min_partitions, self.options.max_records_per_partition)
