@@ -363,13 +363,14 @@ def test_find_coordinator_key_types(broker):
         conn = await s.conn()
         for version in (1, 2, 3):
             txn = await conn.send(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key="tx", key_type=1), version=version)
-            assert (txn.error_code, txn.node_id) == (E.COORDINATOR_NOT_AVAILABLE, -1)
+            assert (txn.error_code, txn.node_id) == (E.NONE, 1)  # the transaction coordinator
             bogus = await conn.send(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key="g", key_type=7), version=version)
             assert (bogus.error_code, bogus.node_id) == (E.INVALID_REQUEST, -1)
-        for key_type, error in ((1, E.COORDINATOR_NOT_AVAILABLE), (2, E.INVALID_REQUEST), (-1, E.INVALID_REQUEST)):
+        for key_type, error, node in ((1, E.NONE, 1), (2, E.INVALID_REQUEST, -1), (-1, E.INVALID_REQUEST, -1)):
             response = await conn.send(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(
                 key_type=key_type, coordinator_keys=["x", "y"]), version=4)
-            assert [(c.key, c.error_code, c.node_id) for c in response.coordinators] == [("x", error, -1), ("y", error, -1)]
+            assert [(c.key, c.error_code, c.node_id) for c in response.coordinators] == [("x", error, node),
+                                                                                          ("y", error, node)]
 
     scenario(broker.bootstrap, body)
 

@@ -400,6 +400,13 @@ def test_add_partitions_with_an_unknown_topic_adds_nothing(tmp_path):
             assert errors == {("t", 0): E.OPERATION_NOT_ATTEMPTED, ("t", 1): E.OPERATION_NOT_ATTEMPTED,
                               ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
             assert h.metadata_of(TX).state == S.EMPTY
+            # A client may not add an internal topic's partition (Kafka never authorizes it).
+            h.leads({TopicPartition("__consumer_offsets", 0): 1})
+            request.v3_and_below_topics = [topic(name="t", partitions=[0]), topic(name="__consumer_offsets", partitions=[0])]
+            response = await call(add_partitions_to_txn, ctx(h, 3), request)
+            errors = {(t.name, p.partition_index): p.partition_error_code
+                      for t in response.results_by_topic_v3_and_below for p in t.results_by_partition}
+            assert errors == {("t", 0): E.OPERATION_NOT_ATTEMPTED, ("__consumer_offsets", 0): E.TOPIC_AUTHORIZATION_FAILED}
 
     run(scenario)
 

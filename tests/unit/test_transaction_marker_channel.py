@@ -201,3 +201,14 @@ def test_shutdown_stops_sending_and_closes_the_sender(tmp_path):
         assert h.sender.closed and h.channel.num_txns_with_pending_markers == 0
 
     run(scenario)
+
+
+def test_a_resignation_drops_the_markers_still_queued(tmp_path):
+    async def scenario():
+        async with await started(tmp_path) as h:
+            await prepared(h, TX, T_0)
+            h.coordinator.on_resignation(1, 0)  # before the send task ran
+            await h.settle()
+            assert h.sender.sent == [] and h.channel.num_txns_with_pending_markers == 0
+
+    run(scenario)

@@ -3,7 +3,8 @@ partition leaders check that partitions are in transactions (v4, several transac
 
 For each transaction: if any partition's topic is unknown, those partitions answer
 UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (nothing is added), as Kafka
-does; otherwise the coordinator adds them (every partition gets the one error it answers;
+does (a client naming an internal topic's partition gets TOPIC_AUTHORIZATION_FAILED for it: Kafka
+never authorizes clients to add those; AddOffsetsToTxn adds ``__consumer_offsets``); otherwise the coordinator adds them (every partition gets the one error it answers;
 PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2), or, for a v4 transaction with VerifyOnly,
 answers per partition whether it is in the producer's ongoing transaction without changing
 anything (``TransactionCoordinator.handle_verify_partitions_in_transaction``). The response is
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from pybroker.controller.metadata import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
@@ -49,10 +51,13 @@ def handle(
     for txn in transactions:
         transactional_id = txn.transactional_id
         partitions = _partitions(txn.topics)
-        unknown = [tp for tp in partitions if not cache.contains(tp)]
-        if unknown:
+        # Clients (v0-3) may not add internal topics' partitions: Kafka never authorizes them.
+        refused = [tp for tp in partitions if version <= LAST_CLIENT_VERSION and tp.topic in INTERNAL_TOPICS]
+        unknown = [tp for tp in partitions if tp not in refused and not cache.contains(tp)]
+        if refused or unknown:
             errors = {tp: ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}
             errors.update(dict.fromkeys(unknown, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            errors.update(dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
             add_result(transactional_id, _topic_results(errors))
         elif version >= 4 and txn.verify_only:
             add_result(transactional_id, _topic_results(coordinator.handle_verify_partitions_in_transaction(

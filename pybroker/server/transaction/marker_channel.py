@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pybroker.controller.requests import LiveBroker
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from pybroker.scheduler import Scheduler
+from pybroker.scheduler import Scheduler, Timer
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.transaction.marker_sender import SEND_FAILURES, MarkerSender
 from pybroker.server.transaction.metadata import (
@@ -138,7 +138,7 @@ class TransactionMarkerChannelManager:
         self.transactions_with_pending_markers: dict[str, PendingCompleteTxn] = {}
         self._in_flight: dict[int, asyncio.Task[None]] = {}
         self._unknown_retry_scheduled = False
-        self._timers: set[object] = set()
+        self._timers: set[Timer] = set()
         self._running = False
         self._failing: set[int] = set()  # destinations whose last request got no answer (logged once)
 
@@ -286,7 +286,7 @@ class TransactionMarkerChannelManager:
     async def shutdown(self) -> None:
         self._running = False
         for timer in list(self._timers):
-            timer.cancel()  # type: ignore[attr-defined]
+            timer.cancel()
         self._timers.clear()
         in_flight = list(self._in_flight.values())
         for task in in_flight:
@@ -317,12 +317,12 @@ class TransactionMarkerChannelManager:
             self.add_txn_markers_to_broker_queue(entry.transactional_id, marker.producer_id, marker.producer_epoch,
                                                  marker.result, marker.coordinator_epoch, marker.partitions)
 
-    def _later(self, action: object) -> None:
-        """Run ``action`` (a plain callable) after the retry back-off, unless shut down meanwhile."""
+    def _later(self, action: Callable[[], None]) -> None:
+        """Run ``action`` after the retry back-off, unless shut down meanwhile."""
         def fire() -> None:
             self._timers.discard(timer)
             if self._running:
-                action()  # type: ignore[operator]
+                action()
 
         timer = self.scheduler.call_later(self.retry_backoff_ms, fire)
         self._timers.add(timer)
@@ -332,6 +332,8 @@ class TransactionMarkerChannelManager:
         entries = queue.drain()
         destination = queue.destination
         try:
+            if not entries:  # dropped (a resignation) before this task ran
+                return
             if destination is None:
                 raise ConnectionError(f"broker {broker_id} is not alive")
             response = await self.sender.send(destination, write_txn_markers_request(entries))
