@@ -17,7 +17,12 @@ import pytest
 from pybroker.client.admin import Admin
 from pybroker.client.kafka_consumer import ConsumerRecord, KafkaConsumer
 from pybroker.client.kafka_producer import KafkaProducer
-from pybroker.client.transaction_manager import ProducerFencedError, TransactionState
+from pybroker.client.producer import ProduceError
+from pybroker.client.transaction_manager import (
+    ProducerFencedError,
+    TransactionError,
+    TransactionState,
+)
 from pybroker.types import TopicPartition
 
 try:  # the module-scoped Spark session of the Spark tests
@@ -194,6 +199,39 @@ def test_a_new_producer_with_the_same_id_fences_the_old_one(broker, topic_name):
         got, _ = await consume_all(broker.bootstrap, topic_name, f"g-{topic_name}", 1, settle_s=1.0,
                                    **{"isolation.level": "read_committed"})
         assert [r.value for r in got] == [b"successor"]
+
+    asyncio.run(run())
+
+
+def test_a_failed_record_aborts_and_bumps_the_epoch(broker, topic_name):
+    """A record the leader refuses (MESSAGE_TOO_LARGE) makes the transaction abortable: commit
+    raises, abort bumps the epoch (KIP-360) and the next transaction, many small batches per
+    partition, commits with sequences starting again at 0."""
+    async def run() -> None:
+        await create(broker.bootstrap, topic_name, 2)
+        async with txn_producer(broker.bootstrap, f"txn-{topic_name}", **{"batch.size": 200}) as producer:
+            await producer.init_transactions()
+            first_epoch = producer.producer_id_and_epoch[1]
+            producer.begin_transaction()
+            small = [await producer.send(topic_name, b"doomed-%d" % i, partition=i % 2) for i in range(10)]
+            big = await producer.send(topic_name, b"x" * 2_000_000, partition=0)
+            with pytest.raises(ProduceError, match="TOO_LARGE"):
+                await big
+            with pytest.raises(TransactionError) as raised:
+                await producer.commit_transaction()
+            assert not raised.value.fatal and producer.transaction_state == TransactionState.ABORTABLE_ERROR
+            await producer.abort_transaction()
+            assert all(f.done() for f in small)
+            for future in small:  # failed with the large record's batch, aborted, or written and aborted
+                future.exception()
+            assert producer.producer_id_and_epoch[1] == first_epoch + 1
+            producer.begin_transaction()
+            futures = [await producer.send(topic_name, b"kept-%03d" % i, partition=i % 2) for i in range(200)]
+            await producer.commit_transaction()
+            assert len({(f.result().partition, f.result().offset) for f in futures}) == 200
+        got, _ = await consume_all(broker.bootstrap, topic_name, f"g-{topic_name}", 200, settle_s=1.0,
+                                   **{"isolation.level": "read_committed"})
+        assert sorted(r.value for r in got) == [b"kept-%03d" % i for i in range(200)]
 
     asyncio.run(run())
 
