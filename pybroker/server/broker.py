@@ -51,6 +51,7 @@ from pybroker.server.transaction.coordinator import TransactionCoordinator
 from pybroker.server.transaction.marker_channel import TransactionMarkerChannelManager
 from pybroker.server.transaction.marker_sender import NetworkMarkerSender
 from pybroker.server.transaction.state_manager import TransactionConfig, TransactionStateManager
+from pybroker.server.transaction.verification import TransactionVerifier
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,11 @@ class Broker:
             time=self.time,
         )
         self.transaction_coordinator = self._transaction_coordinator(config)
+        self.transaction_verifier = (
+            TransactionVerifier(self.node_id, self.metadata_cache, self.transaction_coordinator,
+                                config.get("request.timeout.ms"))
+            if config.get("transaction.partition.verification.enable") else None
+        )
         self.broker_control = BrokerControl(
             self.replica_manager, self.metadata_cache, self.group_coordinator, lambda: self.broker_epoch,
             transaction_coordinator=self.transaction_coordinator,
@@ -381,6 +387,8 @@ class Broker:
         await self._network_log_offsets.close()
         await self.group_coordinator.shutdown()
         await self.transaction_coordinator.shutdown()
+        if self.transaction_verifier is not None:
+            await self.transaction_verifier.close()
         await self.replica_manager.shutdown()
         if self.alter_partition_manager is not None:
             await self.alter_partition_manager.shutdown()

@@ -111,6 +111,8 @@ _BROKER_DEFS = [
     ConfigDef("delete.records.purgatory.purge.interval.requests", "INT", 1, "DeleteRecords purgatory purge interval."),
     ConfigDef("fetch.purgatory.purge.interval.requests", "INT", 1000, "Fetch purgatory purge interval."),
     ConfigDef("producer.purgatory.purge.interval.requests", "INT", 1000, "Produce purgatory purge interval."),
+    ConfigDef("transaction.partition.verification.enable", "BOOLEAN", True,
+              "KIP-890: leaders verify with the coordinator that a transactional batch's partition is in its transaction."),
     ConfigDef("transactional.id.expiration.ms", "INT", 604800000, "Producer id expiration."),
     # --- transaction coordinator (Kafka's names and defaults) ---
     ConfigDef("transaction.state.log.num.partitions", "INT", 50, "Partitions of __transaction_state.", minimum=1),

@@ -16,7 +16,7 @@ from pybroker import _native
 from pybroker.client.admin import Admin
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
-from pybroker.protocol.messages import ProduceRequest
+from pybroker.protocol.messages import FindCoordinatorRequest, InitProducerIdRequest, ProduceRequest
 from pybroker.types import TopicPartition
 from tests.conftest import broker_connection, wait_until
 from tests.integration import clients
@@ -220,12 +220,53 @@ def produce_raw(bootstrap: str, topic: str, batch: bytes, transactional_id: str 
     return asyncio.run(run())
 
 
-def test_markers_and_transactional_batches_from_clients_are_refused(broker, topic_name):
+def init_producer_id(bootstrap: str, transactional_id: str) -> tuple[int, int]:
+    """FindCoordinator (creating ``__transaction_state``), then InitProducerId, retried while
+    the coordinator loads."""
+    async def run() -> tuple[int, int]:
+        connection = await broker_connection(bootstrap)
+        try:
+            await connection.send(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(
+                key_type=1, coordinator_keys=[transactional_id]), version=4)
+            while True:
+                response = await connection.send(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(
+                    transactional_id=transactional_id, transaction_timeout_ms=60000), version=4)
+                if response.error_code == ErrorCode.NONE:
+                    return response.producer_id, response.producer_epoch
+                assert response.error_code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                               ErrorCode.CONCURRENT_TRANSACTIONS), response
+                await asyncio.sleep(0.05)
+        finally:
+            await connection.close()
+
+    return asyncio.run(run())
+
+
+def test_transactional_batch_for_a_partition_not_in_the_transaction_is_refused(broker, topic_name):
+    # KIP-890: the leader asks the coordinator; the partition was never added (no AddPartitionsToTxn).
     clients.produce_confluent(broker.bootstrap, topic_name, [(None, b"first")])
+    producer_id, epoch = init_producer_id(broker.bootstrap, f"txn-{topic_name}")
+    batch = _native.build_batch([(None, b"sneaky")], int(time.time() * 1000), producer_id=producer_id,
+                                producer_epoch=epoch, base_sequence=0, transactional=True)
+    assert produce_raw(broker.bootstrap, topic_name, batch, f"txn-{topic_name}") == ErrorCode.INVALID_TXN_STATE
+    assert [v for _, _, v, _ in clients.consume_confluent(broker.bootstrap, topic_name, 2, timeout=3,
+                                                          **READ_UNCOMMITTED)] == [b"first"]
+
+
+def test_markers_and_transactional_batches_from_clients_are_refused(broker, start_broker, topic_name):
     marker = _native.build_control_batch(4242, 0, 0, True, int(time.time() * 1000))
-    assert produce_raw(broker.bootstrap, topic_name, marker, "someone") == ErrorCode.INVALID_RECORD
     transactional = _native.build_batch([(None, b"x")], int(time.time() * 1000), producer_id=4242, producer_epoch=0,
                                         base_sequence=0, transactional=True)
+    clients.produce_confluent(broker.bootstrap, topic_name, [(None, b"first")])
+    # A marker is a transactional batch: its producer id is unknown to the coordinator (KIP-890).
+    assert produce_raw(broker.bootstrap, topic_name, marker, "someone") == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     # Transactional records need the request's transactional id (Kafka's authorization check).
     assert produce_raw(broker.bootstrap, topic_name, transactional) == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert [v for _, _, v, _ in clients.consume_confluent(broker.bootstrap, topic_name, 2, timeout=3)] == [b"first"]
+    got = clients.consume_confluent(broker.bootstrap, topic_name, 2, timeout=3, **READ_UNCOMMITTED)
+    assert [v for _, _, v, _ in got] == [b"first"]
+    # Without verification the log itself refuses a client's control batch.
+    unverified = start_broker(**{"transaction.partition.verification.enable": False})
+    clients.produce_confluent(unverified.bootstrap, topic_name, [(None, b"first")])
+    assert produce_raw(unverified.bootstrap, topic_name, marker, "someone") == ErrorCode.INVALID_RECORD
+    got = clients.consume_confluent(unverified.bootstrap, topic_name, 2, timeout=3, **READ_UNCOMMITTED)
+    assert [v for _, _, v, _ in got] == [b"first"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import struct
 
 from pybroker.network.connection import CloseConnection
 from pybroker.protocol.api_keys import ApiKey
@@ -18,6 +19,9 @@ VERSIONS = (3, 9)
 # magic and crc (8 + 4 + 4 + 1 + 4 bytes); bit 4 (of the low byte) is "transactional".
 _ATTRIBUTES_OFFSET = 21
 _TRANSACTIONAL_FLAG = 0x10
+# producerId int64 and producerEpoch int16 follow lastOffsetDelta and the two timestamps.
+_PRODUCER_OFFSET = 43
+_PRODUCER = struct.Struct(">qh")
 
 
 def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | asyncio.Future | None:
@@ -36,6 +40,9 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
         refused = _partition_count_errors(ctx, request)
         if refused:
             entries = [(tp, records) for tp, records in entries if tp not in refused]
+        unverified = _unverified(ctx, request.transactional_id, entries)
+        if unverified is not None:
+            return _verify_then_append(ctx, request, entries, refused, *unverified)
         outcome = ctx.broker.replica_manager.append_records(acks, request.timeout_ms, entries)
         if asyncio.isfuture(outcome):
             del entries
@@ -47,6 +54,51 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
         if failed:
             # With acks=0 there is no response; Kafka closes the connection so the client notices.
             raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
+        return None
+    return _response(request, results)
+
+
+def _unverified(
+    ctx: RequestContext, transactional_id: str | None, entries: list[tuple[TopicPartition, memoryview | None]]
+) -> tuple[int, int, list[TopicPartition]] | None:
+    """KIP-890: (producer id, epoch, partitions) whose transactional batch starts a transaction on
+    a partition led here, to verify with the coordinator first; None when there are none."""
+    verifier = ctx.broker.transaction_verifier
+    if transactional_id is None or verifier is None:
+        return None
+    replica_manager = ctx.broker.replica_manager
+    producer = None
+    partitions = []
+    for tp, records in entries:
+        if not _is_transactional(records) or len(records) < _PRODUCER_OFFSET + _PRODUCER.size:
+            continue  # a header too short for a producer id: the append answers CORRUPT_MESSAGE
+        assert records is not None
+        producer_id, epoch = _PRODUCER.unpack_from(records, _PRODUCER_OFFSET)
+        partition = replica_manager.get_partition(tp)
+        if partition is None or not partition.is_leader:
+            continue  # the append answers its error
+        entry = partition.log.producer_state.entry(producer_id)
+        if entry is None or entry.current_txn_first_offset < 0 or entry.producer_epoch != epoch:
+            producer = (producer_id, epoch)
+            partitions.append(tp)
+    return None if producer is None else (*producer, partitions)
+
+
+async def _verify_then_append(
+    ctx: RequestContext, request: ProduceRequest, entries: list[tuple[TopicPartition, memoryview | None]],
+    refused: dict[TopicPartition, PartitionAppendResult], producer_id: int, epoch: int, partitions: list[TopicPartition],
+) -> ProduceResponse | None:
+    assert ctx.broker.transaction_verifier is not None and request.transactional_id is not None
+    errors = await ctx.broker.transaction_verifier.verify(request.transactional_id, producer_id, epoch, partitions)
+    failed = {
+        tp: PartitionAppendResult(error, "Partition was not added to the transaction"
+                                  if error == ErrorCode.INVALID_TXN_STATE else None)
+        for tp, error in errors.items() if error != ErrorCode.NONE
+    }
+    entries = [(tp, records) for tp, records in entries if tp not in failed]
+    outcome = ctx.broker.replica_manager.append_records(request.acks, request.timeout_ms, entries)
+    results = (await outcome if asyncio.isfuture(outcome) else outcome) | refused | failed
+    if request.acks == 0:
         return None
     return _response(request, results)
 

@@ -1,0 +1,67 @@
+"""Transactions on a three-broker cluster: a transaction writes partitions led by every broker
+(markers travel from the coordinator to the other leaders), and the coordinator's broker is
+killed with SIGKILL in the middle of a transaction: the replicated ``__transaction_state`` lets
+the new coordinator take over, and the producer commits there."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
+
+from pybroker.server.group.records import partition_for
+from tests.conftest import wait_until
+from tests.integration import clients
+from tests.integration.cluster import start_cluster
+from tests.zookeeper import chroot_for
+
+TXN_PARTITIONS = 5
+READ_COMMITTED: dict[str, object] = {"isolation.level": "read_committed"}
+
+pytestmark = pytest.mark.broker_log_allows(r"Sending \w+ to broker \d+ failed", r"WriteTxnMarkers", r"marker")
+
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path, request):
+    cluster = start_cluster(
+        chroot_for(zookeeper, request.node.name), tmp_path,
+        **{"transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
+           "transaction.state.log.num.partitions": TXN_PARTITIONS},
+    )
+    yield cluster
+    cluster.kill()
+
+
+def test_transaction_survives_kill_9_of_its_coordinator(cluster, topic_name):
+    admin = cluster.admin()
+    admin.create_topics([NewTopic(topic_name, 3, 3)])[topic_name].result(timeout=30)
+    wait_until(lambda: len(cluster.partitions(topic_name)) == 3, timeout=30)
+    txn_id = f"txn-{topic_name}"
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id,
+                         "transaction.timeout.ms": 60_000})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for partition in range(3):
+        for i in range(10):
+            producer.produce(topic_name, value=f"a-{partition}-{i}".encode(), partition=partition)
+    producer.flush(30)
+
+    coordinator, _, _ = cluster.partitions("__transaction_state")[partition_for(txn_id, TXN_PARTITIONS)]
+    cluster.broker(coordinator).kill()
+    producer.commit_transaction(90)  # finds the new coordinator, which loaded the transaction
+
+    survivors = ",".join(b.bootstrap for b in cluster.brokers if b.alive)
+    for partition in range(3):
+        got = clients.consume_confluent(survivors, topic_name, 10, partition, timeout=60, **READ_COMMITTED)
+        assert [v for _, _, v, _ in got] == [f"a-{partition}-{i}".encode() for i in range(10)]
+
+    # The next transaction, aborted on the new coordinator, stays invisible.
+    producer.begin_transaction()
+    producer.produce(topic_name, value=b"aborted", partition=0)
+    producer.flush(30)
+    producer.abort_transaction(60)
+    producer.begin_transaction()
+    producer.produce(topic_name, value=b"last", partition=0)
+    producer.commit_transaction(60)
+    got = clients.consume_confluent(survivors, topic_name, 11, 0, timeout=60, **READ_COMMITTED)
+    assert [v for _, _, v, _ in got][-1:] == [b"last"] and b"aborted" not in [v for _, _, v, _ in got]
