@@ -446,11 +446,11 @@ class KafkaProducer:
     async def _transactional_call(self, name: str, target: TransactionState | None, begin: Callable[[], None] | None,
                                   run: Callable[[], Awaitable[None]]) -> None:
         """Run a transactional call, waiting at most ``max.block.ms``. As in Kafka, a call that
-        timed out goes on: calling it again (the state unchanged) waits for the same one."""
+        timed out goes on: calling it again waits for the same one (or gives its outcome)."""
         txn = self._require_txn()
         pending = self._txn_call_pending
-        if target is not None and pending is not None and pending[0] == name and txn.state == target \
-                and not pending[1].done():
+        if target is not None and pending is not None and pending[0] == name and (
+                pending[1].done() or txn.state == target):
             task = pending[1]
         else:
             if begin is not None:
@@ -503,7 +503,10 @@ class KafkaProducer:
                         txn.batch_failed(batch.tp, batch.base_sequence, error, None, maybe_written=True)
                     else:
                         txn.batch_unsent(batch.tp, batch.base_sequence)
+                futures = [r.future for r in batch.records]
                 self._complete(batch, exception=error)
+                for future in futures:  # the application aborted: not awaiting these is no mistake
+                    future.exception()
 
     # --- accumulating ----------------------------------------------------------------------------
 

@@ -545,9 +545,19 @@ def test_a_timed_out_call_goes_on_and_can_be_awaited_again():
             broker.errors.clear()
             await p.init_transactions()  # waits for the same InitProducerId
             assert p.transaction_state == TransactionState.READY
+            p.begin_transaction()
+            await p.send("t", b"v", partition=0)
+            broker.errors = {ApiKey.END_TXN: [ErrorCode.CONCURRENT_TRANSACTIONS] * 10}
+            with pytest.raises(KafkaTimeoutError, match="commit_transaction"):
+                await p.commit_transaction()
+            while p.transaction_state != TransactionState.READY:  # it went on meanwhile
+                await asyncio.sleep(0.01)
+            await p.commit_transaction()  # gives the outcome of the call that timed out
 
     run(scenario())
     assert broker.names().count("INIT_PRODUCER_ID") >= 2
+    assert [e.committed for n, e in broker.calls if n == "END_TXN"] == [True] * 11
+    assert [v for _, _, v in broker.committed] == [b"v"]
 
 
 def test_close_aborts_an_ongoing_transaction():
