@@ -36,8 +36,10 @@ from pybroker.spark.producer import ArrowProducer  # noqa: E402
 BROKER_OVERRIDES = {"num.partitions": 3}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
+    """One Spark session for the whole run: other modules import this fixture, and a stopped
+    session's JVM gateway cannot start another one in the same process."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     # Spark's Python workers import pybroker and the bench's replay code from the repo.
@@ -52,7 +54,10 @@ def spark() -> Iterator[SparkSession]:
     gateway = session.sparkContext._gateway
     jvm = getattr(gateway, "proc", None)
     yield session
-    session.stop()
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:  # an importing module's copy may have stopped it
+        session.stop()
     gateway.shutdown()
     if jvm is not None and jvm.poll() is None:
         jvm.terminate()
