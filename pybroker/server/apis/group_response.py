@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from pybroker.protocol.errors import ErrorCode
+from pybroker.server.group.records import OffsetAndMetadata
+from pybroker.server.metadata_cache import MetadataCache
+from pybroker.types import TopicPartition
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -13,6 +19,43 @@ R = TypeVar("R")
 # (READ 3, DELETE 6, DESCRIBE 8), as Kafka reports them.
 ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+@dataclass
+class OffsetCommits:
+    """The partitions of an OffsetCommit or TxnOffsetCommit request, in request order: the
+    offsets to store, and UNKNOWN_TOPIC_OR_PARTITION for partitions the cluster does not have."""
+
+    order: list[TopicPartition] = field(default_factory=list)
+    errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+    offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+
+    def merged(self, results: dict[TopicPartition, ErrorCode]) -> dict[TopicPartition, ErrorCode]:
+        """Every partition's answer: its own error, else the coordinator's result."""
+        return {tp: self.errors.get(tp, results.get(tp, ErrorCode.NONE)) for tp in self.order}
+
+
+def offset_commits(
+    cache: MetadataCache, topics: Iterable[Any], with_leader_epoch: bool, now: int, expire_timestamp: int | None = None,
+) -> OffsetCommits:
+    """Read the ``(Name, Partitions[PartitionIndex, CommittedOffset, CommittedLeaderEpoch,
+    CommittedMetadata])`` topics both commit requests carry."""
+    commits = OffsetCommits()
+    for topic in topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            commits.order.append(tp)
+            if not cache.contains(tp):
+                commits.errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            commits.offsets[tp] = OffsetAndMetadata(
+                offset=p.committed_offset,
+                leader_epoch=p.committed_leader_epoch if with_leader_epoch else -1,
+                metadata=p.committed_metadata or "",
+                commit_timestamp=now,
+                expire_timestamp=expire_timestamp,
+            )
+    return commits
 
 
 def answer(start: Callable[[Callable[[T], None]], None], build: Callable[[T], R]) -> R | asyncio.Future[R]:

@@ -12,8 +12,7 @@ import asyncio
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
-from pybroker.server.apis.group_response import answer
-from pybroker.server.group.records import OffsetAndMetadata
+from pybroker.server.apis.group_response import answer, offset_commits
 from pybroker.server.replica_manager import now_ms
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
@@ -30,29 +29,17 @@ def handle(
     cache = ctx.broker.metadata_cache
     now = now_ms()
     retention = request.retention_time_ms if version <= 4 else DEFAULT_RETENTION_TIME
-    order: list[TopicPartition] = []
-    errors: dict[TopicPartition, ErrorCode] = {}
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition_index)
-            order.append(tp)
-            if not cache.contains(tp):
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offsets[tp] = OffsetAndMetadata(
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-                metadata=p.committed_metadata or "",
-                commit_timestamp=now,
-                expire_timestamp=now + retention if retention != DEFAULT_RETENTION_TIME else None,
-            )
+    commits = offset_commits(
+        cache, request.topics, version >= 6, now,
+        now + retention if retention != DEFAULT_RETENTION_TIME else None,
+    )
+    offsets = commits.offsets
 
     def build(results: dict[TopicPartition, ErrorCode]) -> OffsetCommitResponse:
         by_topic: dict[str, list[OffsetCommitResponse.OffsetCommitResponsePartition]] = {}
-        for tp in order:
+        for tp, error in commits.merged(results).items():
             by_topic.setdefault(tp.topic, []).append(OffsetCommitResponse.OffsetCommitResponsePartition(
-                partition_index=tp.partition, error_code=errors.get(tp, results.get(tp, ErrorCode.NONE)),
+                partition_index=tp.partition, error_code=error,
             ))
         return OffsetCommitResponse(throttle_time_ms=0, topics=[
             OffsetCommitResponse.OffsetCommitResponseTopic(name=name, partitions=partitions)

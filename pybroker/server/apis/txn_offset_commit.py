@@ -14,8 +14,7 @@ import asyncio
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
-from pybroker.server.apis.group_response import answer
-from pybroker.server.group.records import OffsetAndMetadata
+from pybroker.server.apis.group_response import answer, offset_commits
 from pybroker.server.replica_manager import now_ms
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
@@ -30,26 +29,11 @@ def handle(
     version = ctx.api_version
     cache = ctx.broker.metadata_cache
     now = now_ms()
-    order: list[TopicPartition] = []
-    errors: dict[TopicPartition, ErrorCode] = {}
-    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition_index)
-            order.append(tp)
-            if not cache.contains(tp):
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            offsets[tp] = OffsetAndMetadata(
-                offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
-                metadata=p.committed_metadata or "",
-                commit_timestamp=now,
-            )
+    commits = offset_commits(cache, request.topics, version >= 2, now)
+    offsets = commits.offsets
 
     def build(results: dict[TopicPartition, ErrorCode]) -> TxnOffsetCommitResponse:
-        merged = {tp: errors.get(tp, results.get(tp, ErrorCode.NONE)) for tp in order}
-        return _response(order, merged, version)
+        return _response(commits.order, commits.merged(results), version)
 
     if not offsets:
         return build({})
