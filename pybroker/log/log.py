@@ -415,9 +415,12 @@ class Log:
     # --- append --------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: memoryview, leader_epoch: int, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+        self, records: memoryview, leader_epoch: int, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: object | None = None,
     ) -> LogAppendInfo:
-        """Validate, assign offsets to and append a produce request's record set.
+        """Validate, assign offsets to and append a produce request's record set. A client's
+        transactional batch that opens a transaction needs the ``verification_guard`` its
+        verification started with (``ProducerStateManager.start_verification``).
 
         Raises ``_native.CorruptRecordError``, ``_native.RecordTooLargeError``,
         ``InvalidRecordError`` or the producer-state errors; nothing is appended then.
@@ -445,6 +448,8 @@ class Log:
                     duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
                     duplicate.last_offset, -1, info.record_count, duplicate=True,
                 )
+            if client and info.is_transactional:
+                self.producer_state.check_verified(producer_id, info.producer_epoch, verification_guard)
             self.producer_state.check(
                 producer_id, info.producer_epoch, first_seq,
                 is_transactional=info.is_transactional, check_sequence=client,

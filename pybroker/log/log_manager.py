@@ -96,6 +96,9 @@ class LogManager:
         flush_check_interval_ms: int = LONG_MAX,
         retention_check_interval_ms: int = 300000,
         initial_task_delay_ms: int = 30000,
+        producer_id_expiration_ms: int = 86400000,
+        producer_id_expiration_check_interval_ms: int = 600000,
+        transaction_verification_enabled: bool = True,
         recovery_threads: int = 1,
         time: Time = SYSTEM_TIME,
         scheduler: Scheduler | None = None,
@@ -118,8 +121,11 @@ class LogManager:
             "high-watermark": high_watermark_interval_ms,
             "flush": flush_check_interval_ms,
             "retention": retention_check_interval_ms,
+            "producer-expiration": producer_id_expiration_check_interval_ms,
         }
         self.initial_task_delay_ms = initial_task_delay_ms
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.transaction_verification_enabled = transaction_verification_enabled
         self.recovery_threads = recovery_threads
         self.time = time
         self.scheduler: Scheduler = scheduler or AsyncioScheduler()
@@ -230,6 +236,7 @@ class LogManager:
         partition_log.on_segments_deleted = self._schedule_file_deletion
         partition_log.on_leader_epochs_changed = self._schedule_leader_epoch_flush
         partition_log.last_flush_ms = self.time.monotonic_ms()
+        partition_log.producer_state.verification_enabled = self.transaction_verification_enabled
         self.logs[tp] = partition_log
         self._dir_of[tp] = log_dir
         self._logs_per_dir[log_dir] += 1
@@ -466,8 +473,8 @@ class LogManager:
         await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoints, name, per_dir)
 
     def start_background_tasks(self) -> None:
-        """Kafka's LogManager tasks: the checkpoint writers and the flusher every interval, and
-        kafka-log-retention first after log.initial.task.delay.ms, then every
+        """Kafka's LogManager tasks: the checkpoint writers, the flusher and the producer expiry
+        every interval, and kafka-log-retention first after log.initial.task.delay.ms, then every
         log.retention.check.interval.ms."""
         schedule = [
             ("kafka-recovery-point-checkpoint", "recovery", lambda: self.checkpoint(RECOVERY_POINT_CHECKPOINT)),
@@ -475,6 +482,7 @@ class LogManager:
             ("highwatermark-checkpoint", "high-watermark", lambda: self.checkpoint(REPLICATION_OFFSET_CHECKPOINT)),
             ("kafka-log-flusher", "flush", self._flush_dirty_logs),
             ("kafka-log-retention", "retention", self.cleanup_logs),
+            ("PeriodicProducerExpirationCheck", "producer-expiration", self.remove_expired_producers),
         ]
         self._epoch_writer.start()
         for name, key, action in schedule:
@@ -482,6 +490,13 @@ class LogManager:
             if 0 < interval < LONG_MAX:
                 delay = self.initial_task_delay_ms if key == "retention" else interval
                 self._tasks.append(self.scheduler.schedule(name, action, delay, interval))
+
+    def remove_expired_producers(self) -> int:
+        """Forget, in every log, the producers idle for producer.id.expiration.ms (their last
+        batch's timestamp that old) with no open transaction; returns how many went."""
+        now = self.time.milliseconds()
+        return sum(partition_log.producer_state.remove_expired(now, self.producer_id_expiration_ms)
+                   for partition_log in self.logs.values())
 
     async def _flush_dirty_logs(self) -> None:
         now = self.time.monotonic_ms()

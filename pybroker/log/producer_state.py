@@ -12,7 +12,11 @@ batch that carries a producer id:
   52) and yields the ``CompletedTxn`` the log writes to its aborted-transaction index;
 * the first unstable offset: the first offset of the earliest transaction that is still open,
   or closed by a marker the high watermark has not passed yet. The log's last stable offset (LSO)
-  is that offset, or the high watermark when there is none.
+  is that offset, or the high watermark when there is none;
+* KIP-890's verification guard: a producer's first transactional batch on the partition is
+  appended only with the guard the leader made when it began asking the coordinator about it, so
+  that a marker written while the leader waited for the answer (the transaction ended) makes the
+  append INVALID_TXN_STATE instead of opening a transaction no coordinator knows.
 
 State is rebuilt from batch headers when a log is loaded, starting from the newest producer
 snapshot (`pybroker.log.producer_snapshot`); a producer whose state is gone (its batches were
@@ -93,11 +97,24 @@ def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
     return value - INT32_MAX - 1 if value > INT32_MAX else value
 
 
+@dataclass
+class VerificationState:
+    """A producer's verification under way (Kafka's ``VerificationStateEntry``): made when the
+    leader starts asking the coordinator, dropped by the producer's next transactional write."""
+
+    guard: object
+    timestamp: int
+
+
 class ProducerStateManager:
     """Producer id → its latest epoch, last batches and open transaction, for one partition;
     the partition's open and not-yet-replicated transactions."""
 
     def __init__(self) -> None:
+        # transaction.partition.verification.enable: whether a client's first transactional batch
+        # needs a verification guard (the log manager sets it from the broker's config).
+        self.verification_enabled = False
+        self._verifications: dict[int, VerificationState] = {}
         self._producers: dict[int, ProducerEntry] = {}
         # First offset → producer id, for open transactions (inserted in log order, so ascending).
         self._ongoing: dict[int, int] = {}
@@ -127,6 +144,20 @@ class ProducerStateManager:
             if batch.first_seq == first_seq and batch.last_seq == last_seq:
                 return batch
         return None
+
+    def needs_verification(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether a transactional batch of this producer epoch would open a transaction here."""
+        entry = self._producers.get(producer_id)
+        return entry is None or entry.current_txn_first_offset < 0 or entry.producer_epoch != producer_epoch
+
+    def check_verified(self, producer_id: int, producer_epoch: int, guard: object | None) -> None:
+        """Raise unless a client's transactional batch may be appended: its transaction is open
+        here, or ``guard`` is this producer's verification guard (verification enabled)."""
+        if not self.verification_enabled or not self.needs_verification(producer_id, producer_epoch):
+            return
+        state = self._verifications.get(producer_id)
+        if guard is None or state is None or state.guard is not guard:
+            raise InvalidTxnStateError("Record was not part of an ongoing transaction")
 
     def check(
         self, producer_id: int, producer_epoch: int, first_seq: int, *,
@@ -198,9 +229,11 @@ class ProducerStateManager:
         entry.bump_epoch(producer_epoch)
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
         entry.last_timestamp = timestamp
-        if is_transactional and entry.current_txn_first_offset < 0:
-            entry.current_txn_first_offset = first_offset
-            self._ongoing[first_offset] = producer_id
+        if is_transactional:
+            self._verifications.pop(producer_id, None)
+            if entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = first_offset
+                self._ongoing[first_offset] = producer_id
 
     def update_marker(
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int, offset: int, commit: bool,
@@ -210,6 +243,7 @@ class ProducerStateManager:
         transaction, which is returned (None when no data was written in it, as Kafka: such a
         transaction changes neither the LSO nor the index). Call ``last_stable_offset`` and then
         ``complete`` with it."""
+        self._verifications.pop(producer_id, None)
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = self._producers[producer_id] = ProducerEntry()
@@ -270,15 +304,25 @@ class ProducerStateManager:
             self._ongoing[entry.current_txn_first_offset] = producer_id
             self._ongoing = dict(sorted(self._ongoing.items()))
 
+    def start_verification(self, producer_id: int, now_ms: int) -> object:
+        """The producer's verification guard, made now unless a verification is under way."""
+        state = self._verifications.get(producer_id)
+        if state is None:
+            state = self._verifications[producer_id] = VerificationState(object(), now_ms)
+        return state.guard
+
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers idle for ``expiration_ms`` with no open transaction
-        (producer.id.expiration.ms); returns how many went."""
+        (producer.id.expiration.ms), and verifications started that long ago and never
+        followed by an append; returns how many producers went."""
         expired = [
             producer_id for producer_id, entry in self._producers.items()
             if entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= expiration_ms
         ]
         for producer_id in expired:
             del self._producers[producer_id]
+        for producer_id in [p for p, v in self._verifications.items() if now_ms - v.timestamp >= expiration_ms]:
+            del self._verifications[producer_id]
         return len(expired)
 
     def truncate_and_reload(self) -> None:

@@ -135,7 +135,11 @@ _BROKER_DEFS = [
     ConfigDef("request.timeout.ms", "INT", 30000,
               "How long the broker's own requests to other brokers (transaction markers) wait for an answer.",
               minimum=0),
-    ConfigDef("producer.id.expiration.ms", "INT", 86400000, "Idle producer state expiration."),
+    ConfigDef("producer.id.expiration.ms", "INT", 86400000,
+              "How long a partition leader keeps the state of a producer that has sent nothing (its last batch's "
+              "timestamp) and has no open transaction.", minimum=1),
+    ConfigDef("producer.id.expiration.check.interval.ms", "INT", 600000,
+              "How often partition leaders look for producers past producer.id.expiration.ms.", minimum=1),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}

@@ -435,7 +435,8 @@ class Partition:
     # --- appends -------------------------------------------------------------------------------
 
     def append_records_to_leader(
-        self, records: memoryview, required_acks: int, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+        self, records: memoryview, required_acks: int, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guard: object | None = None,
     ) -> LogAppendInfo:
         log = self.require_leader()
         min_isr = log.config.min_insync_replicas
@@ -444,6 +445,6 @@ class Partition:
                 f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the "
                 f"min.isr requirement of {min_isr} for partition {self.topic_partition}"
             )
-        info = log.append_as_leader(records, self.leader_epoch, now_ms, origin)
+        info = log.append_as_leader(records, self.leader_epoch, now_ms, origin, verification_guard)
         self.maybe_increment_high_watermark()
         return info

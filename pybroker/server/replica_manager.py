@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pybroker import _native
@@ -489,17 +489,20 @@ class ReplicaManager:
     def append_records(
         self, required_acks: int, timeout_ms: int, entries: Iterable[tuple[TopicPartition, memoryview | None]],
         internal_topics_allowed: bool = False, origin: AppendOrigin = AppendOrigin.CLIENT,
+        verification_guards: Mapping[TopicPartition, object] | None = None,
     ) -> AppendOutcome:
         """Append to leaders; returns results now, or a future when the answer must wait: for
         acks=all until the high watermarks cover the appends, and for an append after which
         flush.messages forced an fsync until that fsync is done (as Kafka flushes inside the
-        append)."""
+        append). ``verification_guards``: per partition, the KIP-890 guard its verification
+        started with."""
         results: dict[TopicPartition, PartitionAppendResult] = {}
         flushes: dict[TopicPartition, asyncio.Future[None]] = {}
         timestamp = self.time.milliseconds()
         for tp, records in entries:
             results[tp] = result = self._append_one(
-                tp, records, required_acks, timestamp, internal_topics_allowed, origin
+                tp, records, required_acks, timestamp, internal_topics_allowed, origin,
+                verification_guards.get(tp) if verification_guards else None,
             )
             if result.error in (ErrorCode.NONE, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
                 self.fetch_purgatory.check_and_complete(tp)
@@ -534,7 +537,7 @@ class ReplicaManager:
 
     def _append_one(
         self, tp: TopicPartition, records: memoryview | None, required_acks: int, timestamp: int,
-        internal_topics_allowed: bool, origin: AppendOrigin,
+        internal_topics_allowed: bool, origin: AppendOrigin, verification_guard: object | None = None,
     ) -> PartitionAppendResult:
         partition = self.partitions.get(tp)
         if partition is None:
@@ -546,7 +549,8 @@ class ReplicaManager:
         if records is None or len(records) == 0:
             return PartitionAppendResult(ErrorCode.INVALID_RECORD, "Produce request has no record batch")
         try:
-            info = partition.append_records_to_leader(records, required_acks, timestamp, origin)
+            info = partition.append_records_to_leader(records, required_acks, timestamp, origin,
+                                                      verification_guard)
         except tuple(_APPEND_ERRORS) as e:
             code = next(c for t, c in _APPEND_ERRORS.items() if isinstance(e, t))
             log.debug("Append to %s failed: %s", tp, e)

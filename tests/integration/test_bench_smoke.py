@@ -67,6 +67,20 @@ def test_delete_records(tmp_path):
     assert result(tmp_path, "delete_records")["summary"]["latency_ms"]["n"] == 20
 
 
+def test_transactions(tmp_path):
+    run(tmp_path, "bench/transactions.py", "--records", "3000", "--runs", "1", "--commit-every", "100,1000",
+        "--consume-txn", "500", "--abort-every", "3", "--quiet-wait", "0")
+    data = result(tmp_path, "transactions")
+    [run_] = data["runs"]
+    assert run_["ok"], run_
+    assert sorted(p["mode"] for p in run_["produce"]) == ["idempotent", "txn-100", "txn-1000"]
+    assert [p["transactions"] for p in sorted(run_["produce"], key=lambda p: p["mode"])] == [0, 30, 3]
+    assert run_["consume_written"] == {"committed": 2000, "aborted": 1000}
+    assert {c["isolation"]: c["records"] for c in run_["consume"]} == {"read_committed": 2000,
+                                                                       "read_uncommitted": 3000}
+    assert (tmp_path / "transactions.png").exists()
+
+
 def test_group_rebalance(tmp_path):
     run(tmp_path, "bench/group_rebalance.py", "--brokers", "pybroker", "--scenarios", "first,graceful-hb300",
         "--runs", "1", "--graceful-hb300-runs", "1", "--settle", "0.5", "--quiet-wait", "0")

@@ -2,12 +2,17 @@
 aiokafka and kafka-python commit and abort across partitions; read_committed consumers of all
 four clients see exactly the committed records, read_uncommitted ones see everything; a zombie
 producer is fenced by a new instance; the coordinator aborts an expired transaction; the
-aborted-transaction index and producer snapshots survive a restart; bad input gets Kafka's
-errors and appends nothing."""
+aborted-transaction index and producer snapshots survive a restart; a consume-transform-produce
+process killed with SIGKILL in the middle of a transaction, then started again, leaves every input
+record transformed exactly once; bad input gets Kafka's errors and appends nothing."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
@@ -18,10 +23,10 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FindCoordinatorRequest, InitProducerIdRequest, ProduceRequest
 from pybroker.types import TopicPartition
-from tests.conftest import broker_connection, wait_until
+from tests.conftest import REPO, broker_connection, wait_until
 from tests.integration import clients
 
-BROKER_OVERRIDES = {"num.partitions": 2}
+BROKER_OVERRIDES = {"num.partitions": 2, "group.initial.rebalance.delay.ms": 0}
 READ_COMMITTED: dict[str, object] = {"isolation.level": "read_committed"}
 READ_UNCOMMITTED: dict[str, object] = {"isolation.level": "read_uncommitted"}  # librdkafka's default is committed
 CONSUMERS = {
@@ -155,6 +160,59 @@ def test_zombie_producer_is_fenced_and_its_open_transaction_aborted(broker, topi
     assert raised.value.args[0].fatal() or raised.value.args[0].txn_requires_abort()
     got = clients.consume_confluent(broker.bootstrap, topic_name, 1, **READ_COMMITTED)
     assert [v for _, _, v, _ in got] == [b"successor"]
+
+
+def test_consume_transform_produce_survives_kill_9_of_the_transform(broker, topic_name):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    source, sink, per_partition = f"{topic_name}-in", f"{topic_name}-out", 600
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(source, 2, 1), NewTopic(sink, 2, 1)]).values():
+        future.result(30)
+    inputs = {p: [f"{p}-{i}".encode() for i in range(per_partition)] for p in (0, 1)}
+    for partition, records in inputs.items():
+        clients.produce_confluent(broker.bootstrap, source, [(None, v) for v in records], partition)
+
+    def transform(*extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.eos_transform", broker.bootstrap, source, sink,
+             f"g-{topic_name}", f"txn-{topic_name}", *extra],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+
+    first = transform("--hang-after", "3")
+    watchdog = threading.Timer(120, first.kill)  # the loop below ends even if the transform hangs early
+    watchdog.start()
+    try:
+        for line in first.stdout:  # three committed transactions, then one left open
+            if line.strip() == "open":
+                break
+        else:
+            raise AssertionError(f"the transform exited with {first.wait()} before opening its fourth transaction")
+        first.send_signal(signal.SIGKILL)
+    finally:
+        watchdog.cancel()
+        first.kill()
+        first.wait()
+        first.stdout.close()
+
+    second = transform()  # fences the first's transactional id: its open transaction is aborted
+    try:
+        for partition, records in inputs.items():
+            got = clients.consume_confluent(broker.bootstrap, sink, per_partition, partition, timeout=90,
+                                            **READ_COMMITTED)
+            assert [v for _, _, v, _ in got] == [b"T:" + v for v in records], partition
+            # Nothing beyond them: one more is never read committed.
+            more = clients.consume_confluent(broker.bootstrap, sink, 1, partition, offset=got[-1][0] + 1, timeout=2,
+                                             **READ_COMMITTED)
+            assert more == [], partition
+    finally:
+        second.kill()
+        second.wait()
+        second.stdout.close()
+    # The killed transaction's records are in the log, aborted: read_uncommitted sees duplicates.
+    written = sum(len(clients.consume_confluent(broker.bootstrap, sink, 10 * per_partition, p, timeout=3,
+                                                **READ_UNCOMMITTED)) for p in (0, 1))
+    assert written > 2 * per_partition
 
 
 def test_expired_transaction_is_aborted_by_the_coordinator(start_broker, topic_name):

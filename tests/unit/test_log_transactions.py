@@ -1,39 +1,46 @@
 """A partition log with transactions (KIP-98): transactional batches open a producer's
 transaction, markers close it, the last stable offset, the aborted-transaction index
 (``.txnindex``), producer snapshots (``.snapshot``), and all of it surviving a restart, a crash,
-a truncation and replication to a follower. No networking."""
+a truncation and replication to a follower; DeleteRecords into an open transaction, and idle
+producers expiring. No networking."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
 
 from pybroker import _native
 from pybroker.log.log import AppendOrigin, InvalidRecordError, Log
+from pybroker.log.log_manager import LogManager
 from pybroker.log.producer_snapshot import snapshot_offsets
 from pybroker.log.producer_state import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
 )
+from pybroker.server.config import BrokerConfig
+from tests.mock_time import MockScheduler, MockTime
 from tests.unit.replica_logs import T0, TP, fetch, make_log
 
 COORDINATOR_EPOCH = 3
 
 
-def send(log: Log, producer_id: int, seq: int, *values: bytes, epoch: int = 0, transactional: bool = True) -> int:
+def send(log: Log, producer_id: int, seq: int, *values: bytes, epoch: int = 0, transactional: bool = True,
+         timestamp: int = T0) -> int:
     """A client's (transactional) batch; returns its first offset."""
     batch = _native.build_batch(
-        [(None, v) for v in values], T0, producer_id=producer_id, producer_epoch=epoch, base_sequence=seq,
+        [(None, v) for v in values], timestamp, producer_id=producer_id, producer_epoch=epoch, base_sequence=seq,
         transactional=transactional,
     )
     return log.append_as_leader(memoryview(bytearray(batch)), 0, T0).first_offset
 
 
-def mark(log: Log, producer_id: int, commit: bool, epoch: int = 0, coordinator_epoch: int = COORDINATOR_EPOCH) -> int:
+def mark(log: Log, producer_id: int, commit: bool, epoch: int = 0, coordinator_epoch: int = COORDINATOR_EPOCH,
+         timestamp: int = T0) -> int:
     """The coordinator's marker; returns its offset."""
-    batch = _native.build_control_batch(producer_id, epoch, coordinator_epoch, commit, T0)
+    batch = _native.build_control_batch(producer_id, epoch, coordinator_epoch, commit, timestamp)
     return log.append_as_leader(memoryview(bytearray(batch)), 0, T0, AppendOrigin.COORDINATOR).first_offset
 
 
@@ -83,6 +90,49 @@ def test_aborted_transaction_goes_into_the_index_with_the_lso_it_leaves(tmp_path
     assert log.collect_aborted_transactions(0, log.log_end_offset) == [(7, first7), (8, first8)]
     # Only transactions that overlap the fetched range.
     assert log.collect_aborted_transactions(abort7 + 1, log.log_end_offset) == [(8, first8)]
+
+
+def test_first_transactional_batch_needs_the_guard_a_marker_did_not_drop(tmp_path):
+    """KIP-890's verification guard: the leader asks the coordinator, and meanwhile the
+    transaction ends (its marker is written); the verified batch must not open a new one."""
+    log = make_log(tmp_path)
+    log.producer_state.verification_enabled = True
+
+    def send_guarded(seq: int, value: bytes, guard: object | None) -> int:
+        batch = _native.build_batch([(None, value)], T0, producer_id=7, producer_epoch=0, base_sequence=seq,
+                                    transactional=True)
+        return log.append_as_leader(memoryview(bytearray(batch)), 0, T0, verification_guard=guard).first_offset
+
+    with pytest.raises(InvalidTxnStateError, match="not part of an ongoing transaction"):
+        send_guarded(0, b"unverified", None)
+    stale = log.producer_state.start_verification(7, T0)
+    assert log.producer_state.start_verification(7, T0) is stale  # a retry joins the verification under way
+    mark(log, 7, commit=False)  # the coordinator aborted the transaction while the leader waited
+    with pytest.raises(InvalidTxnStateError):
+        send_guarded(0, b"late", stale)
+    assert log.log_end_offset == 1 and log.producer_state.ongoing_transactions == {}
+    first = send_guarded(0, b"verified", log.producer_state.start_verification(7, T0))
+    send_guarded(1, b"in the open transaction", None)  # no guard needed once it is open
+    assert log.producer_state.ongoing_transactions == {first: 7} and log.log_end_offset == 3
+
+
+def test_delete_records_into_an_open_transaction_moves_the_lso_with_the_log_start(tmp_path):
+    log = make_log(tmp_path)
+    send(log, 1, 0, b"plain", transactional=False)
+    first = send(log, 7, 0, b"a", b"b")
+    send(log, 8, 0, b"after", transactional=False)
+    replicated(log)
+    assert log.last_stable_offset == first == 1
+    # The LSO is never below the log start offset, even inside an open transaction.
+    log.maybe_increment_log_start_offset(2, "ClientRecordDeletion")
+    assert log.last_stable_offset == 2
+    log.maybe_increment_log_start_offset(4, "ClientRecordDeletion")  # the transaction's records all gone
+    assert log.last_stable_offset == 4 and log.producer_state.ongoing_transactions == {first: 7}
+    # The transaction is still open: its marker ends it, and the LSO follows the HW again.
+    abort = mark(log, 7, commit=False)
+    replicated(log)
+    assert log.last_stable_offset == log.high_watermark == abort + 1
+    assert log.collect_aborted_transactions(4, log.log_end_offset) == [(7, first)]
 
 
 def test_bad_writes_are_refused_and_append_nothing(tmp_path):
@@ -184,3 +234,30 @@ def test_follower_replays_transactions_and_builds_the_same_index(tmp_path):
     assert follower.active_segment.aborted_txns() == leader.active_segment.aborted_txns()
     follower.update_high_watermark(follower.log_end_offset)
     assert follower.last_stable_offset == open_first
+
+
+def test_idle_producers_expire_at_the_periodic_check_unless_a_transaction_is_open(tmp_path):
+    async def run() -> None:
+        time = MockTime(wall_ms=T0)
+        scheduler = MockScheduler(time)
+        manager = LogManager([str(tmp_path)], lambda topic: BrokerConfig().log_config(), node_id=1, cluster_id="c",
+                             producer_id_expiration_ms=10_000, producer_id_expiration_check_interval_ms=1_000,
+                             transaction_verification_enabled=False, time=time, scheduler=scheduler)
+        manager.load()
+        log = manager.get_or_create_log(TP, "AAAAAAAAAAAAAAAAAAAAAA")
+        send(log, 1, 0, b"idle", transactional=False)
+        send(log, 7, 0, b"open")
+        manager.start_background_tasks()
+        [check] = scheduler.tasks("PeriodicProducerExpirationCheck")
+        await scheduler.advance(9_000)
+        assert check.runs == 9 and set(log.producer_state.producers) == {1, 7}
+        await scheduler.advance(1_000)  # producer 1's last batch is producer.id.expiration.ms old
+        assert set(log.producer_state.producers) == {7}  # an open transaction keeps its producer
+        mark(log, 7, commit=True, timestamp=time.milliseconds())
+        await scheduler.advance(9_000)
+        assert set(log.producer_state.producers) == {7}
+        await scheduler.advance(1_000)  # ten seconds after the marker
+        assert log.producer_state.producers == {}
+        await manager.shutdown()
+
+    asyncio.run(run())

@@ -60,15 +60,17 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
 
 def _unverified(
     ctx: RequestContext, transactional_id: str | None, entries: list[tuple[TopicPartition, memoryview | None]]
-) -> tuple[int, int, list[TopicPartition]] | None:
-    """KIP-890: (producer id, epoch, partitions) whose transactional batch starts a transaction on
-    a partition led here, to verify with the coordinator first; None when there are none."""
+) -> tuple[int, int, dict[TopicPartition, object]] | None:
+    """KIP-890: (producer id, epoch, partition → verification guard) for the partitions led here
+    whose transactional batch starts a transaction, to verify with the coordinator first; None
+    when there are none. Each partition's verification starts now: its append needs the guard."""
     verifier = ctx.broker.transaction_verifier
     if transactional_id is None or verifier is None:
         return None
     replica_manager = ctx.broker.replica_manager
+    now_ms = replica_manager.time.milliseconds()
     producer = None
-    partitions = []
+    guards: dict[TopicPartition, object] = {}
     for tp, records in entries:
         if not _is_transactional(records) or len(records) < _PRODUCER_OFFSET + _PRODUCER.size:
             continue  # a header too short for a producer id: the append answers CORRUPT_MESSAGE
@@ -77,26 +79,29 @@ def _unverified(
         partition = replica_manager.get_partition(tp)
         if partition is None or not partition.is_leader:
             continue  # the append answers its error
-        entry = partition.log.producer_state.entry(producer_id)
-        if entry is None or entry.current_txn_first_offset < 0 or entry.producer_epoch != epoch:
+        producer_state = partition.log.producer_state
+        if producer_state.needs_verification(producer_id, epoch):
             producer = (producer_id, epoch)
-            partitions.append(tp)
-    return None if producer is None else (*producer, partitions)
+            guards[tp] = producer_state.start_verification(producer_id, now_ms)
+    return None if producer is None else (*producer, guards)
 
 
 async def _verify_then_append(
     ctx: RequestContext, request: ProduceRequest, entries: list[tuple[TopicPartition, memoryview | None]],
-    refused: dict[TopicPartition, PartitionAppendResult], producer_id: int, epoch: int, partitions: list[TopicPartition],
+    refused: dict[TopicPartition, PartitionAppendResult], producer_id: int, epoch: int,
+    guards: dict[TopicPartition, object],
 ) -> ProduceResponse | None:
     assert ctx.broker.transaction_verifier is not None and request.transactional_id is not None
-    errors = await ctx.broker.transaction_verifier.verify(request.transactional_id, producer_id, epoch, partitions)
+    errors = await ctx.broker.transaction_verifier.verify(request.transactional_id, producer_id, epoch, list(guards))
     failed = {
         tp: PartitionAppendResult(error, "Partition was not added to the transaction"
                                   if error == ErrorCode.INVALID_TXN_STATE else None)
         for tp, error in errors.items() if error != ErrorCode.NONE
     }
     entries = [(tp, records) for tp, records in entries if tp not in failed]
-    outcome = ctx.broker.replica_manager.append_records(request.acks, request.timeout_ms, entries)
+    # A marker written while the coordinator was asked dropped the guard: that append is refused.
+    outcome = ctx.broker.replica_manager.append_records(request.acks, request.timeout_ms, entries,
+                                                        verification_guards=guards)
     results = (await outcome if asyncio.isfuture(outcome) else outcome) | refused | failed
     if request.acks == 0:
         return None
