@@ -69,7 +69,7 @@ def test_delete_records(tmp_path):
 
 def test_transactions(tmp_path):
     run(tmp_path, "bench/transactions.py", "--records", "3000", "--runs", "1", "--commit-every", "100,1000",
-        "--consume-txn", "500", "--abort-every", "3", "--quiet-wait", "0")
+        "--consume-records", "3000", "--consume-txn", "500", "--abort-every", "3", "--quiet-wait", "0")
     data = result(tmp_path, "transactions")
     [run_] = data["runs"]
     assert run_["ok"], run_
