@@ -1,4 +1,6 @@
-"""Transactions on a three-broker cluster, with the coordinator's broker killed with SIGKILL:
+"""Transactions on a cluster: confluent-kafka, aiokafka and kafka-python transactional producers
+committing and aborting across partitions led by two brokers; and on three brokers, the
+coordinator's broker killed with SIGKILL:
 
 - in the middle of a transaction (its partitions led by every broker): the replicated
   ``__transaction_state`` lets the new coordinator take over, and the producer commits there;
@@ -17,6 +19,7 @@ from tests.conftest import wait_until
 from tests.integration import clients
 from tests.integration.cluster import start_cluster
 from tests.integration.test_transaction_coordinator import describe
+from tests.integration.test_transactions import PRODUCERS, READ_UNCOMMITTED, values
 from tests.zookeeper import chroot_for
 
 TXN_PARTITIONS = 5
@@ -34,6 +37,32 @@ def cluster(zookeeper, tmp_path, request):
     )
     yield cluster
     cluster.kill()
+
+
+@pytest.mark.parametrize("producer", list(PRODUCERS))
+def test_each_client_commits_and_aborts_across_two_brokers(zookeeper, tmp_path, request, topic_name, producer):
+    cluster = start_cluster(
+        chroot_for(zookeeper, request.node.name), tmp_path, nodes=2,
+        **{"transaction.state.log.replication.factor": 2, "transaction.state.log.min.isr": 1,
+           "transaction.state.log.num.partitions": TXN_PARTITIONS},
+    )
+    try:
+        admin = cluster.admin()
+        admin.create_topics([NewTopic(topic_name, 2, replica_assignment=[[1], [2]])])[topic_name].result(30)
+        wait_until(lambda: [leader for leader, _, _ in cluster.partitions(topic_name).values()] == [1, 2], timeout=30)
+        # Committed, aborted, committed: partition 0 on broker 1, partition 1 on broker 2.
+        PRODUCERS[producer](cluster.bootstrap, topic_name, f"txn-{topic_name}")
+        for partition in (0, 1):
+            committed = values("c1", partition) + values("c2", partition)
+            got = clients.consume_confluent(cluster.bootstrap, topic_name, 10, partition, **READ_COMMITTED)
+            assert [v for _, _, v, _ in got] == committed, partition
+            got = clients.consume_kcat(cluster.bootstrap, topic_name, 10, partition, isolation_level="read_committed")
+            assert [v for _, _, v, _ in got] == committed, partition
+            everything = clients.consume_confluent(cluster.bootstrap, topic_name, 15, partition, **READ_UNCOMMITTED)
+            assert [v for _, _, v, _ in everything] == (values("c1", partition) + values("ab", partition)
+                                                       + values("c2", partition)), partition
+    finally:
+        cluster.kill()
 
 
 def test_transaction_survives_kill_9_of_its_coordinator(cluster, topic_name):
