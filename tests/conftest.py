@@ -114,7 +114,13 @@ class BrokerProcess:
                 lines = f.read().decode("utf-8", "replace").splitlines()
             return next((line for line in lines if regex.search(line)), None)
 
-        return wait_until(found, timeout, message=f"a broker log line matching {pattern!r}")  # type: ignore[return-value]
+        try:
+            return wait_until(found, timeout, message=f"a broker log line matching {pattern!r}")  # type: ignore[return-value]
+        except AssertionError as e:
+            with open(self.log_path, "rb") as f:
+                f.seek(since)
+                tail = f.read().decode("utf-8", "replace").splitlines()[-40:]
+            raise AssertionError(f"{e}; the broker's log since then ends with:\n" + "\n".join(tail)) from None
 
     def unexpected_log_entries(self, allowed: list[re.Pattern[str]]) -> list[str]:
         """ERROR/CRITICAL entries and tracebacks logged since the last call, minus ``allowed``."""

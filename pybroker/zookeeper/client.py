@@ -24,6 +24,11 @@ must re-register, as Kafka's ``RegisterBrokerAndReelect`` does). Unlike the Java
 forgets every one-shot watch when the connection is lost: each pending watch fires once with an
 event of type ``NONE`` (state CONNECTING), and whoever relied on it must read again and re-arm
 once CONNECTED comes back.
+
+The session handshake on a new connection is bounded by a third of the session timeout
+(`HandshakeBoundedConnection`): a ZooKeeper server still loading its database can accept a
+connection and never answer it, and waiting the whole session timeout there (kazoo's and the
+Java client's bound) lets the session the server just restored expire.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
     ZookeeperError,
 )
+from kazoo.protocol.connection import ConnectionHandler
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
@@ -207,6 +213,9 @@ class ZooKeeperClient:
             timeout=session_timeout_ms / 1000,
             # Reconnect forever, at most a second apart (kazoo's default backs off to an hour).
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0),
+        )
+        zk._connection = HandshakeBoundedConnection(  # replaces kazoo's own, not yet started
+            zk, zk._conn_retry.copy(), logger=zk.logger, handshake_timeout_s=session_timeout_ms / 3000
         )
         client = cls(zk, loop, hosts)
         try:
@@ -419,3 +428,21 @@ class ZooKeeperClient:
             )
             raise MultiOpError(ops, results, index, error)
         return results
+
+
+class HandshakeBoundedConnection(ConnectionHandler):  # type: ignore[misc]
+    """kazoo's connection handler, with the session handshake (ConnectRequest and its answer)
+    given at most ``handshake_timeout_s`` before the connection is dropped and retried.
+
+    ZooKeeper 3.8 binds its port before it loads its database; a connection accepted then is
+    refused with an exception whose clean-up fails (a NullPointerException in ``removeCnxn``), so
+    the socket stays open and unanswered. kazoo would wait ``timeout / len(hosts)`` for the answer
+    and reconnect only after the session restored from the server's snapshot has expired."""
+
+    def __init__(self, client: KazooClient, retry_sleeper: KazooRetry, *, logger: logging.Logger,
+                 handshake_timeout_s: float) -> None:
+        super().__init__(client, retry_sleeper, logger=logger)
+        self.handshake_timeout_s = handshake_timeout_s
+
+    def _invoke(self, timeout: float, request: Any, xid: int | None = None) -> Any:
+        return super()._invoke(min(timeout, self.handshake_timeout_s), request, xid)

@@ -441,9 +441,13 @@ def test_zookeeper_stopped_for_less_than_the_session_timeout_breaks_nothing(own_
 
 def test_zookeeper_restarted_breaks_nothing(own_zookeeper, brokers_of, topic_name):
     """Two brokers lose ZooKeeper together (it restarts, as in a rolling restart): both sessions
-    outlive it, no one registers again, the controller stays, and both serve."""
+    outlive it, no one registers again, the controller stays, and both serve.
+
+    A restarted server gives each saved session its whole timeout again from the moment it
+    loads them, so the brokers must reconnect within that: Kafka's 18 s default leaves room for
+    a slow JVM start, the 3 s used elsewhere here does not on a loaded CI machine."""
     connect = own_zookeeper.connect_string + "/cluster"
-    brokers = brokers_of(connect, (1, 2))
+    brokers = brokers_of(connect, (1, 2), **{"zookeeper.session.timeout.ms": 18000})
     create_topic(brokers, topic_name, [[1], [2]])
     with zk_client(connect) as zk:
         epochs = {node: broker_epoch(zk, node) for node in (1, 2)}
