@@ -47,8 +47,9 @@ class ConfigDef:
     default: Any
     doc: str
     synonym: str | None = None  # broker property supplying the default
-    minimum: int | None = None
+    minimum: int | float | None = None
     choices: tuple[str, ...] | None = None
+    maximum: float | None = None  # DOUBLE only
 
     def parse(self, raw: str) -> Any:
         """Convert a string value to its typed form, raising ConfigError if it is invalid."""
@@ -61,6 +62,15 @@ class ConfigDef:
                 raise ConfigError(f"{self.name}: {value} is out of range")
             if self.minimum is not None and value < self.minimum:
                 raise ConfigError(f"{self.name}: value {value} must be at least {self.minimum}")
+        elif self.type == "DOUBLE":
+            try:
+                value = float(raw.strip())
+            except ValueError:
+                raise ConfigError(f"{self.name}: expected a number, got {raw!r}") from None
+            if (self.minimum is not None and value < self.minimum) or (
+                self.maximum is not None and value > self.maximum
+            ):
+                raise ConfigError(f"{self.name}: value {value} must be in [{self.minimum}, {self.maximum}]")
         elif self.type == "LIST":
             value = parse_list(raw)
             if self.choices is not None:
@@ -112,11 +122,19 @@ _TOPIC_CONFIG_DEFS = [
     ConfigDef("log.retention.min.timestamp", "LONG", 0,
               "Delete segments whose largest timestamp is below this Unix time in ms "
               "(0 disables it). OR-ed with retention.ms and retention.bytes."),
+    ConfigDef("max.compaction.lag.ms", "LONG", LONG_MAX,
+              "Longest time a record stays uncompacted (compacted topics).",
+              synonym="log.cleaner.max.compaction.lag.ms", minimum=1),
     ConfigDef("max.message.bytes", "INT", 1048588, "Largest record batch size allowed.",
               synonym="message.max.bytes", minimum=0),
     ConfigDef("message.timestamp.type", "STRING", "CreateTime",
               "Whether record timestamps are the producer's or the broker's append time.",
               synonym="log.message.timestamp.type", choices=("CreateTime", "LogAppendTime")),
+    ConfigDef("min.cleanable.dirty.ratio", "DOUBLE", 0.5,
+              "Share of the log that must be dirty (not yet compacted) before it is compacted.",
+              synonym="log.cleaner.min.cleanable.ratio", minimum=0, maximum=1),
+    ConfigDef("min.compaction.lag.ms", "LONG", 0, "Shortest time a record stays uncompacted.",
+              synonym="log.cleaner.min.compaction.lag.ms", minimum=0),
     ConfigDef("min.insync.replicas", "INT", 1,
               "Replicas that must acknowledge an acks=all write.",
               synonym="min.insync.replicas", minimum=1),
@@ -178,8 +196,11 @@ class LogConfig:
     flush_ms: int
     index_interval_bytes: int
     log_retention_min_timestamp: int
+    max_compaction_lag_ms: int
     max_message_bytes: int
     message_timestamp_type: str
+    min_cleanable_dirty_ratio: float
+    min_compaction_lag_ms: int
     min_insync_replicas: int
     retention_bytes: int
     retention_ms: int
@@ -192,6 +213,18 @@ class LogConfig:
     @property
     def delete_enabled(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """segment.ms, bounded by max.compaction.lag.ms on a compacted topic (Kafka's
+        ``LogConfig.maxSegmentMs``): a segment must roll to become cleanable in time."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     @property
     def log_append_time(self) -> bool:

@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 INT32_MAX = 2**31 - 1
 PARTITION_METADATA = "partition.metadata"
 TXN_INDEX_SUFFIX = ".txnindex"
@@ -114,16 +116,66 @@ def write_partition_metadata(partition_dir: str, topic_id: str) -> None:
         f.write(f"version: 0\ntopic_id: {topic_id}\n")
 
 
-def segment_base_offsets(directory: str) -> list[int]:
-    """The base offsets of the segments in a partition directory, ascending; removes the
-    leftovers of an interrupted segment deletion (``.deleted``) or checkpoint write (``.tmp``)."""
-    bases: list[int] = []
-    for name in os.listdir(directory):
-        if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
-            os.remove(os.path.join(directory, name))
-        elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
-            bases.append(int(name[: -len(LOG_SUFFIX)]))
-    return sorted(bases)
+@dataclass
+class SegmentListing:
+    """The segments of a partition directory, by base offset, ascending; ``swapped``: those just
+    completed from an interrupted swap of cleaned segments (recovered when the log loads)."""
+
+    bases: list[int]
+    swapped: list[int]
+
+
+def segment_base_offsets(directory: str) -> SegmentListing:
+    """List a partition directory's segments, first finishing what a crash interrupted (Kafka's
+    ``LogLoader``): leftovers of a segment deletion (``.deleted``) or checkpoint write (``.tmp``)
+    go; so do a clean's unfinished ``.cleaned`` files, and any ``.swap`` file at or above the
+    lowest of them. A remaining ``.log.swap`` is a cleaned segment that was being swapped in: the
+    old segments in its offset range are removed and every ``.swap`` file is renamed into place,
+    so the log holds either all old or all new segments, never a mix."""
+    names = os.listdir(directory)
+    cleaned = [name for name in names if name.endswith(CLEANED_SUFFIX)]
+    lowest_cleaned = min((_offset_of(name) for name in cleaned), default=None)
+    swaps: list[str] = []
+    for name in names:
+        path = os.path.join(directory, name)
+        if name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)):
+            os.remove(path)
+        elif name.endswith(SWAP_SUFFIX):
+            if lowest_cleaned is not None and _offset_of(name) >= lowest_cleaned:
+                os.remove(path)
+            else:
+                swaps.append(name)
+    swapped = sorted(_offset_of(name) for name in swaps if name.endswith(LOG_SUFFIX + SWAP_SUFFIX))
+    if swapped:
+        low = swapped[0]
+        high = max(_swap_segment_end(directory, base) for base in swapped)
+        for name in os.listdir(directory):
+            offset = _offset_of(name)
+            if (not name.endswith(SWAP_SUFFIX) and name.endswith(SEGMENT_SUFFIXES)
+                    and offset is not None and low <= offset < high):
+                log.info("Deleting segment file %s, compacted but not yet deleted", name)
+                os.remove(os.path.join(directory, name))
+    for name in swaps:
+        log.info("Recovering file %s by renaming it from its .swap name", name)
+        os.rename(os.path.join(directory, name), os.path.join(directory, name[: -len(SWAP_SUFFIX)]))
+    bases = sorted(int(name[: -len(LOG_SUFFIX)]) for name in os.listdir(directory)
+                   if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit())
+    return SegmentListing(bases, swapped)
+
+
+def _offset_of(name: str) -> int | None:
+    """The base offset a segment file's name starts with, None for other files."""
+    digits = name.split(".", 1)[0]
+    return int(digits) if len(digits) == 20 and digits.isdigit() else None
+
+
+def _swap_segment_end(directory: str, base: int) -> int:
+    """The next offset of the ``.swap`` segment at ``base`` (the end of the range it replaces)."""
+    segment = _native.Segment(directory, base, suffix=SWAP_SUFFIX)
+    try:
+        return segment.next_offset
+    finally:
+        segment.close(False)
 
 
 class Log:
@@ -139,7 +191,7 @@ class Log:
         log_start_offset: int = 0,
         high_watermark: int = 0,
         had_clean_shutdown: bool = True,
-        segment_bases: list[int] | None = None,
+        segment_bases: SegmentListing | None = None,
     ) -> None:
         self.dir = directory
         self.topic_partition = topic_partition
@@ -152,6 +204,8 @@ class Log:
         # move); the log manager writes leader-epoch-checkpoint off the event loop. Unset, it is
         # written at once.
         self.on_leader_epochs_changed: Callable[[Log], None] | None = None
+        # Told when a truncation removed records (the log cleaner forgets what it knew of them).
+        self.on_truncated: Callable[[Log], None] | None = None
         os.makedirs(directory, exist_ok=True)
         self.segments: list[_native.Segment] = []
         self._base_offsets: list[int] = []
@@ -185,19 +239,22 @@ class Log:
             max_index_size=self.config.segment_index_bytes,
         )
 
-    def _load(self, had_clean_shutdown: bool, log_start_offset: int, bases: list[int] | None) -> int | None:
+    def _load(self, had_clean_shutdown: bool, log_start_offset: int, listing: SegmentListing | None) -> int | None:
         """Open the segments; after an unclean stop, recover those past the recovery point (and
-        any whose aborted-transaction index is damaged). Returns the base offset of the first
-        recovered segment (their transaction indexes are rebuilt while producer state loads),
-        None when none was."""
-        if bases is None:
-            bases = segment_base_offsets(self.dir)
-        for base in bases:
+        any whose aborted-transaction index is damaged, or that an interrupted swap put in
+        place). Returns the base offset of the first recovered segment (their transaction
+        indexes are rebuilt while producer state loads), None when none was."""
+        if listing is None:
+            listing = segment_base_offsets(self.dir)
+        for base in listing.bases:
             self._add_segment(self._open_segment(base))
         if not self.segments:
             self._add_segment(self._open_segment(max(log_start_offset, 0)))
             return None
         start = None if had_clean_shutdown else max(bisect.bisect_right(self._base_offsets, self.recovery_point) - 1, 0)
+        if listing.swapped:
+            swapped = bisect.bisect_left(self._base_offsets, listing.swapped[0])
+            start = swapped if start is None else min(start, swapped)
         damaged = next((i for i, segment in enumerate(self.segments) if segment.txn_index_damaged), None)
         if damaged is not None:
             log.warning("%s: the aborted-transaction index of segment %d is damaged; recovering from there",
@@ -560,7 +617,7 @@ class Log:
         if (
             overflow
             or size > self.config.segment_bytes - incoming_bytes
-            or waited > self.config.segment_ms - self.config.segment_jitter_ms
+            or waited > self.config.max_segment_ms - self.config.segment_jitter_ms
             or segment.index_is_full
         ):
             self.roll(roll_offset)
@@ -688,6 +745,8 @@ class Log:
         self._truncate_epochs_from_end(end_offset)
         self._delete_snapshots(lambda offset: offset <= end_offset)
         self._load_producer_state(None, had_clean_shutdown=False)
+        if self.on_truncated is not None:
+            self.on_truncated(self)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -704,6 +763,8 @@ class Log:
         self._truncate_epochs_from_end(-1)
         self._delete_snapshots(lambda _offset: False)
         self.producer_state.truncate_and_reload()
+        if self.on_truncated is not None:
+            self.on_truncated(self)
 
     def _truncate_epochs_from_end(self, end_offset: int) -> None:
         """Drop the leader-epoch entries starting at or after ``end_offset`` (all for -1); the
@@ -855,6 +916,52 @@ class Log:
         if renamed and self.on_segments_deleted is not None:
             self.on_segments_deleted(self, renamed)
         return count
+
+    # --- compaction (the log cleaner's view) --------------------------------------------------
+
+    def aborted_transactions_from(self, base_offset: int, upper_bound_offset: int) -> list[tuple[int, int, int, int]]:
+        """``(producer id, first offset, last offset, last stable offset)`` of every aborted
+        transaction above the log start offset and starting below ``upper_bound_offset``,
+        searching the indexes from the segment holding ``base_offset`` on (Kafka's
+        ``collectAbortedTransactions(startOffset, upperBound)``, as the cleaner calls it)."""
+        found: list[tuple[int, int, int, int]] = []
+        index = max(bisect.bisect_right(self._base_offsets, base_offset) - 1, 0)
+        for segment in self.segments[index:]:
+            if not segment.has_txn_index:
+                continue
+            entries, complete = segment.collect_aborted_txns(self.log_start_offset, upper_bound_offset)
+            found.extend(entries)
+            if complete:
+                break
+        return found
+
+    def replace_segments(self, new_segment: _native.Segment, old_segments: list[_native.Segment]) -> bool:
+        """Swap a cleaned segment (files named ``….cleaned``) in for the run of ``old_segments``
+        it was made from (Kafka's ``replaceSegments``): the new files become ``….swap``, the old
+        segments leave the log and are renamed ``.deleted`` (removed after file.delete.delay.ms),
+        then the ``.swap`` names lose their suffix. A crash at any step leaves files that loading
+        completes or undoes (`segment_base_offsets`). Returns False, changing nothing, when the
+        old segments are no longer a run of this log's inactive segments (retention or a
+        truncation removed some while they were cleaned)."""
+        start = next((i for i, segment in enumerate(self.segments) if segment is old_segments[0]), None)
+        end = None if start is None else start + len(old_segments)
+        if (start is None or end is None or end >= len(self.segments)
+                or any(a is not b for a, b in zip(self.segments[start:end], old_segments, strict=True))):
+            return False
+        new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        self.segments[start:end] = [new_segment]
+        self._base_offsets[start:end] = [new_segment.base_offset]
+        renamed: list[str] = []
+        for segment in old_segments:
+            files = self._segment_files(segment)
+            segment.rename_suffix(DELETED_SUFFIX)
+            renamed.extend(path + DELETED_SUFFIX for path in files if os.path.exists(path + DELETED_SUFFIX))
+        new_segment.change_file_suffixes(SWAP_SUFFIX, "")
+        replaced = {segment.base_offset for segment in old_segments} - {new_segment.base_offset}
+        self._delete_snapshots(lambda offset: offset not in replaced)
+        if self.on_segments_deleted is not None:
+            self.on_segments_deleted(self, renamed)
+        return True
 
     # --- durability ----------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 Owns the log directories (``meta.properties``, the ``.kafka_cleanshutdown`` marker, the
 ``recovery-point-offset-checkpoint``, ``replication-offset-checkpoint`` and
 ``log-start-offset-checkpoint`` files), loading and recovering logs at start-up, creating and
-deleting partition logs, the periodic checkpoint/flush tasks, the retention task (Kafka's
+deleting partition logs, the log cleaner (`pybroker.log.cleaner`, which it starts, stops and
+tells of truncations and deletions), the periodic checkpoint/flush tasks, the retention task (Kafka's
 ``kafka-log-retention``: every log's ``delete_old_segments``, then the removal of the renamed
 ``.deleted`` files after ``file.delete.delay.ms``), and clean shutdown. fsyncs and file removals
 run in worker threads, never on the event loop. Time and the timed tasks come from the injected
@@ -31,6 +32,7 @@ from pybroker.log.checkpoint import (
     OffsetCheckpointFile,
     write_atomically,
 )
+from pybroker.log.cleaner import CleanerConfig, LogCleaner
 from pybroker.log.config import LONG_MAX, LogConfig
 from pybroker.log.file_descriptors import check_open_file_limit
 from pybroker.log.file_sync import BackgroundPasses, fsync_paths
@@ -38,6 +40,7 @@ from pybroker.log.leader_epoch import LeaderEpochCache
 from pybroker.log.log import (
     PARTITION_METADATA,
     Log,
+    SegmentListing,
     delete_files,
     segment_base_offsets,
     write_partition_metadata,
@@ -100,6 +103,7 @@ class LogManager:
         producer_id_expiration_check_interval_ms: int = 600000,
         transaction_verification_enabled: bool = True,
         recovery_threads: int = 1,
+        cleaner_config: CleanerConfig | None = None,
         time: Time = SYSTEM_TIME,
         scheduler: Scheduler | None = None,
     ) -> None:
@@ -140,6 +144,12 @@ class LogManager:
         )
         # .deleted files waiting for file.delete.delay.ms (removed by their task when it runs).
         self._scheduled_deletions: dict[ScheduledTask, list[str]] = {}
+        # Compaction of compacted topics (Kafka creates its cleaner only with log.cleaner.enable).
+        cleaner_config = cleaner_config or CleanerConfig()
+        self.cleaner: LogCleaner | None = (
+            LogCleaner(cleaner_config, log_dirs, self.logs, self._dir_of.get, time=time, scheduler=self.scheduler)
+            if cleaner_config.enable else None
+        )
 
     # --- start-up ------------------------------------------------------------------------------
 
@@ -150,28 +160,30 @@ class LogManager:
         runs without the GIL, so recovery scans proceed in parallel)."""
         found = {log_dir: self._partition_dirs(log_dir) for log_dir in self.log_dirs}
         check_open_file_limit(
-            segments=sum(len(bases) for dirs in found.values() for _tp, _path, bases in dirs),
+            segments=sum(len(listing.bases) for dirs in found.values() for _tp, _path, listing in dirs),
             partitions=sum(len(dirs) for dirs in found.values()),
         )
         for log_dir, partition_dirs in found.items():
             self._load_dir(log_dir, partition_dirs)
+        if self.cleaner is not None:
+            self.cleaner.load_checkpoints()
 
-    def _load_dir(self, log_dir: str, partition_dirs: list[tuple[TopicPartition, str, list[int]]]) -> None:
+    def _load_dir(self, log_dir: str, partition_dirs: list[tuple[TopicPartition, str, SegmentListing]]) -> None:
         clean = os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
         recovery = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
         started = self.time.monotonic_ms()
 
-        def open_log(entry: tuple[TopicPartition, str, list[int]]) -> Log:
-            tp, path, bases = entry
+        def open_log(entry: tuple[TopicPartition, str, SegmentListing]) -> Log:
+            tp, path, listing = entry
             return Log(
                 path, tp, self.config_for_topic(tp.topic),
                 recovery_point=recovery.get(tp, 0),
                 log_start_offset=start_offsets.get(tp, 0),
                 high_watermark=high_watermarks.get(tp, 0),
                 had_clean_shutdown=clean,
-                segment_bases=bases,
+                segment_bases=listing,
             )
 
         if self.recovery_threads > 1 and len(partition_dirs) > 1:
@@ -187,7 +199,7 @@ class LogManager:
         if clean:
             os.remove(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
 
-    def _partition_dirs(self, log_dir: str) -> list[tuple[TopicPartition, str, list[int]]]:
+    def _partition_dirs(self, log_dir: str) -> list[tuple[TopicPartition, str, SegmentListing]]:
         """The partition directories of ``log_dir`` with their segments' base offsets; removes
         the leftovers of an interrupted topic deletion (``…-delete``) on the way."""
         os.makedirs(log_dir, exist_ok=True)
@@ -235,6 +247,8 @@ class LogManager:
         partition_log.on_roll = self._schedule_flush_on_roll
         partition_log.on_segments_deleted = self._schedule_file_deletion
         partition_log.on_leader_epochs_changed = self._schedule_leader_epoch_flush
+        if self.cleaner is not None:
+            partition_log.on_truncated = self.cleaner.on_truncated
         partition_log.last_flush_ms = self.time.monotonic_ms()
         partition_log.producer_state.verification_enabled = self.transaction_verification_enabled
         self.logs[tp] = partition_log
@@ -330,6 +344,8 @@ class LogManager:
     def delete_log(self, tp: TopicPartition) -> None:
         """Remove a partition's log: close it and rename its directory ``…-delete`` now (a load
         removes such a directory), then remove the directory in a worker thread."""
+        if self.cleaner is not None:
+            self.cleaner.abort(tp)
         removed = self._unregister(tp)
         if removed is None:
             return
@@ -485,6 +501,8 @@ class LogManager:
             ("PeriodicProducerExpirationCheck", "producer-expiration", self.remove_expired_producers),
         ]
         self._epoch_writer.start()
+        if self.cleaner is not None:
+            self.cleaner.start()
         for name, key, action in schedule:
             interval = self._intervals[key]
             if 0 < interval < LONG_MAX:
@@ -508,6 +526,8 @@ class LogManager:
     async def shutdown(self) -> None:
         """Flush every log, write every checkpoint (the log start offsets retention moved
         included), close the files, remove waiting ``.deleted`` files, mark a clean shutdown."""
+        if self.cleaner is not None:
+            await self.cleaner.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*(task.wait() for task in self._tasks))

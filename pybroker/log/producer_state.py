@@ -290,6 +290,15 @@ class ProducerStateManager:
             first = unreplicated if first is None else min(first, unreplicated)
         return first
 
+    def last_records(self) -> dict[int, tuple[int | None, int]]:
+        """Per producer: the last offset of its last data batch (None when none is known) and its
+        epoch — what the log cleaner must keep for producer state to survive a clean (Kafka's
+        ``lastRecordsOfActiveProducers``)."""
+        return {
+            producer_id: (entry.batches[-1].last_offset if entry.batches else None, entry.producer_epoch)
+            for producer_id, entry in self._producers.items()
+        }
+
     @property
     def ongoing_transactions(self) -> dict[int, int]:
         """First offset → producer id of every open transaction, ascending."""

@@ -27,6 +27,7 @@ from pybroker.controller.metadata import TopicExistsError
 from pybroker.controller.network_channel import NetworkBrokerChannel
 from pybroker.controller.requests import BrokerEndpoint, LiveBroker
 from pybroker.controller.store import ControllerStore, StoreListener
+from pybroker.log.cleaner import CleanerConfig
 from pybroker.log.config import LogConfig
 from pybroker.log.file_descriptors import raise_open_file_limit
 from pybroker.log.log_manager import LogManager, read_meta_properties
@@ -95,6 +96,7 @@ class Broker:
             producer_id_expiration_check_interval_ms=config.get("producer.id.expiration.check.interval.ms"),
             transaction_verification_enabled=config.get("transaction.partition.verification.enable"),
             recovery_threads=config.get("num.recovery.threads.per.data.dir"),
+            cleaner_config=CleanerConfig.from_broker_config(config.get),
             time=self.time,
             scheduler=self.scheduler,
         )

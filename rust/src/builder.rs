@@ -192,7 +192,7 @@ pub(crate) fn varint_len(v: i64) -> usize {
 }
 
 /// Appends `v` as a zigzag varint (the same bytes as a varlong for every value used here).
-fn put_varint(out: &mut Vec<u8>, v: i64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, v: i64) {
     let mut z = zigzag(v);
     while z >= 0x80 {
         out.push((z as u8 & 0x7F) | 0x80);

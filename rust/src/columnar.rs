@@ -734,7 +734,7 @@ pub fn encode_batches(
 }
 
 /// Appends `data` compressed with `codec` to `out`.
-fn compress(codec: u8, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+pub(crate) fn compress(codec: u8, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
     let failed = |e: std::io::Error| StorageError::invalid(format!("compression failed: {e}"));
     match codec {
         1 => {
@@ -947,14 +947,14 @@ pub struct DecodedRecords {
 }
 
 /// Reads fields from a slice, never past its end.
-struct SliceReader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+pub(crate) struct SliceReader<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 impl<'a> SliceReader<'a> {
     #[inline]
-    fn byte(&mut self) -> Result<u8> {
+    pub(crate) fn byte(&mut self) -> Result<u8> {
         let b = *self
             .buf
             .get(self.pos)
@@ -965,7 +965,7 @@ impl<'a> SliceReader<'a> {
 
     /// Zigzag varlong (also used for varints; callers range-check as needed).
     #[inline]
-    fn varint(&mut self) -> Result<i64> {
+    pub(crate) fn varint(&mut self) -> Result<i64> {
         let first = self.byte()?;
         if first < 0x80 {
             return Ok(((first >> 1) as i64) ^ -((first & 1) as i64));
@@ -987,7 +987,7 @@ impl<'a> SliceReader<'a> {
 
     /// A length-prefixed field: `None` when the length is negative.
     #[inline]
-    fn bytes(&mut self) -> Result<Option<&'a [u8]>> {
+    pub(crate) fn bytes(&mut self) -> Result<Option<&'a [u8]>> {
         let len = self.varint()?;
         if len < 0 {
             return Ok(None);

@@ -256,6 +256,12 @@ impl IndexFile {
         &self.path
     }
 
+    /// Records that the file was renamed to `path` (the index keeps no descriptor, and a
+    /// mapping survives a rename).
+    pub(crate) fn set_path(&mut self, path: PathBuf) {
+        self.path = path;
+    }
+
     /// Unmaps the file.
     pub(crate) fn close(self) {
         drop(self.mmap);

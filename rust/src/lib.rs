@@ -11,6 +11,7 @@
 
 pub mod batch;
 pub mod builder;
+pub mod cleaner;
 pub mod columnar;
 pub mod crc32c;
 pub mod errors;
@@ -25,6 +26,8 @@ pub mod segment;
 pub mod time_index;
 pub mod txn_index;
 
+#[cfg(test)]
+mod cleaner_tests;
 #[cfg(test)]
 mod segment_tests;
 #[cfg(test)]

@@ -211,6 +211,15 @@ pub fn segment_file(dir: &Path, base_offset: i64, ext: &str) -> PathBuf {
     dir.join(format!("{base_offset:020}.{ext}"))
 }
 
+/// `path` with `old_suffix` (possibly empty) replaced by `new_suffix`.
+fn replace_suffix(path: &Path, old_suffix: &str, new_suffix: &str) -> Result<PathBuf> {
+    let name = path.to_string_lossy();
+    let stem = name
+        .strip_suffix(old_suffix)
+        .ok_or_else(|| StorageError::invalid(format!("{name} does not end with {old_suffix:?}")))?;
+    Ok(PathBuf::from(format!("{stem}{new_suffix}")))
+}
+
 impl Segment {
     /// Opens the segment `<dir>/<base_offset:020>.log` (+ indexes), creating missing files
     /// (except the `.txnindex`, created by its first append; an existing one is checked, see
@@ -228,6 +237,18 @@ impl Segment {
         index_interval_bytes: i64,
         max_index_size: i64,
     ) -> Result<Segment> {
+        Self::open_with_suffix(dir, base_offset, "", index_interval_bytes, max_index_size)
+    }
+
+    /// [`open`](Self::open) for files named with a `suffix` after their extension
+    /// (`00000000000000000000.log.cleaned`, ...): a segment the log cleaner is writing.
+    pub fn open_with_suffix(
+        dir: &Path,
+        base_offset: i64,
+        suffix: &str,
+        index_interval_bytes: i64,
+        max_index_size: i64,
+    ) -> Result<Segment> {
         if base_offset < 0 {
             return Err(StorageError::invalid(format!(
                 "negative base offset {base_offset}"
@@ -239,7 +260,8 @@ impl Segment {
             ));
         }
         let max_index_size = max_index_size.min(i32::MAX as i64) as usize;
-        let log_path = segment_file(dir, base_offset, "log");
+        let file = |ext: &str| segment_file(dir, base_offset, &format!("{ext}{suffix}"));
+        let log_path = file("log");
         let log = OpenOptions::new()
             .read(true)
             .append(true)
@@ -247,17 +269,9 @@ impl Segment {
             .open(&log_path)
             .at(&log_path, "open")?;
         let size = log.metadata().at(&log_path, "stat")?.len();
-        let offset_index = OffsetIndex::open(
-            &segment_file(dir, base_offset, "index"),
-            base_offset,
-            max_index_size,
-        )?;
-        let time_index = TimeIndex::open(
-            &segment_file(dir, base_offset, "timeindex"),
-            base_offset,
-            max_index_size,
-        )?;
-        let txn_index = TxnIndex::open(&segment_file(dir, base_offset, "txnindex"), base_offset)?;
+        let offset_index = OffsetIndex::open(&file("index"), base_offset, max_index_size)?;
+        let time_index = TimeIndex::open(&file("timeindex"), base_offset, max_index_size)?;
+        let txn_index = TxnIndex::open(&file("txnindex"), base_offset)?;
         let mut segment = Segment {
             base_offset,
             log_path,
@@ -956,6 +970,37 @@ impl Segment {
             }
         }
         Ok(())
+    }
+
+    /// Renames each file from `<name><old_suffix>` to `<name><new_suffix>` (Kafka's
+    /// `changeFileSuffixes`), the `.log` first, and keeps using them under their new names. A
+    /// missing `.txnindex` is skipped.
+    pub fn change_file_suffixes(&mut self, old_suffix: &str, new_suffix: &str) -> Result<()> {
+        let paths = self.paths();
+        let mut renamed = Vec::with_capacity(paths.len());
+        for path in &paths {
+            let target = replace_suffix(path, old_suffix, new_suffix)?;
+            match std::fs::rename(path, &target) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && path == &paths[3] => {}
+                Err(e) => return Err(e).at(path, "rename"),
+            }
+            renamed.push(target);
+        }
+        let [log, offset_index, time_index, txn_index]: [PathBuf; 4] =
+            renamed.try_into().expect("four segment files");
+        self.log_path = log;
+        self.offset_index.file_mut().set_path(offset_index);
+        self.time_index.file_mut().set_path(time_index);
+        self.txn_index.set_path(txn_index);
+        Ok(())
+    }
+
+    /// Sets the `.log`'s modification time (a cleaned segment keeps its sources' time, which
+    /// time-based retention and rolling read).
+    pub fn set_last_modified_ms(&self, ms: i64) -> Result<()> {
+        let time = UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+        self.log.set_modified(time).at(&self.log_path, "set mtime")
     }
 
     /// Closes the segment (final time entry, trim) and renames each file to `<name><suffix>`,

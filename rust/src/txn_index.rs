@@ -121,6 +121,11 @@ impl TxnIndex {
         &self.path
     }
 
+    /// Records that the file (if it exists) was renamed to `path`.
+    pub(crate) fn set_path(&mut self, path: PathBuf) {
+        self.path = path;
+    }
+
     /// Whether the file exists.
     pub fn exists(&self) -> bool {
         self.exists

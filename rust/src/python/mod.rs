@@ -26,6 +26,7 @@
 //! partitioner) and `cleaner` (log compaction). This file holds what they share: the error
 //! mapping, buffer access and the module's `register()`.
 
+mod cleaner;
 mod columnar;
 mod storage;
 
@@ -154,6 +155,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     storage::register(m)?;
     columnar::register(m)?;
+    cleaner::register(m)?;
     m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
     m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
     Ok(())

@@ -552,13 +552,18 @@ fn aborted_txn_tuple(t: AbortedTxn) -> AbortedTxnTuple {
 
 /// One log segment (`.log`, `.index`, `.timeindex`, `.txnindex`).
 #[pyclass(frozen, module = "pybroker._native", name = "Segment")]
-struct PySegment {
+pub(crate) struct PySegment {
     inner: Mutex<Option<Segment>>,
     base_offset: i64,
-    path: PathBuf,
+    /// The `.log`'s path (it changes when the cleaner renames a segment's files).
+    path: Mutex<PathBuf>,
 }
 
 impl PySegment {
+    fn log_path(&self) -> PathBuf {
+        self.path.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Option<Segment>> {
         // A panic cannot leave a segment half-updated in a way that matters more than refusing
         // every later call would, so recover from poisoning.
@@ -568,7 +573,7 @@ impl PySegment {
     }
 
     fn closed_error(&self) -> StorageError {
-        StorageError::Closed(self.path.clone())
+        StorageError::Closed(self.log_path())
     }
 
     /// Runs `f` on the open segment, GIL held (for cheap, I/O-free calls).
@@ -581,7 +586,7 @@ impl PySegment {
     }
 
     /// Runs `f` on the open segment with the GIL released.
-    fn with_detached<T, F>(&self, py: Python<'_>, f: F) -> PyResult<T>
+    pub(crate) fn with_detached<T, F>(&self, py: Python<'_>, f: F) -> PyResult<T>
     where
         T: Send,
         F: FnOnce(&mut Segment) -> Result<T, StorageError> + Send,
@@ -621,7 +626,8 @@ impl PySegment {
                 ptr: ffi::compat::PyBytesWriter_GetData(writer).cast(),
                 len: plan.capacity,
             };
-            let path = &self.path;
+            let path = self.log_path();
+            let path = &path;
             let result = py.detach(move || {
                 let dst = dst;
                 read_planned_raw(file, path, plan, dst.ptr)
@@ -644,22 +650,31 @@ impl PySegment {
 #[pymethods]
 impl PySegment {
     #[new]
-    #[pyo3(signature = (dir, base_offset, index_interval_bytes = 4096, max_index_size = 10485760))]
+    #[pyo3(signature = (dir, base_offset, index_interval_bytes = 4096, max_index_size = 10485760, suffix = ""))]
     fn new(
         py: Python<'_>,
         dir: PathBuf,
         base_offset: i64,
         index_interval_bytes: i64,
         max_index_size: i64,
+        suffix: &str,
     ) -> PyResult<Self> {
         let segment = py
-            .detach(|| Segment::open(&dir, base_offset, index_interval_bytes, max_index_size))
+            .detach(|| {
+                Segment::open_with_suffix(
+                    &dir,
+                    base_offset,
+                    suffix,
+                    index_interval_bytes,
+                    max_index_size,
+                )
+            })
             .map_err(to_py_err)?;
         let path = segment.path().to_path_buf();
         Ok(PySegment {
             inner: Mutex::new(Some(segment)),
             base_offset,
-            path,
+            path: Mutex::new(path),
         })
     }
 
@@ -670,7 +685,28 @@ impl PySegment {
 
     #[getter]
     fn path(&self) -> String {
-        self.path.display().to_string()
+        self.log_path().display().to_string()
+    }
+
+    /// Renames the files from `<name><old_suffix>` to `<name><new_suffix>`, the `.log` first
+    /// (Kafka's `changeFileSuffixes`).
+    fn change_file_suffixes(
+        &self,
+        py: Python<'_>,
+        old_suffix: &str,
+        new_suffix: &str,
+    ) -> PyResult<()> {
+        let path = self.with_detached(py, |s| {
+            s.change_file_suffixes(old_suffix, new_suffix)?;
+            Ok(s.path().to_path_buf())
+        })?;
+        *self.path.lock().unwrap_or_else(|e| e.into_inner()) = path;
+        Ok(())
+    }
+
+    /// Sets the `.log`'s modification time, in milliseconds since the epoch.
+    fn set_last_modified_ms(&self, py: Python<'_>, ms: i64) -> PyResult<()> {
+        self.with_detached(py, |s| s.set_last_modified_ms(ms))
     }
 
     #[getter]
@@ -701,6 +737,18 @@ impl PySegment {
     #[getter]
     fn index_is_full(&self) -> PyResult<bool> {
         self.with(|s| Ok(s.index_is_full()))
+    }
+
+    /// Bytes of entries in the offset index and in the time index (Kafka's index
+    /// `sizeInBytes`).
+    #[getter]
+    fn index_sizes(&self) -> PyResult<(usize, usize)> {
+        self.with(|s| {
+            Ok((
+                s.offset_index().entries() * 8,
+                s.time_index().entries() * 12,
+            ))
+        })
     }
 
     #[getter]
@@ -789,7 +837,7 @@ impl PySegment {
         max_offset: i64,
         min_one_batch: bool,
     ) -> PyResult<Option<PyLogRegion>> {
-        let path = &self.path;
+        let path = self.log_path();
         self.with_detached(py, |s| {
             let Some((position, length, next_offset)) =
                 s.read_region(offset, max_bytes, max_offset, min_one_batch)?
@@ -936,14 +984,14 @@ impl PySegment {
         match self.lock().as_ref() {
             Some(s) => format!(
                 "Segment(path={:?}, base_offset={}, size={}, next_offset={})",
-                self.path.display().to_string(),
+                s.path().display().to_string(),
                 self.base_offset,
                 s.size(),
                 s.next_offset()
             ),
             None => format!(
                 "Segment(path={:?}, closed)",
-                self.path.display().to_string()
+                self.log_path().display().to_string()
             ),
         }
     }
