@@ -558,7 +558,10 @@ class Segment:
         base_offset: int,
         index_interval_bytes: int = 4096,
         max_index_size: int = 10485760,
-    ) -> None: ...
+        suffix: str = "",
+    ) -> None:
+        """``suffix`` names the files ``<base>.log<suffix>`` etc.: a segment the log cleaner is
+        writing (``".cleaned"``) or one being recovered from an interrupted swap (``".swap"``)."""
     @property
     def base_offset(self) -> int: ...
     @property
@@ -586,6 +589,9 @@ class Segment:
     def index_is_full(self) -> bool:
         """True when the offset index or the time index is full: roll before appending.
         (The time index keeps one slot for the final entry written on roll/close.)"""
+    @property
+    def index_sizes(self) -> tuple[int, int]:
+        """Bytes of entries in the offset index and in the time index."""
     @property
     def last_modified_ms(self) -> int:
         """The ``.log`` file's modification time, ms since the epoch."""
@@ -707,3 +713,52 @@ class Segment:
     def rename_suffix(self, suffix: str) -> None:
         """Close (final time entry, trim) and rename each file to ``<name><suffix>``, e.g.
         ``".deleted"``; the ``.txnindex`` only if it exists. The object stays closed."""
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename each file from ``<name><old_suffix>`` to ``<name><new_suffix>``, the ``.log``
+        first (Kafka's ``changeFileSuffixes``: ``.cleaned`` → ``.swap`` → none); the segment
+        stays open under its new names. A missing ``.txnindex`` is skipped."""
+    def set_last_modified_ms(self, ms: int) -> None:
+        """Set the ``.log``'s modification time (a cleaned segment keeps its sources')."""
+
+
+class Throttler:
+    """Kafka's cleaner ``Throttler``, shared by every cleaner thread: callers account the bytes
+    they read and write, and sleep whenever the rate over a 300 ms period is above
+    ``bytes_per_second`` (``log.cleaner.io.max.bytes.per.second``; infinite: never)."""
+
+    def __init__(self, bytes_per_second: float) -> None: ...
+
+class LogCleaning:
+    """One clean of one log (``rust/src/cleaner.rs``): its offset map (key hash → last offset in
+    the dirty section; ``memory_bytes`` at 24 bytes a slot, full at ``load_factor``, a smaller
+    table when ``expected_keys`` allows), the transactions met, and Kafka's cleaner statistics.
+    Each call handles one segment with the GIL released; the old segment is read through its own
+    file handle, without holding its lock."""
+
+    def __init__(self, memory_bytes: int, load_factor: float, expected_keys: int) -> None: ...
+    def add_aborted_for_map(self, txns: list[tuple[int, int, int, int]]) -> None:
+        """``(producer id, first offset, last offset, last stable offset)`` of the aborted
+        transactions of the dirty section, before it is mapped."""
+    def add_aborted_for_clean(self, txns: list[tuple[int, int, int, int]]) -> None:
+        """The aborted transactions of a segment's range, before that segment is cleaned."""
+    def map_segment(self, segment: Segment, start_offset: int, next_segment_start: int,
+                    throttler: Throttler | None = None) -> bool:
+        """Map the keys of ``segment``'s records at or above ``start_offset`` (aborted
+        transactions' records excepted). True when the map filled up: it then ends at the last
+        whole batch mapped; otherwise at ``next_segment_start - 1``. Raises
+        ``CorruptRecordError`` for a damaged batch."""
+    def clean_segment(self, segment: Segment, dest: Segment, now_ms: int, delete_retention_ms: int,
+                      active_producers: dict[int, tuple[int | None, int]],
+                      throttler: Throttler | None = None) -> None:
+        """Append to ``dest`` what Kafka's retention rules keep of ``segment`` (see
+        ``docs/architecture.md``), and to its ``.txnindex`` the aborted transactions whose marker
+        stays. ``active_producers``: producer id → (last data offset or None, epoch)."""
+    @property
+    def latest_offset(self) -> int:
+        """The last offset of the mapped range; -1 before anything was mapped."""
+    @property
+    def map_utilization(self) -> float: ...
+    @property
+    def stats(self) -> dict[str, int]:
+        """``map_bytes_read``, ``map_messages_read``, ``bytes_read``, ``messages_read``,
+        ``bytes_written``, ``messages_written``, ``invalid_messages`` (records without a key)."""

@@ -1,7 +1,7 @@
 //! Error type of the storage core.
 //!
 //! The core modules (`batch`, `records`, the indexes, `segment`, `recovery`) are plain Rust and
-//! report failures as [`StorageError`]; the Python glue (`python.rs`) maps each variant onto the
+//! report failures as [`StorageError`]; the Python glue (`python/`) maps each variant onto the
 //! exception the broker expects: `CorruptRecordError` (→ CORRUPT_MESSAGE), `RecordTooLargeError`
 //! (→ MESSAGE_TOO_LARGE), `OSError` carrying the file path, or `ValueError`.
 
