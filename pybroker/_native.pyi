@@ -2,7 +2,8 @@
 
 Everything that touches record bytes lives here: CRC-32C, validation of produced record sets,
 building and reading the broker's own records (``build_batch`` / ``read_records`` /
-``read_record_batches``) and transaction markers (``build_control_batch``), log segments
+``read_record_batches``), the compacted-topic key check (``null_key_indexes``), transaction
+markers (``build_control_batch``), log segments
 (``.log`` + sparse ``.index`` / ``.timeindex`` + the aborted-transaction ``.txnindex``) in
 Kafka's exact on-disk format, and the clients' Arrow-columnar record I/O
 (``encode_partitioned_batches`` / ``decode_record_batches``, read_committed included).
@@ -245,6 +246,19 @@ def read_record_batches(
     parse); ``control_type`` is -1 for a data batch. For replaying transactional offset commits
     (the group coordinator's loader). Same checks and errors as ``read_records``; empty
     ``data`` gives ``[]``.
+    """
+
+def null_key_indexes(records: Buffer) -> list[int]:
+    """Kafka's ``batchIndex`` (position in its batch, from 0) of every record with a null key
+    in the first data batch of ``records`` that has any; ``[]`` when every record has a key (an
+    empty key is a key). Control batches are not looked at. The compacted-topic rule of Kafka's
+    ``LogValidator``: the leader calls it once per produced record set of a topic whose
+    ``cleanup.policy`` includes ``compact``.
+
+    ``records`` must have passed ``validate_batches`` (CRCs are not computed again); the framing
+    is re-checked, and a malformed set or a batch that does not decompress raises
+    ``CorruptRecordError``. Compressed batches are decompressed as streams and only each
+    record's key length is decoded; large sets are walked with the GIL released.
     """
 
 # --- Arrow-columnar record I/O (clients: the PySpark data source) ------------------------------

@@ -4,6 +4,9 @@ Owns the table of topic configs (``cleanup.policy``, ``retention.ms``, ``segment
 broker property each one falls back to (its synonym: ``log.retention.ms`` for ``retention.ms``),
 and ``LogConfig``, the resolved per-topic view a ``Log`` reads. It knows nothing of the network or
 of requests; DescribeConfigs/AlterConfigs handlers use the table to validate and describe.
+Kafka 3.x topic configs that pybroker accepts without effect (``message.format.version``,
+``message.downconversion.enable``, ``preallocate``) are in the table too, with Kafka's
+validation, and ``ignored_config_warnings`` gives Kafka's WARN for an ignored old format.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class ConfigDef:
     minimum: int | float | None = None
     choices: tuple[str, ...] | None = None
     maximum: float | None = None  # DOUBLE only
+    # A further check of the parsed value, given (name, value): raises ConfigError.
+    validator: Callable[[str, Any], None] | None = None
 
     def parse(self, raw: str) -> Any:
         """Convert a string value to its typed form, raising ConfigError if it is invalid."""
@@ -85,6 +90,8 @@ class ConfigDef:
                 raise ConfigError(
                     f"{self.name}: {value!r} is not one of {', '.join(self.choices)}"
                 )
+        if self.validator is not None:
+            self.validator(self.name, value)
         return value
 
 
@@ -95,6 +102,69 @@ def format_value(value: Any) -> str:
     if isinstance(value, list):
         return ",".join(value)
     return str(value)
+
+
+# --- Kafka 3.x's deprecated message format version ---------------------------------------------
+# pybroker answers as a Kafka 3.6.2 broker, whose inter-broker protocol is 3.6-IV2: from 3.0 on,
+# Kafka ignores message.format.version (every batch is magic 2), and so does pybroker.
+INTER_BROKER_PROTOCOL_VERSION = "3.6-IV2"
+# Kafka 3.6's MetadataVersion values, oldest first; a bare release ("2.8") means its latest.
+_METADATA_VERSIONS = (
+    "0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0-IV0", "0.10.0-IV1", "0.10.1-IV0", "0.10.1-IV1",
+    "0.10.1-IV2", "0.10.2-IV0", "0.11.0-IV0", "0.11.0-IV1", "0.11.0-IV2", "1.0-IV0", "1.1-IV0",
+    "2.0-IV0", "2.0-IV1", "2.1-IV0", "2.1-IV1", "2.1-IV2", "2.2-IV0", "2.2-IV1", "2.3-IV0",
+    "2.3-IV1", "2.4-IV0", "2.4-IV1", "2.5-IV0", "2.6-IV0", "2.7-IV0", "2.7-IV1", "2.7-IV2",
+    "2.8-IV0", "2.8-IV1", "3.0-IV0", "3.0-IV1", "3.1-IV0", "3.2-IV0", "3.3-IV0", "3.3-IV1",
+    "3.3-IV2", "3.3-IV3", "3.4-IV0", "3.5-IV0", "3.5-IV1", "3.5-IV2", "3.6-IV0", "3.6-IV1",
+    "3.6-IV2",
+)
+_METADATA_VERSION_INDEX = {
+    **{version: index for index, version in enumerate(_METADATA_VERSIONS)},
+    **{version.split("-")[0]: index for index, version in enumerate(_METADATA_VERSIONS)},
+}
+# The first version whose record format is v2 (magic 2): Kafka warns about older formats only.
+_FIRST_RECORD_V2 = _METADATA_VERSION_INDEX["0.11.0-IV0"]
+
+
+def metadata_version_index(version: str) -> int:
+    """Kafka's ``MetadataVersion.fromVersionString``, as a position in Kafka 3.6's list: only the
+    first three parts of a 0.x version and the first two of a later one count ("2.8.1" is 2.8,
+    "0.10.2.1" is 0.10.2). Raises ValueError for a version Kafka 3.6 does not know."""
+    segments = version.split(".")
+    parts = 3 if version.startswith("0.") else 2
+    key = version if parts >= len(segments) else ".".join(segments[:parts])
+    try:
+        return _METADATA_VERSION_INDEX[key]
+    except KeyError:
+        raise ValueError(f"Version {version} is not a valid version") from None
+
+
+def _check_metadata_version(name: str, value: str) -> None:
+    """Kafka's ``MetadataVersionValidator``."""
+    try:
+        metadata_version_index(value)
+    except ValueError as e:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: {e}") from None
+
+
+def ignored_config_warnings(topic: str, overrides: Mapping[str, str]) -> list[str]:
+    """The WARN lines Kafka 3.6 logs when it applies ``topic``'s overrides: a
+    ``message.format.version`` older than 0.11.0 (before record format v2) is ignored. A newer
+    one is ignored silently, as in Kafka."""
+    value = overrides.get("message.format.version")
+    if value is None:
+        return []
+    try:
+        old_format = metadata_version_index(value.strip()) < _FIRST_RECORD_V2
+    except ValueError:
+        return []  # refused when set; not stored
+    if not old_format:
+        return []
+    return [
+        f"Topic configuration message.format.version with value `{value}` is ignored for `{topic}` because the "
+        f"inter-broker protocol version `{INTER_BROKER_PROTOCOL_VERSION}` is greater or equal than 3.0. This "
+        "configuration is deprecated and it will be removed in Apache Kafka 4.0."
+    ]
 
 
 _TOPIC_CONFIG_DEFS = [
@@ -127,6 +197,17 @@ _TOPIC_CONFIG_DEFS = [
               synonym="log.cleaner.max.compaction.lag.ms", minimum=1),
     ConfigDef("max.message.bytes", "INT", 1048588, "Largest record batch size allowed.",
               synonym="message.max.bytes", minimum=0),
+    # Deprecated in Kafka 3.x and ignored there from 3.0 on; accepted, described, without effect.
+    ConfigDef("message.format.version", "STRING", "3.0-IV1",
+              "[DEPRECATED] The message format version of the topic's records. Ignored: Kafka 3.0 and "
+              "later (and pybroker) write record format v2 whatever it says.",
+              synonym="log.message.format.version", validator=_check_metadata_version),
+    # Down-conversion serves Fetch requests below v4 (record formats v0/v1), which pybroker does not
+    # answer: accepted, described, without effect.
+    ConfigDef("message.downconversion.enable", "BOOLEAN", True,
+              "Whether the broker may down-convert records for older consumers. Without effect: "
+              "pybroker serves Fetch v4 and later only, which never need it.",
+              synonym="log.message.downconversion.enable"),
     ConfigDef("message.timestamp.type", "STRING", "CreateTime",
               "Whether record timestamps are the producer's or the broker's append time.",
               synonym="log.message.timestamp.type", choices=("CreateTime", "LogAppendTime")),
@@ -138,6 +219,11 @@ _TOPIC_CONFIG_DEFS = [
     ConfigDef("min.insync.replicas", "INT", 1,
               "Replicas that must acknowledge an acks=all write.",
               synonym="min.insync.replicas", minimum=1),
+    # A file-system hint (preallocate the segment file); accepted, described, without effect.
+    ConfigDef("preallocate", "BOOLEAN", False,
+              "Whether to preallocate a new segment's file on disk. Without effect: pybroker's "
+              "segment files grow as they are written.",
+              synonym="log.preallocate"),
     ConfigDef("retention.bytes", "LONG", -1, "Largest partition size before old segments go.",
               synonym="log.retention.bytes"),
     ConfigDef("retention.ms", "LONG", 604800000, "Age after which old segments are deleted.",
@@ -198,10 +284,13 @@ class LogConfig:
     log_retention_min_timestamp: int
     max_compaction_lag_ms: int
     max_message_bytes: int
+    message_downconversion_enable: bool  # without effect
+    message_format_version: str  # without effect
     message_timestamp_type: str
     min_cleanable_dirty_ratio: float
     min_compaction_lag_ms: int
     min_insync_replicas: int
+    preallocate: bool  # without effect
     retention_bytes: int
     retention_ms: int
     segment_bytes: int

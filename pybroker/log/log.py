@@ -4,7 +4,8 @@ Owns the ordered list of native ``Segment`` objects of one ``<topic>-<partition>
 the offsets Kafka's ``UnifiedLog`` tracks: the log end offset (LEO), the high watermark, the log
 start offset (which may sit inside a segment — KIP-107's soft delete), and the recovery point
 (everything below it is known to be fsynced). A leader appends produced records
-(``append_as_leader``: offsets and its epoch assigned); a follower appends its leader's batches as
+(``append_as_leader``: offsets and its epoch assigned, a client's records refused without keys
+in a compacted topic); a follower appends its leader's batches as
 they are (``append_as_follower``) and truncates where its log diverged (``truncate_to``,
 ``truncate_fully_and_start_at``). Record bytes never pass through Python code here:
 validation, offset assignment, indexing, reading and truncation are single calls into Rust.
@@ -60,6 +61,22 @@ class OffsetOutOfRangeError(Exception):
 
 class InvalidRecordError(Exception):
     """Records that are well-formed but not acceptable (INVALID_RECORD, 87)."""
+
+
+class RecordValidationError(InvalidRecordError):
+    """Kafka's ``RecordValidationException``: a batch refused whole because of some of its
+    records (INVALID_RECORD, 87). ``record_errors`` lists ``(batch_index, message)`` per refused
+    record (Produce v8+ answers them as ``RecordErrors``); the exception's message is Kafka's
+    summary, which Produce v8+ answers as ``ErrorMessage``."""
+
+    def __init__(self, record_errors: list[tuple[int, str]]) -> None:
+        shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')"
+                          for index, message in record_errors[:3])
+        super().__init__(
+            f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
+            f"and only showing the first three errors at most: [{shown}]"
+        )
+        self.record_errors = record_errors
 
 
 class UnexpectedAppendOffsetError(Exception):
@@ -479,14 +496,20 @@ class Log:
         transactional batch that opens a transaction needs the ``verification_guard`` its
         verification started with (``ProducerStateManager.start_verification``).
 
+        A client's records sent to a topic whose ``cleanup.policy`` includes ``compact`` must
+        have keys (Kafka's ``LogValidator``); coordinators' records are not checked.
+
         Raises ``_native.CorruptRecordError``, ``_native.RecordTooLargeError``,
-        ``InvalidRecordError`` or the producer-state errors; nothing is appended then.
+        ``InvalidRecordError`` (``RecordValidationError`` for keyless records in a compacted
+        topic) or the producer-state errors; nothing is appended then.
         """
         info = _native.validate_batches(records, self.config.max_message_bytes)
         if info.batch_count != 1:
             raise InvalidRecordError(
                 "Produce requests with version 3+ are only allowed to contain exactly one record batch"
             )
+        if origin is AppendOrigin.CLIENT and not info.is_control and "compact" in self.config.cleanup_policy:
+            self._check_keys(records)
         producer_id = info.producer_id
         if info.is_control:
             if origin is not AppendOrigin.COORDINATOR:
@@ -533,6 +556,14 @@ class Log:
             first_offset, last_offset, max_timestamp, offset_of_max, log_append_time, info.record_count,
             last_leader_epoch=leader_epoch,
         )
+
+    def _check_keys(self, records: memoryview) -> None:
+        """Kafka's compacted-topic rule: every record needs a key (an empty one will do). One
+        native walk of the batch; raises ``RecordValidationError`` naming each keyless record."""
+        indexes = _native.null_key_indexes(records)
+        if indexes:
+            message = f"Compacted topic cannot accept message without key in topic partition {self.topic_partition}"
+            raise RecordValidationError([(index, message) for index in indexes])
 
     def append_as_follower(self, records: memoryview, now_ms: int | None = None) -> LogAppendInfo:
         """Append a record set fetched from the partition leader as it is: the batches keep

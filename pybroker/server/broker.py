@@ -28,7 +28,7 @@ from pybroker.controller.network_channel import NetworkBrokerChannel
 from pybroker.controller.requests import BrokerEndpoint, LiveBroker
 from pybroker.controller.store import ControllerStore, StoreListener
 from pybroker.log.cleaner import CleanerConfig
-from pybroker.log.config import LogConfig
+from pybroker.log.config import LogConfig, ignored_config_warnings
 from pybroker.log.file_descriptors import raise_open_file_limit
 from pybroker.log.log_manager import LogManager, read_meta_properties
 from pybroker.network.listener import SocketServer
@@ -174,6 +174,8 @@ class Broker:
             config.listeners, RequestDispatcher(self), config.get("socket.request.max.bytes")
         )
         self._stopped = asyncio.Event()
+        # Per topic, the ignored-config warnings last logged (a change notification can repeat).
+        self._config_warnings: dict[str, list[str]] = {}
 
     # --- configuration views -------------------------------------------------------------------
 
@@ -322,6 +324,15 @@ class Broker:
 
     def _on_topic_configs_changed(self, topic: str) -> None:
         self.log_manager.update_config(topic)
+        # Kafka's ConfigHandler: a deprecated config that is ignored is said so when applied.
+        warnings = ignored_config_warnings(topic, self.store.topic_configs(topic))
+        if warnings != self._config_warnings.get(topic, []):
+            for warning in warnings:
+                log.warning("%s", warning)
+        if warnings:
+            self._config_warnings[topic] = warnings
+        else:
+            self._config_warnings.pop(topic, None)
 
     @property
     def registration(self) -> LiveBroker:

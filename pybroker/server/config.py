@@ -79,6 +79,14 @@ _BROKER_DEFS = [
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", "LONG", 5000, "High watermark checkpoint interval."),
     ConfigDef("log.message.timestamp.type", "STRING", "CreateTime", "Default timestamp type.",
               choices=("CreateTime", "LogAppendTime")),
+    # --- defaults of topic configs accepted without effect (see pybroker/log/config.py) ---
+    ConfigDef("log.message.format.version", "STRING", "3.0-IV1",
+              "[DEPRECATED] Default message.format.version; ignored (record format v2 always).",
+              validator=TOPIC_CONFIGS["message.format.version"].validator),
+    ConfigDef("log.message.downconversion.enable", "BOOLEAN", True,
+              "Default message.downconversion.enable; without effect (Fetch v4+ only)."),
+    ConfigDef("log.preallocate", "BOOLEAN", False, "Default preallocate; without effect."),
+    # ---
     ConfigDef("compression.type", "STRING", "producer", "Default topic compression."),
     ConfigDef("min.insync.replicas", "INT", 1, "Default min.insync.replicas.", minimum=1),
     ConfigDef("unclean.leader.election.enable", "BOOLEAN", False, "Default unclean election."),

@@ -32,7 +32,13 @@ from pybroker.controller.requests import (
     PartitionState,
     StopReplica,
 )
-from pybroker.log.log import AppendOrigin, InvalidRecordError, Log, OffsetOutOfRangeError
+from pybroker.log.log import (
+    AppendOrigin,
+    InvalidRecordError,
+    Log,
+    OffsetOutOfRangeError,
+    RecordValidationError,
+)
 from pybroker.log.log_manager import LogManager
 from pybroker.log.producer_state import (
     InvalidProducerEpochError,
@@ -103,6 +109,8 @@ class PartitionAppendResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     required_offset: int = -1  # acks=all: the high watermark this append waits for
+    # INVALID_RECORD for some records of the batch: (batch index, message) of each (Produce v8+).
+    record_errors: tuple[tuple[int, str | None], ...] = ()
 
 
 # Append results now, or a future of them when the answer must wait.
@@ -551,6 +559,13 @@ class ReplicaManager:
         try:
             info = partition.append_records_to_leader(records, required_acks, timestamp, origin,
                                                       verification_guard)
+        except RecordValidationError as e:
+            # Kafka's RecordValidationException: the records' errors and the log start offset.
+            log.debug("Append to %s failed: %s", tp, e)
+            return PartitionAppendResult(
+                ErrorCode.INVALID_RECORD, str(e), log_start_offset=partition.log.log_start_offset,
+                record_errors=tuple(e.record_errors),
+            )
         except tuple(_APPEND_ERRORS) as e:
             code = next(c for t, c in _APPEND_ERRORS.items() if isinstance(e, t))
             log.debug("Append to %s failed: %s", tp, e)

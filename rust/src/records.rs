@@ -13,6 +13,9 @@
 //!   replayed.
 //! * [`control_marker`] reads the first record of a control batch: its control type and, for an
 //!   end-transaction marker, the coordinator epoch.
+//! * [`null_key_indexes`] lists the records without a key of a produced batch (Kafka's
+//!   compacted-topic rule, checked by the leader's append for compacted topics only); it reads
+//!   each record's key length and skips the rest.
 //!
 //! [`decompress_body`] hands a whole decompressed records section to `columnar`, whose
 //! slice-based decoder fills Arrow columns.
@@ -125,6 +128,46 @@ pub fn read_record_batches(data: &[u8]) -> Result<Vec<BatchRecords>> {
         Ok(())
     })?;
     Ok(batches)
+}
+
+/// Kafka's `batchIndex` (the record's position in its batch, from 0) of every record without a
+/// key — a null key; an empty key is a key — in the first data batch of `data` that has any;
+/// empty when every record of every data batch has a key. Control batches are not looked at
+/// (their records always have keys, and only coordinators write them). This is the rule of
+/// Kafka's `LogValidator` for topics whose `cleanup.policy` includes `compact`: such a batch is
+/// refused whole, listing these indexes.
+///
+/// `data` is a produced record set that [`validate_batches`] has accepted, so the CRCs are not
+/// computed again; the framing is re-checked (lengths, magic, codec), so that any buffer gives
+/// either an answer or [`StorageError::Corrupt`], never a panic. A compressed batch is
+/// decompressed as a stream; of each record only the key length is decoded.
+pub fn null_key_indexes(data: &[u8]) -> Result<Vec<i32>> {
+    let mut pos = 0usize;
+    while pos < data.len() {
+        let header =
+            BatchHeader::parse(&data[pos..]).ok_or_else(|| StorageError::corrupt("short batch"))?;
+        header.check_structure()?;
+        let end = pos
+            .checked_add(header.size())
+            .filter(|&end| end <= data.len())
+            .ok_or_else(|| StorageError::corrupt("record batch overruns the record set"))?;
+        if !header.is_control() {
+            let mut indexes = Vec::new();
+            let mut index = 0i32;
+            scan_batch(&header, &data[pos..end], |_, _, rest| {
+                if rest.read_length()? < 0 {
+                    indexes.push(index);
+                }
+                index = index.saturating_add(1);
+                Ok(false)
+            })?;
+            if !indexes.is_empty() {
+                return Ok(indexes);
+            }
+        }
+        pos = end;
+    }
+    Ok(Vec::new())
 }
 
 /// Checks every batch of `data` as [`validate_batches`] does (nothing for an empty buffer), then
@@ -346,6 +389,10 @@ fn scan<R: BufRead>(
 trait RemainingFields {
     /// Reads a length-prefixed byte field (key or value): `None` when the length is negative.
     fn read_bytes(&mut self) -> Result<Option<Vec<u8>>>;
+
+    /// Reads only the length of the next length-prefixed field (negative: null); its bytes are
+    /// left unread (the scan skips what a callback leaves).
+    fn read_length(&mut self) -> Result<i64>;
 }
 
 /// Reads the fields of one record, never past its declared `length`.
@@ -400,6 +447,16 @@ impl<'a, R: BufRead> RecordFields<'a, R> {
 }
 
 impl<R: BufRead> RemainingFields for RecordFields<'_, R> {
+    fn read_length(&mut self) -> Result<i64> {
+        let length = self.read_varint()?;
+        if length > 0 && length as u64 > self.remaining {
+            return Err(StorageError::corrupt(format!(
+                "record field of {length} bytes overruns the record length"
+            )));
+        }
+        Ok(length)
+    }
+
     fn read_bytes(&mut self) -> Result<Option<Vec<u8>>> {
         let length = self.read_varint()?;
         if length < 0 {
@@ -948,6 +1005,119 @@ mod tests {
         assert!(matches!(
             read_record_batches(&data[..data.len() - 3]),
             Err(StorageError::Corrupt(_))
+        ));
+    }
+
+    /// Records keyed as `keys` says (`None`: a null key), in a batch compressed with `codec`.
+    fn keyed_batch(codec: i16, keys: &[Option<&'static [u8]>]) -> Vec<u8> {
+        let records: Vec<TestRecord<'static>> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, &key)| TestRecord {
+                timestamp: 1000 + i as i64,
+                key,
+                value: b"value",
+            })
+            .collect();
+        if codec == 0 {
+            batch_of(&records)
+        } else {
+            compressed_batch(codec, &records)
+        }
+    }
+
+    #[test]
+    fn null_key_indexes_of_every_codec() {
+        let keys: [Option<&'static [u8]>; 6] =
+            [Some(b"a"), None, Some(b""), None, None, Some(b"f")];
+        for codec in 0..=4 {
+            let b = keyed_batch(codec, &keys);
+            validate_batches(&b, 1 << 20).unwrap();
+            assert_eq!(null_key_indexes(&b).unwrap(), [1, 3, 4], "codec {codec}");
+            let all_keyed = keyed_batch(codec, &[Some(b"a"), Some(b""), Some(b"c")]);
+            assert!(
+                null_key_indexes(&all_keyed).unwrap().is_empty(),
+                "codec {codec}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_key_is_a_key() {
+        let b = keyed_batch(0, &[Some(b""), Some(b""), None]);
+        assert_eq!(null_key_indexes(&b).unwrap(), [2]);
+        // Headers and a null value do not matter: only the key is looked at.
+        let mut body = vec![0u8]; // attributes
+        put_varint(&mut body, 0); // timestampDelta
+        put_varint(&mut body, 0); // offsetDelta
+        put_varint(&mut body, 0); // empty key
+        put_varint(&mut body, -1); // null value (a tombstone)
+        put_varint(&mut body, 1); // one header "h" -> "x"
+        put_varint(&mut body, 1);
+        body.push(b'h');
+        put_varint(&mut body, 1);
+        body.push(b'x');
+        let mut payload = Vec::new();
+        put_varint(&mut payload, body.len() as i64);
+        payload.extend_from_slice(&body);
+        let tombstone = build_raw_batch(0, 0, 0, 5, 5, 1, &payload);
+        assert!(null_key_indexes(&tombstone).unwrap().is_empty());
+    }
+
+    #[test]
+    fn null_key_indexes_skip_control_batches() {
+        let epoch7 = [0u8, 0, 0, 0, 0, 7];
+        // A control batch whose record has no key is not looked at.
+        let control = control_batch(0, 0, None, &epoch7);
+        assert!(null_key_indexes(&control).unwrap().is_empty());
+        let mut data = control.clone();
+        data.extend(with_base_offset(keyed_batch(0, &[Some(b"k"), None]), 1));
+        assert_eq!(null_key_indexes(&data).unwrap(), [1]);
+        assert!(null_key_indexes(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn null_key_indexes_are_those_of_the_first_batch_with_any() {
+        let mut data = keyed_batch(0, &[Some(b"a"), Some(b"b")]);
+        data.extend(with_base_offset(
+            keyed_batch(3, &[Some(b"c"), None, None]),
+            2,
+        ));
+        data.extend(with_base_offset(keyed_batch(0, &[None]), 5));
+        assert_eq!(null_key_indexes(&data).unwrap(), [1, 2]);
+    }
+
+    #[test]
+    fn null_key_indexes_of_damaged_buffers_are_errors() {
+        let b = keyed_batch(1, &[Some(b"a"), None]);
+        let mut garbled = b.clone();
+        for byte in &mut garbled[RECORD_BATCH_OVERHEAD..] {
+            *byte ^= 0x5A;
+        }
+        let mut bad_magic = b.clone();
+        bad_magic[crate::batch::MAGIC_OFFSET] = 1;
+        for (name, data) in [
+            ("truncated", &b[..b.len() - 1]),
+            ("partial header", &b[..20]),
+            ("garbled gzip body", garbled.as_slice()),
+            ("magic 1", bad_magic.as_slice()),
+        ] {
+            assert!(
+                matches!(null_key_indexes(data), Err(StorageError::Corrupt(_))),
+                "{name}"
+            );
+        }
+        // A key length past the end of its record.
+        let mut body = vec![0u8, 0, 0];
+        put_varint(&mut body, 1000);
+        body.extend_from_slice(b"abc");
+        let mut payload = Vec::new();
+        put_varint(&mut payload, body.len() as i64);
+        payload.extend_from_slice(&body);
+        let forged = build_raw_batch(0, 0, 0, 1, 1, 1, &payload);
+        assert!(matches!(
+            null_key_indexes(&forged),
+            Err(StorageError::Corrupt(m)) if m.contains("overruns")
         ));
     }
 }

@@ -64,10 +64,12 @@ async def create_topic(conn: BrokerConnection, name: str, partitions: int = 1, *
 
 
 async def produce(conn: BrokerConnection, topic: str, count: int = COUNT, first: int = 0,
-                  timestamps: list[int] | None = None, partition: int = 0) -> int:
-    """Append ``value-<first>`` … as ONE batch; returns its base offset."""
+                  timestamps: list[int] | None = None, partition: int = 0, keyed: bool = False) -> int:
+    """Append ``value-<first>`` … as ONE batch (keys ``key-<first>`` … when ``keyed``, as a
+    compacted topic needs); returns its base offset."""
     stamps = timestamps or [BASE + (first + i) * STEP for i in range(count)]
-    batch = build_batch([(None, f"value-{first + i}".encode()) for i in range(count)], timestamps=stamps)
+    batch = build_batch([(f"key-{first + i}".encode() if keyed else None, f"value-{first + i}".encode())
+                         for i in range(count)], timestamps=stamps)
     response = await conn.send(ApiKey.PRODUCE, ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.PartitionProduceData(index=partition, records=batch)])]))
@@ -339,7 +341,7 @@ def test_error_results_and_unchanged_start(broker, topic_name):
             await create_topic(conn, compact, cleanup_policy="compact")
             await create_topic(conn, compact_delete, cleanup_policy="compact,delete")
             await create_topic(conn, other, partitions=2)
-            await produce(conn, compact_delete, 5)
+            await produce(conn, compact_delete, 5, keyed=True)
             await produce(conn, other, 4, partition=1)
             # Create __consumer_offsets (FindCoordinator does, on first use).
             found = await conn.send(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key="g-delete-records"), version=3)

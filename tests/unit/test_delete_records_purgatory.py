@@ -39,7 +39,7 @@ def make_partition(tmp_path, name: str, replicas=(LOCAL, 2, 3), count: int = COU
     partition = Partition(tp, TOPIC_ID, LOCAL, log)
     partition.make_leader(PartitionState(tp, 0, LOCAL, 0, [LOCAL], 0, list(replicas)), now_ms=0)
     if count:
-        batch = build_batch([(None, f"v{i}".encode()) for i in range(count)])
+        batch = build_batch([(f"k{i}".encode(), f"v{i}".encode()) for i in range(count)])  # keyed: compacted ones too
         partition.append_records_to_leader(memoryview(bytearray(batch)), required_acks=1, now_ms=0)
     assert partition.high_watermark == count
     return partition

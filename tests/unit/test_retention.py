@@ -18,7 +18,7 @@ from tests.unit.batches import build_batch
 
 TP = TopicPartition("t", 0)
 T0 = 1_700_000_000_000
-BATCH_SIZE = len(build_batch([(None, b"x")]))
+BATCH_SIZE = len(build_batch([(b"k", b"x")]))  # keyed: compacted topics refuse keyless records
 FIVE_PER_SEGMENT = str(5 * BATCH_SIZE)  # a segment rolls before its sixth single-record batch
 
 
@@ -28,7 +28,7 @@ def make_log(path, **overrides: object) -> Log:
 
 
 def append(log: Log, timestamp: int, now_ms: int | None = None) -> None:
-    batch = build_batch([(None, b"x")], timestamps=[timestamp])
+    batch = build_batch([(b"k", b"x")], timestamps=[timestamp])
     log.append_as_leader(memoryview(bytearray(batch)), 0, T0 if now_ms is None else now_ms)
     log.update_high_watermark(log.log_end_offset)
 

@@ -159,6 +159,10 @@ def _response(request: ProduceRequest, results: dict[TopicPartition, PartitionAp
                     base_offset=result.base_offset,
                     log_append_time_ms=result.log_append_time,
                     log_start_offset=result.log_start_offset,
+                    record_errors=[
+                        ProduceResponse.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)
+                        for index, message in result.record_errors
+                    ] if result.record_errors else [],
                     error_message=result.error_message if result.error != ErrorCode.NONE else None,
                 )
             )

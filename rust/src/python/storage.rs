@@ -423,6 +423,21 @@ fn read_records<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Boun
     PyList::new(py, tuples)
 }
 
+/// The batch indexes of the null-key records of the first data batch of `data` that has any
+/// (Kafka's compacted-topic rule); empty when every record has a key.
+#[pyfunction]
+fn null_key_indexes(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+    let (buffer, raw) = contiguous_buffer(data)?;
+    // SAFETY: `buffer` is held until the end of this function.
+    let result = if raw.len >= DETACH_THRESHOLD {
+        py.detach(move || records::null_key_indexes(unsafe { raw.as_slice() }))
+    } else {
+        records::null_key_indexes(unsafe { raw.as_slice() })
+    };
+    drop(buffer);
+    result.map_err(to_py_err)
+}
+
 /// Header information of one stored batch.
 #[pyclass(frozen, get_all, module = "pybroker._native", name = "BatchHeader")]
 struct PyBatchHeader {
@@ -1006,6 +1021,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(build_control_batch, m)?)?;
     m.add_function(wrap_pyfunction!(read_records, m)?)?;
     m.add_function(wrap_pyfunction!(read_record_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(null_key_indexes, m)?)?;
     m.add_class::<PyRecordsInfo>()?;
     m.add_class::<PyReplicatedRecordsInfo>()?;
     m.add_class::<PyBatchHeader>()?;
