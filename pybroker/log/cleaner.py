@@ -393,6 +393,18 @@ class LogCleaner:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, function, *args)
 
+    async def _run_on_segment(self, chosen: LogToClean, segment: _native.Segment, function: Callable[..., T],
+                              *args: Any) -> T:
+        """A native call reading ``segment``. Retention of a ``compact,delete`` log may delete
+        (and close) the segment meanwhile: the clean is then aborted and tried again later,
+        rather than the partition marked uncleanable."""
+        try:
+            return await self._run(function, *args)
+        except ValueError:  # "I/O operation on closed segment"
+            if not any(live is segment for live in chosen.log.segments):
+                raise CleaningAbortedError(f"{chosen.topic_partition}: a segment being cleaned was deleted") from None
+            raise
+
     def _check(self, chosen: LogToClean) -> None:
         tp = chosen.topic_partition
         if tp in self._aborted or self.logs.get(tp) is not chosen.log or (self._tasks and not self._running):
@@ -413,7 +425,8 @@ class LogCleaner:
         next_starts = [segment.base_offset for segment in dirty[1:]] + [upper]
         for segment, next_start in zip(dirty, next_starts, strict=True):
             self._check(chosen)
-            if await self._run(cleaning.map_segment, segment, first_dirty, next_start, self.throttler):
+            if await self._run_on_segment(chosen, segment, cleaning.map_segment, segment, first_dirty, next_start,
+                                          self.throttler):
                 break
         end_offset = max(cleaning.latest_offset + 1, first_dirty)
         mapped = self.time.monotonic_ms()
@@ -445,8 +458,8 @@ class LogCleaner:
                 self._check(chosen)
                 upper = group[index + 1].base_offset if index + 1 < len(group) else segment.next_offset
                 cleaning.add_aborted_for_clean(log_.aborted_transactions_from(segment.base_offset, upper))
-                await self._run(cleaning.clean_segment, segment, cleaned, now_ms, config.delete_retention_ms,
-                                active_producers, self.throttler)
+                await self._run_on_segment(chosen, segment, cleaning.clean_segment, segment, cleaned, now_ms,
+                                           config.delete_retention_ms, active_producers, self.throttler)
             await self._run(finish_cleaned_segment, cleaned, group[-1].last_modified_ms)
             self._check(chosen)
             log.info("Swapping in cleaned segment %s for segment(s) %s in log %s", cleaned.base_offset,
