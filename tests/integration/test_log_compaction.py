@@ -315,6 +315,113 @@ def test_consumer_resumes_from_a_removed_offset(broker: BrokerProcess, topic_nam
         kp.close()
 
 
+# --- 4. __consumer_offsets under a busy group --------------------------------------------------
+
+def test_consumer_offsets_compacted_and_kept_across_restart(start_broker, topic_name: str) -> None:
+    """A group commits the same offsets hundreds of times: __consumer_offsets (compacted, small
+    offsets.topic.segment.bytes) is cleaned down to a small fraction of what was written, and the
+    group's committed offsets read back the same after the broker restarts (loaded from the
+    compacted log)."""
+    broker = start_broker(**CLEANER_OVERRIDES, **{"offsets.topic.num.partitions": 1,
+                                                  "offsets.topic.segment.bytes": 4096})
+    admin = admin_for(broker.bootstrap)
+    admin.create_topics([NewTopic(topic_name, 3, 1)])[topic_name].result(timeout=30)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "busy-group", "enable.auto.commit": False})
+    try:
+        for _ in range(400):
+            consumer.commit(offsets=[KafkaTopicPartition(topic_name, p, 10 * (p + 1)) for p in range(3)],
+                            asynchronous=False)
+        final = [KafkaTopicPartition(topic_name, p, 1000 + p) for p in range(3)]
+        consumer.commit(offsets=final, asynchronous=False)
+    finally:
+        consumer.close()
+
+    directory = broker.data_dir / "__consumer_offsets-0"
+    written = log_bases(directory)[-1]  # records below the active segment: at least 3 per commit
+    assert written > 600
+    # Each offset-commit record holds the group, the (long) topic name and the offset: well over
+    # 60 bytes. Once cleaned, what stays is about one record per partition plus the active segment.
+    wait_until(lambda: cleaner_checkpoint(broker, "__consumer_offsets") is not None
+               and log_bytes(directory) < written * 60 / 5, 20, 0.1, f"{directory} to be compacted")
+
+    broker.stop()
+    broker.start()
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "busy-group", "enable.auto.commit": False})
+    try:
+        committed = wait_until(lambda: reader.committed([KafkaTopicPartition(topic_name, p) for p in range(3)],
+                                                        timeout=5), 20, message="the committed offsets")
+        assert [(c.partition, c.offset, c.error) for c in committed] == [(p, 1000 + p, None) for p in range(3)]  # type: ignore[union-attr]
+    finally:
+        reader.close()
+
+
+# --- 5. SIGKILL while cleaning -----------------------------------------------------------------
+
+def latest_read(records: list[Read]) -> dict[bytes, tuple[int, bytes | None]]:
+    """key -> (offset, value) of its last record in a full read (older versions may remain)."""
+    return {key: (offset, value) for offset, key, value in records if key is not None}
+
+
+def test_kill_during_clean_loses_nothing(start_broker, topic_name: str) -> None:
+    """SIGKILL during a clean, then restart: every key's latest value is still read at its offset.
+
+    Kafka's cleaner throttle (log.cleaner.io.max.bytes.per.second), like this broker's, checks
+    the rate once per 300 ms period and then sleeps off the excess of the whole period. With a
+    low limit, a clean that starts long after the broker sleeps for seconds on its first batch,
+    in the middle of building its offset map: (1) the broker is killed there. After the restart
+    the clean starts again and runs at full speed until the throttler's first check, which comes
+    a few segments into the swaps: (2) the broker is killed right after the first swap (checked:
+    the clean had not finished). Restarted without the limit, the broker reads back every key's
+    latest value and completes a clean that leaves one record per key."""
+    broker = start_broker(**CLEANER_OVERRIDES, **{"log.cleaner.io.max.bytes.per.second": 10000})
+    create_topic(broker.bootstrap, topic_name, min_cleanable_dirty_ratio=1, segment_bytes=65536)
+    keys: list[bytes] = []
+    values: list[bytes | None] = []
+    for version in range(25):
+        keys += [f"key-{k:04d}".encode() for k in range(2000)]
+        values += [f"value-{k:04d}-v{version:02d}-".encode() + b"z" * 100 for k in range(2000)]
+    keys += [k for k, _ in filler("filler", 400)]
+    values += [v for _, v in filler("filler", 400)]
+    offsets = produce(broker.bootstrap, topic_name, list(zip(keys, values, strict=True)), **{"batch.size": 65536})
+    assert offsets == list(range(len(offsets)))
+    expected = latest_by_key(keys, values, offsets)
+    directory = partition_dir(broker, topic_name)
+    tp = re.escape(f"{topic_name}-0")
+
+    def since(mark: int) -> str:
+        with open(broker.log_path, "rb") as f:
+            f.seek(mark)
+            return f.read().decode("utf-8", "replace")
+
+    def nothing_lost() -> bool:
+        assert latest_read(read_all_confluent(broker.bootstrap, topic_name)) == expected
+        return True
+
+    # 1. While the offset map is built (the throttler's sleep on the first batch).
+    mark = broker.log_mark()
+    set_topic_config(broker.bootstrap, topic_name, "min.cleanable.dirty.ratio", "0.01")
+    broker.wait_for_log(f"Building offset map for {tp}", since=mark)
+    broker.kill()
+    assert "Swapping in cleaned segment" not in since(mark), "the kill came after the offset map was built"
+
+    # 2. Right after the restarted clean swapped in a cleaned segment.
+    mark = broker.log_mark()
+    broker.start()
+    broker.wait_for_log(f"Swapping in cleaned segment .* in log {tp}", since=mark, timeout=20)
+    broker.kill()
+    left = sorted(name for name in os.listdir(directory) if name.endswith((".cleaned", ".swap")))
+    assert "Log cleaner cleaned log" not in since(mark), f"the clean finished before the kill (left: {left})"
+
+    # Restarted without the throttle: nothing lost, and a clean completes.
+    broker.overrides["log.cleaner.io.max.bytes.per.second"] = "1.7976931348623157E308"
+    broker.start()
+    wait_until(nothing_lost, 30, 0.2, "every key's latest value after the restart")
+    wait_cleaned_to_active(broker, topic_name, timeout=30)
+    assert as_map(read_all_confluent(broker.bootstrap, topic_name)) == expected
+    assert as_map(read_all_kafka_python(broker.bootstrap, topic_name)) == expected
+    assert not [name for name in os.listdir(directory) if name.endswith((".cleaned", ".swap"))]
+
+
 # --- 6. compact,delete -------------------------------------------------------------------------
 
 def test_compact_delete_applies_retention_and_compaction(broker: BrokerProcess, topic_name: str) -> None:
