@@ -17,9 +17,9 @@ partition's entry in the log dir's ``cleaner-offset-checkpoint``.
 from __future__ import annotations
 
 import os
-import warnings
 import re
 import time
+import warnings
 from pathlib import Path
 
 import pytest
