@@ -29,7 +29,6 @@ is dropped at the swap.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -119,18 +118,9 @@ class CleanResult:
 # --- choosing what to clean (Kafka's LogCleanerManager) -------------------------------------
 
 
-def segments_between(log_: Log, from_offset: int, to_offset: int) -> list[_native.Segment]:
-    """The segments holding offsets in ``[from_offset, to_offset)``: from the one holding
-    ``from_offset`` to the last based below ``to_offset`` (Kafka's ``logSegments(from, to)``)."""
-    bases = [segment.base_offset for segment in log_.segments]
-    start = max(bisect.bisect_right(bases, from_offset) - 1, 0)
-    end = bisect.bisect_left(bases, to_offset)
-    return log_.segments[start:end]
-
-
 def non_active_segments_from(log_: Log, offset: int) -> list[_native.Segment]:
     """The inactive segments from the one holding ``offset`` on."""
-    return segments_between(log_, offset, log_.active_segment.base_offset)
+    return log_.segments_between(offset, log_.active_segment.base_offset)
 
 
 def cleanable_offsets(log_: Log, checkpoint: int | None, now_ms: int) -> tuple[int, int, bool]:
@@ -178,9 +168,9 @@ def log_to_clean(tp: TopicPartition, log_: Log, first_dirty: int, uncleanable: i
     base of the segment holding the uncleanable offset."""
     following = non_active_segments_from(log_, uncleanable)
     first_uncleanable = following[0].base_offset if following else log_.active_segment.base_offset
-    clean_bytes = sum(segment.size for segment in segments_between(log_, -1, first_dirty))
+    clean_bytes = sum(segment.size for segment in log_.segments_between(-1, first_dirty))
     cleanable_bytes = sum(segment.size for segment in
-                          segments_between(log_, min(first_dirty, first_uncleanable), first_uncleanable))
+                          log_.segments_between(min(first_dirty, first_uncleanable), first_uncleanable))
     return LogToClean(tp, log_, first_dirty, first_uncleanable, clean_bytes, cleanable_bytes, need_compaction_now)
 
 
@@ -418,10 +408,10 @@ class LogCleaner:
         now = self.time.milliseconds()
         memory = self.config.dedupe_buffer_size // max(self.config.threads, 1)
         cleaning = _native.LogCleaning(memory, self.config.io_buffer_load_factor, max(upper - first_dirty, 0))
-        log.info("Building offset map for %s for %d segments in offset range [%d, %d).", tp,
-                 len(segments_between(log_, first_dirty, upper)), first_dirty, upper)
+        dirty = log_.segments_between(first_dirty, upper)
+        log.info("Building offset map for %s for %d segments in offset range [%d, %d).", tp, len(dirty),
+                 first_dirty, upper)
         cleaning.add_aborted_for_map(log_.aborted_transactions_from(first_dirty, upper))
-        dirty = segments_between(log_, first_dirty, upper)
         next_starts = [segment.base_offset for segment in dirty[1:]] + [upper]
         for segment, next_start in zip(dirty, next_starts, strict=True):
             self._check(chosen)
@@ -430,7 +420,7 @@ class LogCleaner:
                 break
         end_offset = max(cleaning.latest_offset + 1, first_dirty)
         mapped = self.time.monotonic_ms()
-        groups = group_segments_by_size(segments_between(log_, 0, end_offset), log_.config.segment_bytes,
+        groups = group_segments_by_size(log_.segments_between(0, end_offset), log_.config.segment_bytes,
                                         log_.config.segment_index_bytes, upper)
         for group in groups:
             await self._clean_segments(chosen, cleaning, group, now)

@@ -932,15 +932,7 @@ class Log:
                 count -= 1
         del self.segments[:count]
         del self._base_offsets[:count]
-        renamed: list[str] = []
-        for segment in deletable:
-            files = self._segment_files(segment)
-            try:
-                segment.rename_suffix(DELETED_SUFFIX)
-            except (OSError, ValueError):
-                log.exception("%s: could not rename segment %d for deletion", self.topic_partition, segment.base_offset)
-                continue
-            renamed.extend(path + DELETED_SUFFIX for path in files)
+        renamed = self._rename_for_deletion(deletable)
         self.maybe_increment_log_start_offset(self.segments[0].base_offset, "SegmentDeletion")
         first_base = self.segments[0].base_offset
         self._delete_snapshots(lambda offset: offset >= first_base)
@@ -966,6 +958,12 @@ class Log:
                 break
         return found
 
+    def segments_between(self, from_offset: int, to_offset: int) -> list[_native.Segment]:
+        """The segments holding offsets in ``[from_offset, to_offset)``: from the one holding
+        ``from_offset`` to the last based below ``to_offset`` (Kafka's ``logSegments(from, to)``)."""
+        start = max(bisect.bisect_right(self._base_offsets, from_offset) - 1, 0)
+        return self.segments[start : bisect.bisect_left(self._base_offsets, to_offset)]
+
     def replace_segments(self, new_segment: _native.Segment, old_segments: list[_native.Segment]) -> bool:
         """Swap a cleaned segment (files named ``….cleaned``) in for the run of ``old_segments``
         it was made from (Kafka's ``replaceSegments``): the new files become ``….swap``, the old
@@ -982,17 +980,27 @@ class Log:
         new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
         self.segments[start:end] = [new_segment]
         self._base_offsets[start:end] = [new_segment.base_offset]
-        renamed: list[str] = []
-        for segment in old_segments:
-            files = self._segment_files(segment)
-            segment.rename_suffix(DELETED_SUFFIX)
-            renamed.extend(path + DELETED_SUFFIX for path in files if os.path.exists(path + DELETED_SUFFIX))
+        renamed = self._rename_for_deletion(old_segments)
         new_segment.change_file_suffixes(SWAP_SUFFIX, "")
         replaced = {segment.base_offset for segment in old_segments} - {new_segment.base_offset}
         self._delete_snapshots(lambda offset: offset not in replaced)
-        if self.on_segments_deleted is not None:
+        if renamed and self.on_segments_deleted is not None:
             self.on_segments_deleted(self, renamed)
         return True
+
+    def _rename_for_deletion(self, segments: list[_native.Segment]) -> list[str]:
+        """Close ``segments`` (already out of the log) and rename their files ``.deleted``;
+        returns the new paths, for the removal after file.delete.delay.ms."""
+        renamed: list[str] = []
+        for segment in segments:
+            files = self._segment_files(segment)
+            try:
+                segment.rename_suffix(DELETED_SUFFIX)
+            except (OSError, ValueError):
+                log.exception("%s: could not rename segment %d for deletion", self.topic_partition, segment.base_offset)
+                continue
+            renamed.extend(path + DELETED_SUFFIX for path in files)
+        return renamed
 
     # --- durability ----------------------------------------------------------------------------
 

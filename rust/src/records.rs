@@ -791,13 +791,14 @@ mod tests {
         assert_eq!(read_records(&data).unwrap(), expected);
     }
 
-    #[test]
-    fn read_records_skips_headers_and_reads_nulls() {
-        // One record with a null key, a null value and one header ("h" -> "x").
+    /// The records section of one record: deltas 0, a key of `key_len` bytes of `k` (-1: null),
+    /// a null value, and one header "h" -> "x".
+    fn record_with_header(key_len: i64) -> Vec<u8> {
         let mut body = vec![0u8]; // attributes
         put_varint(&mut body, 0); // timestampDelta
         put_varint(&mut body, 0); // offsetDelta
-        put_varint(&mut body, -1); // null key
+        put_varint(&mut body, key_len);
+        body.extend(std::iter::repeat_n(b'k', key_len.max(0) as usize));
         put_varint(&mut body, -1); // null value
         put_varint(&mut body, 1); // header count
         put_varint(&mut body, 1);
@@ -807,7 +808,13 @@ mod tests {
         let mut payload = Vec::new();
         put_varint(&mut payload, body.len() as i64);
         payload.extend_from_slice(&body);
-        let b = build_raw_batch(9, 0, 0, 77, 77, 1, &payload);
+        payload
+    }
+
+    #[test]
+    fn read_records_skips_headers_and_reads_nulls() {
+        // One record with a null key, a null value and one header ("h" -> "x").
+        let b = build_raw_batch(9, 0, 0, 77, 77, 1, &record_with_header(-1));
         assert_eq!(
             read_records(&b).unwrap(),
             [Record {
@@ -1047,20 +1054,8 @@ mod tests {
         let b = keyed_batch(0, &[Some(b""), Some(b""), None]);
         assert_eq!(null_key_indexes(&b).unwrap(), [2]);
         // Headers and a null value do not matter: only the key is looked at.
-        let mut body = vec![0u8]; // attributes
-        put_varint(&mut body, 0); // timestampDelta
-        put_varint(&mut body, 0); // offsetDelta
-        put_varint(&mut body, 0); // empty key
-        put_varint(&mut body, -1); // null value (a tombstone)
-        put_varint(&mut body, 1); // one header "h" -> "x"
-        put_varint(&mut body, 1);
-        body.push(b'h');
-        put_varint(&mut body, 1);
-        body.push(b'x');
-        let mut payload = Vec::new();
-        put_varint(&mut payload, body.len() as i64);
-        payload.extend_from_slice(&body);
-        let tombstone = build_raw_batch(0, 0, 0, 5, 5, 1, &payload);
+        // An empty key, a null value (a tombstone) and one header.
+        let tombstone = build_raw_batch(0, 0, 0, 5, 5, 1, &record_with_header(0));
         assert!(null_key_indexes(&tombstone).unwrap().is_empty());
     }
 
