@@ -429,8 +429,10 @@ def test_kill_during_clean_loses_nothing(start_broker, topic_name: str) -> None:
 # --- 6. compact,delete -------------------------------------------------------------------------
 
 def test_compact_delete_applies_retention_and_compaction(broker: BrokerProcess, topic_name: str) -> None:
-    """retention.bytes removes the oldest segments while the cleaner compacts what is left."""
-    create_topic(broker.bootstrap, topic_name, cleanup_policy="compact,delete", min_cleanable_dirty_ratio=0.01,
+    """retention.bytes removes the oldest segments, and the cleaner compacts what is left. The
+    clean is held back (dirty ratio 1) until retention has acted: a clean first could shrink the
+    log below retention.bytes and leave retention nothing to do."""
+    create_topic(broker.bootstrap, topic_name, cleanup_policy="compact,delete", min_cleanable_dirty_ratio=1,
                  retention_bytes=4 * SEGMENT_BYTES)
     for version in range(15):
         produce(broker.bootstrap, topic_name, [(f"key-{k:02d}".encode(), f"v{version:02d}-".encode() + b"y" * 100)
@@ -444,6 +446,7 @@ def test_compact_delete_applies_retention_and_compaction(broker: BrokerProcess, 
 
     # Retention: the oldest segments go (the log start offset moves up) ...
     wait_until(lambda: earliest() > 0, 20, 0.1, "retention.bytes to delete old segments")
+    set_topic_config(broker.bootstrap, topic_name, "min.cleanable.dirty.ratio", "0.01")
     # ... and compaction: everything below the active segment cleaned, no key twice in it.
     checkpoint = wait_cleaned_to_active(broker, topic_name)
     start = earliest()
