@@ -95,6 +95,30 @@ def test_a_clean_keeps_the_last_value_of_each_key_at_its_offset(tmp_path):
     assert cleaner.dirty_ratio(TP) == 0.0
 
 
+def test_the_metrics_report_the_dirty_ratio_and_the_last_clean(tmp_path):
+    time = MockTime(T0)
+    log = make_log(tmp_path)
+    history(log)
+    cleaner = cleaner_for(log, time, tmp_path)
+    assert cleaner.metrics()["max-dirty-percent"] == 0  # no run yet
+    assert cleaner.dirty_ratio(TP) == 1.0  # nothing below the active segment was cleaned yet
+    assert asyncio.run(cleaner.clean_filthiest_log())
+    time.advance(5_000)
+    metrics = cleaner.metrics()
+    assert metrics["max-dirty-percent"] == 100  # the ratio of the log chosen
+    assert metrics["time-since-last-run-ms"] == 5_000
+    assert metrics["uncleanable-partitions-count"] == 0
+    # The last clean: 8 records of two segments read, the last of each of 3 keys written.
+    last = cleaner.last_cleans[TP]
+    assert (last.first_dirty_offset, last.end_offset) == (0, 8)
+    assert last.stats["messages_read"] == 8 and last.stats["messages_written"] == 3
+    assert last.stats["bytes_read"] == 8 * RECORD_BATCH
+    assert last.stats["bytes_written"] == 3 * RECORD_BATCH
+    assert metrics["cleaner-recopy-percent"] == pytest.approx(100 * 3 / 8)
+    assert metrics["max-clean-time-secs"] == last.elapsed_ms / 1000
+    assert cleaner.dirty_ratio(TP) == 0.0
+
+
 def test_only_compacted_logs_above_the_dirty_ratio_are_cleaned(tmp_path):
     time = MockTime(T0)
     log = make_log(tmp_path, cleanup_policy="delete")
