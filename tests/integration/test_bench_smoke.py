@@ -183,3 +183,21 @@ def test_ordered_delivery(tmp_path):
     assert [c["applied"] for c in unordered["changes"]] == [True, True, False]  # Kafka cannot shrink
     assert "removed_s" in ordered["changes"][2]
     assert (tmp_path / "ordered_delivery.png").exists()
+
+
+def test_cleaner(tmp_path):
+    # A 1 MiB offset map holds about 39,000 keys: the 50 % case's 50,000 keys need two passes.
+    run(tmp_path, "bench/cleaner.py", "--mb", "10", "--sizes", "100", "--unique", "0.01,0.5", "--dedupe-buffer-mib", "1",
+        "--latency-mb", "2", "--latency-warmup", "0.2", "--latency-window", "1", "--runs", "1", "--limits-mib", "4",
+        "--limits-runs", "1", "--quiet-wait", "0")
+    data = result(tmp_path, "cleaner")
+    assert [(r["kind"], r["unique"], r["ok"]) for r in data["runs"]] == \
+        [("clean", 0.01, True), ("clean", 0.5, True), ("latency", 0.5, True)], data["runs"]
+    few, half, latency = data["runs"]
+    assert (few["pass_count"], half["pass_count"]) == (1, 2)
+    assert [r["records_out"] for r in data["runs"]] == [1000, 50000, 10000]
+    assert all(r["dirty_mb_s"] > 0 and r["broker_cpu_s"] > 0 and 0.45 < r["size_reduction"] < 1 for r in data["runs"])
+    assert latency["latency"]["baseline"]["records"] > 0 and latency["latency"]["clean"]["errors"] == 0
+    assert set(data["limits"]) == {"write_page_cache", "write_synced", "read_cold", "read_warm"}
+    assert [c["dirty_mb_s"] is not None for c in data["summary"]["cases"]] == [True, True]
+    assert (tmp_path / "cleaner.png").exists()
