@@ -852,12 +852,6 @@ def one_line(r: dict[str, Any]) -> str:
     return head + text
 
 
-def client_version() -> str:
-    """confluent-kafka's version (``version()`` is a string in some releases, a tuple in others)."""
-    version = confluent_kafka.version()
-    return str(version[0] if isinstance(version, tuple) else version)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     pyb = pybroker_import(args.python)
@@ -881,7 +875,7 @@ def main(argv: list[str] | None = None) -> int:
         **bench.head(),
         "parameters": vars(args),
         "machine": bench.machine,
-        "versions": {"confluent_kafka": client_version(), "librdkafka": confluent_kafka.libversion()[0],
+        "versions": {"confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0],
                      "pybroker_import": pyb, "python": sys.version.split()[0]},
         "limits": limits,
         "runs": results,
