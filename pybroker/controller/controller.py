@@ -766,7 +766,11 @@ class Controller:
 
     async def _process_topic_change(self, changed_names: set[str] | None) -> None:
         """Kafka's TopicChange and PartitionModifications: read the topics that are new to this
-        controller and those the store says changed (all of them when it cannot say)."""
+        controller and those the store says changed (all of them when it cannot say). Every
+        partition new to the controller's context is created, whatever state was read for it,
+        as Kafka's onNewPartitionCreation does: the creation is fenced by the controller epoch,
+        so a deposed controller that has not heard of its successor learns it here (and
+        resigns) even when the successor has already written the states."""
         if not self.active:
             return
         ctx = self.context
@@ -789,8 +793,7 @@ class Controller:
                 topic = known
             else:
                 ctx.topics[name] = topic
-            new += [(topic, index) for index in range(first_new, len(topic.partitions))
-                    if topic.partitions[index].leader_epoch < 0]
+            new += [(topic, index) for index in range(first_new, len(topic.partitions))]
         await self._on_new_partition_creation(new)
         await self._record_deletions([ctx.topics[name] for name in changed if name in ctx.topics])
 
@@ -807,7 +810,13 @@ class Controller:
         """New partitions get their first leader (the first live replica) and ISR (every live
         replica), leader epoch 0; LeaderAndIsr (IsNew) to the ISR, UpdateMetadata to all.
         Partitions added to a topic that has some already are KIP-253 expansions (see
-        `_record_expansions`), done first."""
+        `_record_expansions`), done first.
+
+        The states are created (`ControllerStore.create_partition_states`), fenced by the
+        controller epoch (ControllerMovedError: the controller resigns). One that turns out to
+        have a state already keeps it (Kafka's NODEEXISTS, which Kafka logs as a failed state
+        change): it is read into the context and sent to its live replicas as it is, as a
+        failover sends the states it finds."""
         if not partitions:
             return
         partitions = await self._record_expansions(partitions)
@@ -826,9 +835,27 @@ class Controller:
                 controller_epoch=ctx.epoch,
             )
             started.append((topic, index))
-        await self.store.write_partition_states(ctx.epoch, writes)
+        existing: set[tuple[str, int]] = set()
+        if writes:
+            try:
+                await self.store.create_partition_states(ctx.epoch, writes)
+            except PartitionEpochConflictError as e:
+                log.warning("New partitions have a state already, which is kept: %s", e)
+                existing = set(e.partitions)
+                fresh = await self.store.read_topics({name for name, _ in existing})
+                for topic, index in started:
+                    stored = fresh.get(topic.name)
+                    if ((topic.name, index) in existing and stored is not None and stored.topic_id == topic.topic_id
+                            and index < len(stored.partitions)):
+                        topic.partitions[index] = stored.partitions[index]
         batch = self._batch()
         for topic, index in started:
+            if (topic.name, index) in existing:
+                p = topic.partitions[index]
+                if p.leader_epoch >= 0:
+                    batch.add_leader_and_isr([r for r in p.replicas if r in ctx.live_brokers],
+                                             ctx.state(topic, index), set(ctx.live_brokers))
+                continue
             topic.partitions[index] = writes[topic.name][index]
             state = ctx.state(topic, index, is_new=True)
             batch.add_leader_and_isr(state.isr, state, set(ctx.live_brokers))
@@ -847,7 +874,8 @@ class Controller:
             added.setdefault(topic.name, (topic, []))[1].append(index)
         postponed: set[str] = set()
         for name, (topic, indexes) in added.items():
-            existing = [i for i, p in enumerate(topic.partitions) if p.leader_epoch >= 0]
+            created = set(indexes)
+            existing = [i for i, p in enumerate(topic.partitions) if p.leader_epoch >= 0 and i not in created]
             if not existing:
                 continue  # a new topic
             before = await self._bump_leader_epochs(topic, existing)

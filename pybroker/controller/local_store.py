@@ -220,6 +220,25 @@ class LocalStore:
         if conflicts:
             raise PartitionEpochConflictError(conflicts)
 
+    async def create_partition_states(
+        self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
+    ) -> None:
+        conflicts: list[tuple[str, int]] = []
+        for name, partitions in states.items():
+            topic = self._topics.get(name)
+            if topic is None:
+                continue
+            for index, state in partitions.items():
+                if topic.partitions[index].leader_epoch >= 0:
+                    conflicts.append((name, index))
+                    continue
+                state.partition_epoch = 0
+                state.controller_epoch = controller_epoch
+                topic.partitions[index] = copy.copy(state)
+        await self._save()
+        if conflicts:
+            raise PartitionEpochConflictError(conflicts)
+
     async def record_leader_epochs(self, controller_epoch: int, topic: TopicMetadata, indexes: Iterable[int]) -> None:
         stored = self._topics.get(topic.name)
         if stored is None:

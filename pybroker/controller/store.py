@@ -37,7 +37,8 @@ class ControllerMovedError(Exception):
 class PartitionEpochConflictError(Exception):
     """Some partition states were not written because their stored partition epoch is not the
     one the caller based its decision on (Kafka's BADVERSION on a state znode: re-read, decide
-    again). The other states of the same call were written."""
+    again), or, for a creation, because they have a state already (NODEEXISTS). The other
+    states of the same call were written."""
 
     def __init__(self, partitions: list[tuple[str, int]]) -> None:
         super().__init__(
@@ -154,6 +155,18 @@ class ControllerStore(Protocol):
         for a state just created, one more on each update) and its ``controller_epoch`` is
         ``controller_epoch``. States whose stored epoch moved on are left unwritten and
         reported together by PartitionEpochConflictError, after the others were written."""
+        ...
+
+    async def create_partition_states(
+        self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
+    ) -> None:
+        """Create the first state of these partitions (new to the controller: Kafka's
+        NewPartition to OnlinePartition), whatever `read_topics` found for them, fenced by the
+        controller epoch: raises ControllerMovedError when another controller was elected, even
+        if every one of them has a state already. A partition that has a state keeps it, and
+        these are reported together by PartitionEpochConflictError (Kafka's NODEEXISTS) after
+        the others were created. Each created state's ``partition_epoch`` becomes 0 and its
+        ``controller_epoch`` ``controller_epoch``."""
         ...
 
     async def record_leader_epochs(self, controller_epoch: int, topic: TopicMetadata, indexes: Iterable[int]) -> None:

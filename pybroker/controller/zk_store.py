@@ -128,6 +128,13 @@ def _config_sequence(child: str) -> int | None:
         return None
 
 
+def _zk_state(state: PartitionAssignment, controller_epoch: int) -> LeaderIsrAndControllerEpoch:
+    """A partition state as its znode holds it, written by ``controller_epoch``."""
+    leader_and_isr = LeaderAndIsr(state.leader, state.leader_epoch, tuple(state.isr),
+                                  partition_epoch=state.partition_epoch)
+    return LeaderIsrAndControllerEpoch(leader_and_isr, controller_epoch)
+
+
 class ZooKeeperStore:
     """`ControllerStore` over a ZooKeeper session. Create it with `connect`."""
 
@@ -598,15 +605,9 @@ class ZooKeeperStore:
         it turns out to have no state. Each write is its own transaction fenced by the
         controller epoch, all of them pipelined."""
         fence = self._check_epoch(controller_epoch)
-        by_tp = {TopicPartition(name, index): state for name, parts in states.items() for index, state in parts.items()}
-
-        def zk_state(state: PartitionAssignment) -> LeaderIsrAndControllerEpoch:
-            leader_and_isr = LeaderAndIsr(state.leader, state.leader_epoch, tuple(state.isr),
-                                          partition_epoch=state.partition_epoch)
-            return LeaderIsrAndControllerEpoch(leader_and_isr, controller_epoch)
-
-        to_create = {tp: zk_state(s) for tp, s in by_tp.items() if tp in self._stateless}
-        to_set = {tp: zk_state(s) for tp, s in by_tp.items() if tp not in self._stateless}
+        by_tp = self._by_partition(states)
+        to_create = {tp: _zk_state(s, controller_epoch) for tp, s in by_tp.items() if tp in self._stateless}
+        to_set = {tp: _zk_state(s, controller_epoch) for tp, s in by_tp.items() if tp not in self._stateless}
         try:
             outcomes = await self.client.set_topic_partition_states(to_set, fence) if to_set else {}
             to_create.update({tp: to_set[tp] for tp, r in outcomes.items() if isinstance(r, NoNodeError)})
@@ -614,10 +615,44 @@ class ZooKeeperStore:
                 outcomes.update(await self.client.create_topic_partition_states(to_create, fence))
         except kafka_zk_client.ControllerMovedError as e:
             raise self._fenced_error(e) from None
+        self._written(controller_epoch, by_tp, outcomes)
+
+    async def create_partition_states(
+        self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
+    ) -> None:
+        """Kafka's ``createTopicPartitionStatesRaw``: every state znode is created (with its
+        ``partitions/<p>`` parents), whatever ``read_topics`` found, each in its own transaction
+        fenced by the controller epoch (the parents' creation is fenced too, so a deposed
+        controller learns it even when every state exists); NODEEXISTS leaves the stored state
+        as it is and is reported by PartitionEpochConflictError."""
+        fence = self._check_epoch(controller_epoch)
+        by_tp = self._by_partition(states)
+        if not by_tp:
+            return
+        try:
+            outcomes = await self.client.create_topic_partition_states(
+                {tp: _zk_state(s, controller_epoch) for tp, s in by_tp.items()}, fence)
+        except kafka_zk_client.ControllerMovedError as e:
+            raise self._fenced_error(e) from None
+        self._written(controller_epoch, by_tp, outcomes)
+
+    @staticmethod
+    def _by_partition(states: dict[str, dict[int, PartitionAssignment]]) -> dict[TopicPartition, PartitionAssignment]:
+        return {TopicPartition(name, index): state for name, parts in states.items() for index, state in parts.items()}
+
+    def _written(
+        self, controller_epoch: int, by_tp: dict[TopicPartition, PartitionAssignment],
+        outcomes: dict[TopicPartition, int | KazooException],
+    ) -> None:
+        """Record the outcomes of state writes: each written state gets its new partition epoch
+        and ``controller_epoch``; BADVERSION and NODEEXISTS are reported together
+        (PartitionEpochConflictError), any other error is raised."""
         conflicts: list[tuple[str, int]] = []
         for tp, outcome in sorted(outcomes.items()):
             if isinstance(outcome, BadVersionError | NodeExistsError):
                 conflicts.append((tp.topic, tp.partition))
+                if isinstance(outcome, NodeExistsError):
+                    self._stateless.discard(tp)  # it has a state: later writes set it conditionally
             elif isinstance(outcome, KazooException):
                 raise outcome
             else:

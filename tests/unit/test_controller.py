@@ -181,6 +181,37 @@ def test_new_partitions_lead_on_their_first_live_replica(tmp_path):
     run_cluster(tmp_path, scenario)
 
 
+def test_a_new_topic_whose_state_exists_already_keeps_it(tmp_path):
+    """Every partition new to the controller is created, whatever was read for it (Kafka's
+    onNewPartitionCreation), so that a deposed controller's attempt is fenced. One that turns out
+    to have a state already (NODEEXISTS) keeps it untouched: the controller takes it as it is
+    and sends it to the partition's live replicas (not as new), as a failover sends the states
+    it finds; the others are created as usual."""
+    async def scenario(store, controller, recorder):
+        held: list[object] = []
+        notify, store.listener.on_topics_changed = store.listener.on_topics_changed, held.append
+        await store.create_topic("t", uuid.uuid4(), [[1, 2, 3], [2, 3, 1]], {})
+        await store.create_partition_states(controller.context.epoch, {"t": {0: PartitionAssignment(
+            [1, 2, 3], 3, 4, [3, 1])}})
+        store.listener.on_topics_changed = notify
+        for names in held:
+            notify(names)
+        await settle(controller)
+        assert controller.active
+        sent = recorder.take()
+        received = leader_and_isr(sent)
+        assert received[1] == received[2] == received[3] == {T0: (3, 4, [3, 1]), T1: (2, 0, [2, 3, 1])}
+        is_new = {s.topic_partition: s.is_new for _, r in sent if isinstance(r, LeaderAndIsr) for s in r.partition_states}
+        assert is_new == {T0: False, T1: True}
+        assert update_metadata_to(sent) == {1, 2, 3}
+        stored = (await store.read_topics(["t"]))["t"].partitions
+        assert [(p.leader, p.leader_epoch, p.isr, p.partition_epoch) for p in stored] == [
+            (3, 4, [3, 1], 0), (2, 0, [2, 3, 1], 0)]
+        assert controller.context.topics["t"].partitions == stored
+
+    run_cluster(tmp_path, scenario)
+
+
 def test_an_expansion_bumps_the_existing_partitions_and_records_their_epochs(tmp_path):
     """KIP-253: partitions added to a topic record the leader epoch each existing partition had,
     and those partitions move to the next epoch (same leader and ISR), so that a consumer of an

@@ -35,6 +35,7 @@ from pybroker.controller.zk_store import (
     ZooKeeperStore,
 )
 from pybroker.scheduler import SYSTEM_TIME
+from pybroker.types import TopicPartition
 from tests.mock_time import MockTime
 from tests.zookeeper import SESSION_TIMEOUT_MS, chroot_for, expire_session, wait_for
 
@@ -234,6 +235,40 @@ def test_partition_states_are_created_then_updated_by_partition_epoch(connect_st
         ]
 
     run_with_stores(connect_string, 1, scenario)
+
+
+def test_creating_partition_states_keeps_existing_ones_and_is_fenced_even_when_all_exist(connect_string):
+    """Kafka's createTopicPartitionStatesRaw: a creation does not look at what was read; a state
+    that exists is kept (NODEEXISTS, reported as a conflict), and a deposed controller's
+    creation fails with ControllerMovedError even when there is nothing left to create."""
+    async def scenario(first, second):
+        a, b = first[0], second[0]
+        await a.register_broker(broker(1))
+        await a.create_topic("t", uuid.uuid4(), [[1, 2], [2, 1]], {})
+        epoch = await a.try_become_controller(1)
+        assert [p.leader_epoch for p in (await a.read_topics(["t"]))["t"].partitions] == [-1, -1]
+        await a.write_partition_states(epoch, {"t": {0: PartitionAssignment([1, 2], 2, 0, [2, 1])}})
+        await a.write_partition_states(epoch, {"t": {0: PartitionAssignment([1, 2], 2, 3, [2], partition_epoch=0)}})
+
+        created = PartitionAssignment([2, 1], 2, 0, [2, 1])
+        with pytest.raises(PartitionEpochConflictError) as conflict:
+            await a.create_partition_states(epoch, {"t": {0: PartitionAssignment([1, 2], 1, 0, [1, 2]), 1: created}})
+        assert conflict.value.partitions == [("t", 0)]
+        assert (created.partition_epoch, created.controller_epoch) == (0, epoch)
+        assert (await a.read_topics(["t"]))["t"].partitions == [
+            PartitionAssignment([1, 2], 2, 3, [2], partition_epoch=1, controller_epoch=1),
+            PartitionAssignment([2, 1], 2, 0, [2, 1], partition_epoch=0, controller_epoch=1),
+        ]
+
+        # Another controller is elected (epoch 2): every creation of the old one is fenced.
+        await a.zk.delete("/controller")
+        assert await b.try_become_controller(2) == 2
+        with pytest.raises(ControllerMovedError, match="zkVersion"):
+            await a.create_partition_states(epoch, {"t": {0: PartitionAssignment([1, 2], 1, 0, [1, 2])}})
+        await b.create_partition_states(2, {})  # nothing to create: no write
+        assert (await raw(a, "/brokers/topics/t/partitions/0/state"))["controller_epoch"] == 1
+
+    run_with_stores(connect_string, 2, scenario)
 
 
 def test_leader_epochs_after_creation_live_in_the_partition_znode(connect_string):
@@ -526,11 +561,19 @@ def test_two_controllers_over_zookeeper(connect_string):
     asyncio.run(run())
 
 
-def test_a_deposed_controller_that_has_not_noticed_is_fenced_by_the_epoch(connect_string):
+@pytest.mark.parametrize("first", ["new", "old"])
+@pytest.mark.parametrize("change", ["topic", "partition"])
+def test_a_deposed_controller_that_has_not_noticed_is_fenced_by_the_epoch(connect_string, change, first):
     """Two Controllers over two stores. The active one does not hear that /controller changed
-    (its notification is late); the other is elected with epoch 2. The deposed one's next write
+    (its notification is late); the other is elected with epoch 2. Then a topic is created
+    (``change="topic"``) or a partition added to one both know (``"partition"``), and the two
+    controllers hear of it one after the other, each one's notification held until the other
+    has acted: with ``first="new"`` the deposed controller reads the partition state its
+    successor already wrote, with ``first="old"`` none. Either way it acts on every partition
+    new to it, as Kafka's onNewPartitionCreation does, whatever state it read: a fenced write
+    (the state's creation, or first the KIP-253 epoch bump of the topic's other partitions)
     fails with ControllerMovedError (the /controller_epoch zkVersion moved on), it resigns, and
-    only the new controller's decision is in ZooKeeper and reaches the brokers."""
+    only the new controller's decisions are in ZooKeeper and reach the brokers."""
     async def run():
         sent = {1: [], 2: []}
         stores, controllers = {}, {}
@@ -547,6 +590,11 @@ def test_a_deposed_controller_that_has_not_noticed_is_fenced_by_the_epoch(connec
             old = next(c for c in controllers.values() if c.active)
             new = controllers[3 - old.broker_id]
             assert old.context.epoch == 1
+            if change == "partition":
+                await stores[1].create_topic("t", uuid.uuid4(), [[1, 2]], {})
+                await wait_for(lambda: "t" in old.context.topics, message="the controller knows the topic")
+                await old.idle()
+                assert old.context.topics["t"].partitions[0].leader_epoch == 0
             stores[old.broker_id].listener.on_controller_changed = lambda: None  # deaf to the change
 
             # /controller goes (as when an operator forces a re-election): the other one wins.
@@ -554,17 +602,59 @@ def test_a_deposed_controller_that_has_not_noticed_is_fenced_by_the_epoch(connec
             await wait_for(lambda: new.active, message="the other controller is elected")
             await new.idle()
             assert new.context.epoch == 2 and old.active and old.context.epoch == 1
+            await old.channels.flush()
+            sent[old.broker_id].clear()
 
-            # Both see the new topic; only the epoch-2 controller's partition state is written.
-            await stores[new.broker_id].create_topic("t", uuid.uuid4(), [[1, 2]], {})
-            await wait_for(lambda: not old.active, message="the deposed controller resigns")
-            await new.idle()
-            assert await raw(stores[1], "/brokers/topics/t/partitions/0/state") == {
-                "version": 1, "leader": 1, "leader_epoch": 0, "isr": [1, 2], "controller_epoch": 2,
+            # Both hear of the change, in the order the test chooses.
+            held = {}
+            for c in (old, new):
+                listener = stores[c.broker_id].listener
+                held[c] = (listener.on_topics_changed, [])
+                listener.on_topics_changed = held[c][1].append
+
+            def deliver(c):
+                notify, names = held[c]
+                stores[c.broker_id].listener.on_topics_changed = notify
+                for n in names:
+                    notify(n)
+
+            if change == "topic":
+                await stores[new.broker_id].create_topic("t", uuid.uuid4(), [[1, 2]], {})
+                index = 0
+            else:
+                await stores[new.broker_id].add_partitions("t", [[1, 2], [2, 1]])
+                index = 1
+            state_path = f"/brokers/topics/t/partitions/{index}/state"
+            await wait_for(lambda: held[old][1] and held[new][1], message="both stores saw the change")
+            if first == "new":
+                deliver(new)
+                await new.idle()
+                assert await stores[1].zk.exists(state_path)
+                deliver(old)
+                await old.idle()
+                assert not old.active, "the deposed controller resigns"
+            else:
+                deliver(old)
+                await old.idle()
+                assert not old.active, "the deposed controller resigns"
+                assert not await stores[1].zk.exists(state_path)
+                deliver(new)
+                await new.idle()
+            assert new.active
+            leader = 1 if change == "topic" else 2
+            assert await raw(stores[1], state_path) == {
+                "version": 1, "leader": leader, "leader_epoch": 0, "isr": [leader, 3 - leader], "controller_epoch": 2,
             }
+            if change == "partition":  # KIP-253: the other partition's leader epoch was bumped, by epoch 2
+                assert await raw(stores[1], "/brokers/topics/t/partitions/0/state") == {
+                    "version": 1, "leader": 1, "leader_epoch": 1, "isr": [1, 2], "controller_epoch": 2,
+                }
             await old.channels.flush()
             assert not [r for _, r in sent[old.broker_id]
                         if any(s.topic_partition.topic == "t" for s in getattr(r, "partition_states", []))]
+            await new.channels.flush()
+            assert [r for _, r in sent[new.broker_id]
+                    if any(s.topic_partition == TopicPartition("t", index) for s in getattr(r, "partition_states", []))]
             with pytest.raises(ControllerMovedError, match="zkVersion"):
                 await stores[old.broker_id].write_partition_states(
                     1, {"t": {0: PartitionAssignment([1, 2], 2, 1, [2], partition_epoch=0)}})
