@@ -598,7 +598,9 @@ class Segment:
         """Last offset of the first batch holding ``max_timestamp``, -1 if none."""
     @property
     def first_batch_timestamp(self) -> int:
-        """``baseTimestamp`` of the first batch, -1 if empty (for the ``segment.ms`` roll rule)."""
+        """Kafka's ``getFirstBatchTimestamp``, the age the ``segment.ms`` roll and max.compaction.lag.ms
+        count from: the largest timestamp of the record set that started the segment (of its first
+        batch once reopened), never a ``baseTimestamp``, which may be a delete horizon; -1 if empty."""
     @property
     def index_is_full(self) -> bool:
         """True when the offset index or the time index is full: roll before appending.

@@ -424,6 +424,9 @@ class LogCleaner:
                                         log_.config.segment_index_bytes, upper)
         for group in groups:
             await self._clean_segments(chosen, cleaning, group, now)
+        # Kafka's doneCleaning: a clean aborted after its last swap (a follower's log truncated
+        # during the directory fsync) checkpoints nothing; on_truncated has lowered the checkpoint.
+        self._check(chosen)
         log_dir = self._set_checkpoint(tp, end_offset)
         if log_dir is not None:
             await self.write_checkpoint(log_dir)

@@ -49,7 +49,7 @@ impl Segment {
             let last_offset = header.last_offset();
             self.index_batch(pos, size, last_offset, header.max_timestamp)?;
             if pos == 0 {
-                self.first_batch_timestamp = header.base_timestamp;
+                self.first_batch_timestamp = header.max_timestamp;
             }
             self.next_offset = last_offset + 1;
             pos += size;

@@ -342,7 +342,7 @@ impl Segment {
             (self.max_timestamp, self.offset_of_max_timestamp) = tail_max;
         }
         self.first_batch_timestamp = match reader.header_at(0)? {
-            HeaderAt::Batch(h) => h.base_timestamp,
+            HeaderAt::Batch(h) => h.max_timestamp,
             _ => NO_TIMESTAMP,
         };
         self.bytes_since_last_index_entry = 0;
@@ -373,7 +373,9 @@ impl Segment {
         self.offset_of_max_timestamp
     }
 
-    /// `baseTimestamp` of the first batch, -1 if the segment is empty.
+    /// Kafka's `LogSegment.getFirstBatchTimestamp` (the age the `segment.ms` roll and
+    /// `max.compaction.lag.ms` count from): the largest timestamp of the record set that started
+    /// the segment, or of its first batch once reopened; -1 if the segment is empty.
     pub fn first_batch_timestamp(&self) -> i64 {
         self.first_batch_timestamp
     }
@@ -565,10 +567,11 @@ impl Segment {
                 b.max_timestamp,
             )?;
         }
-        if start == 0 {
-            if let Some(first) = assigned.first() {
-                self.first_batch_timestamp = first.base_timestamp;
-            }
+        if start == 0 && !assigned.is_empty() {
+            // Kafka's `rollingBasedTimestamp`: the largest timestamp of the set that starts the
+            // segment, never a batch's `baseTimestamp`, which the cleaner turns into a delete
+            // horizon (KIP-534) that a follower copies as it is.
+            self.first_batch_timestamp = result.max_timestamp;
         }
         self.size = start + records.len() as u64;
         self.next_offset = last_offset + 1;

@@ -5,7 +5,9 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 
-use crate::batch::test_support::{batch_of, simple_batch, TestRecord};
+use crate::batch::test_support::{
+    batch_of, build_raw_batch, encode_records, simple_batch, TestRecord,
+};
 use crate::batch::{validate_batches, BatchHeader, ATTRIBUTES_OFFSET, TRANSACTIONAL_FLAG_MASK};
 use crate::builder::{build_batch_with_attributes, build_control_batch, KeyValue, ProducerFields};
 use crate::errors::StorageError;
@@ -76,7 +78,11 @@ fn append_assigns_offsets_and_leader_epoch() {
         }
     );
     assert_eq!(seg.next_offset(), 109);
-    assert_eq!(seg.first_batch_timestamp(), 1000);
+    assert_eq!(
+        seg.first_batch_timestamp(),
+        1002,
+        "the first set's largest timestamp"
+    );
     assert_eq!(
         (seg.max_timestamp(), seg.offset_of_max_timestamp()),
         (2001, 104)
@@ -417,7 +423,11 @@ fn reopen_after_close_restores_state() {
     );
     assert_eq!(seg.offset_index().entries(), entries);
     assert_eq!(seg.time_index().entries() as u64, time_entries);
-    assert_eq!(seg.first_batch_timestamp(), 5);
+    assert_eq!(
+        seg.first_batch_timestamp(),
+        6,
+        "the first batch's largest timestamp"
+    );
     // The final time entry holds the max timestamp.
     seg.map_indexes().unwrap();
     assert_eq!(seg.time_index().last_entry().timestamp, max_ts);
@@ -1011,4 +1021,30 @@ fn indexes_are_mapped_only_while_used() {
         before
     );
     assert_eq!(file_len(&dir, 0, "index"), 8 * entries as u64);
+}
+
+/// A batch the cleaner kept tombstones in carries their delete horizon as `baseTimestamp`
+/// (KIP-534), far above its records' timestamps; a follower copies it as it is. The segment's age
+/// (`first_batch_timestamp`, for the segment.ms roll and max.compaction.lag.ms) is its largest
+/// record timestamp, as Kafka's `rollingBasedTimestamp`, after an append, a reopen and a recovery.
+#[test]
+fn first_batch_timestamp_ignores_a_delete_horizon() {
+    let dir = TestDir::new("horizon");
+    let (horizon, record_time) = (1_000_000_000i64, 1_000i64);
+    let records = [TestRecord {
+        timestamp: record_time,
+        key: Some(b"k"),
+        value: b"",
+    }];
+    let payload = encode_records(horizon, &records);
+    let delete_horizon_flag = 0x40;
+    let mut batch = build_raw_batch(7, delete_horizon_flag, 0, horizon, record_time, 1, &payload);
+    let mut seg = open(&dir, 0, 4096);
+    seg.append(&mut batch, -1, -1, -1).unwrap(); // as a follower: offsets and epoch kept
+    assert_eq!(seg.first_batch_timestamp(), record_time);
+    seg.close(true).unwrap();
+    let mut seg = open(&dir, 0, 4096);
+    assert_eq!(seg.first_batch_timestamp(), record_time);
+    seg.recover(MB).unwrap();
+    assert_eq!(seg.first_batch_timestamp(), record_time);
 }

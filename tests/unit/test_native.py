@@ -196,7 +196,7 @@ def test_append_patches_in_place_and_reads_back(seg: Segment):
     assert seg.append(second, 4, 8, -1) == (5, 50, 5)
     assert split_batches(second)[0]["base"] == 0, "read-only bytes are copied, not patched"
     assert (seg.next_offset, seg.max_timestamp, seg.offset_of_max_timestamp) == (6, 50, 5)
-    assert seg.first_batch_timestamp == 10
+    assert seg.first_batch_timestamp == 30  # the largest timestamp of the set that started the segment
     assert seg.size == len(records) + len(second)
 
     data = seg.read(0, MB, 1 << 62, False)
