@@ -23,6 +23,7 @@ from pybroker.log.cleaner import (
     group_segments_by_size,
 )
 from pybroker.log.log import CLEANED_SUFFIX, DELETED_SUFFIX, SWAP_SUFFIX, Log
+from pybroker.log.log_manager import LogManager
 from pybroker.server.config import BrokerConfig
 from pybroker.types import TopicPartition
 from tests.mock_time import MockTime
@@ -308,3 +309,17 @@ def test_a_crash_at_any_step_of_the_swap_loads_all_old_or_all_new_segments(tmp_p
     assert loaded == (old if expected == "old" else new)
     names = os.listdir(images[step])
     assert not any(name.endswith((CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX)) for name in names), names
+
+
+def test_log_cleaner_enable_false_creates_no_cleaner(tmp_path):
+    """Kafka creates its LogCleaner only with log.cleaner.enable: without it a compacted log is
+    only ever appended to."""
+    config = BrokerConfig({"log.cleaner.enable": "false", "log.cleaner.threads": "2"})
+    cleaner_config = CleanerConfig.from_broker_config(config.get)
+    assert not cleaner_config.enable and cleaner_config.threads == 2
+    manager = LogManager([str(tmp_path)], lambda topic: config.log_config({"cleanup.policy": "compact"}),
+                         node_id=1, cluster_id="c", cleaner_config=cleaner_config)
+    assert manager.cleaner is None
+    enabled = LogManager([str(tmp_path / "on")], lambda topic: config.log_config(), node_id=1, cluster_id="c",
+                         cleaner_config=CleanerConfig.from_broker_config(BrokerConfig().get))
+    assert enabled.cleaner is not None and enabled.cleaner.config.backoff_ms == 15000
