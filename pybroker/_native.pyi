@@ -769,6 +769,10 @@ class LogCleaning:
         """Append to ``dest`` what Kafka's retention rules keep of ``segment`` (see
         ``docs/architecture.md``), and to its ``.txnindex`` the aborted transactions whose marker
         stays. ``active_producers``: producer id → (last data offset or None, epoch)."""
+    def release(self) -> None:
+        """Free the offset map and buffers without the GIL (call it off the event loop: unmapping
+        tens of megabytes takes milliseconds); the map reads as empty afterwards, ``stats``
+        stay."""
     @property
     def latest_offset(self) -> int:
         """The last offset of the mapped range; -1 before anything was mapped."""

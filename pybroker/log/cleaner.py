@@ -29,6 +29,7 @@ is dropped at the swap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -402,12 +403,22 @@ class LogCleaner:
 
     async def clean(self, chosen: LogToClean) -> CleanResult:
         """Clean one log (Kafka's ``Cleaner.doClean``) and checkpoint its new first dirty offset."""
-        log_, tp = chosen.log, chosen.topic_partition
         first_dirty, upper = chosen.first_dirty_offset, chosen.first_uncleanable_offset
         started = self.time.monotonic_ms()
         now = self.time.milliseconds()
         memory = self.config.dedupe_buffer_size // max(self.config.threads, 1)
         cleaning = _native.LogCleaning(memory, self.config.io_buffer_load_factor, max(upper - first_dirty, 0))
+        try:
+            return await self._clean_with(chosen, cleaning, started, now)
+        finally:
+            # Freed off the loop: unmapping a map of tens of megabytes stalls what it runs on.
+            with contextlib.suppress(RuntimeError):  # the executor is gone after stop()
+                await self._run(cleaning.release)
+
+    async def _clean_with(self, chosen: LogToClean, cleaning: _native.LogCleaning, started: float,
+                          now: int) -> CleanResult:
+        log_, tp = chosen.log, chosen.topic_partition
+        first_dirty, upper = chosen.first_dirty_offset, chosen.first_uncleanable_offset
         dirty = log_.segments_between(first_dirty, upper)
         log.info("Building offset map for %s for %d segments in offset range [%d, %d).", tp, len(dirty),
                  first_dirty, upper)

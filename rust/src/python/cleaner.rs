@@ -137,6 +137,12 @@ impl PyLogCleaning {
         })
     }
 
+    /// Frees the offset map and buffers without the GIL, so that the event loop never pays for
+    /// unmapping them when the last reference goes; `stats` stay readable.
+    fn release(&self, py: Python<'_>) {
+        py.detach(|| self.cleaning().release());
+    }
+
     /// The last offset of the mapped range (-1 before anything was mapped).
     #[getter]
     fn latest_offset(&self) -> i64 {
