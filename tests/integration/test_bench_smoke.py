@@ -155,7 +155,9 @@ def test_cluster_failover(tmp_path):
         assert r["failover_s"] > 0 and r["acked_missing"] == 0 and r["new_leader"] != r["leader"]
         assert r["new_epoch_start_offset"] is not None and r["leader_epoch_after"] > r["leader_epoch_before"]
     kill = data["runs"][0]
-    assert kill["failover_s"] >= kill["metadata_new_leader_s"] > 2.5  # not before the session expired
+    # Not before the session could expire: the dead broker's session was last touched by its
+    # ping, sent every third of the 3 s timeout, so at the earliest 3 - 1 = 2 s after the kill.
+    assert kill["failover_s"] >= kill["metadata_new_leader_s"] > 2.0
     assert {t["result"] for t in data["targets"]} == {"not judged"}
     assert (tmp_path / "cluster_failover.png").exists()
 
