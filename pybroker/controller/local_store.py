@@ -199,6 +199,18 @@ class LocalStore:
     async def write_partition_states(
         self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
     ) -> None:
+        await self._put_partition_states(controller_epoch, states, create=False)
+
+    async def create_partition_states(
+        self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
+    ) -> None:
+        await self._put_partition_states(controller_epoch, states, create=True)
+
+    async def _put_partition_states(
+        self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]], create: bool
+    ) -> None:
+        """A partition without a state is created at partition epoch 0; one with a state is
+        updated if the caller read its current partition epoch, and never by a creation."""
         conflicts: list[tuple[str, int]] = []
         for name, partitions in states.items():
             topic = self._topics.get(name)
@@ -208,31 +220,12 @@ class LocalStore:
                 stored = topic.partitions[index]
                 if stored.leader_epoch < 0:  # no state yet: created at epoch 0
                     new_epoch = 0
-                elif stored.partition_epoch != state.partition_epoch:
+                elif create or stored.partition_epoch != state.partition_epoch:
                     conflicts.append((name, index))
                     continue
                 else:
                     new_epoch = stored.partition_epoch + 1
                 state.partition_epoch = new_epoch
-                state.controller_epoch = controller_epoch
-                topic.partitions[index] = copy.copy(state)
-        await self._save()
-        if conflicts:
-            raise PartitionEpochConflictError(conflicts)
-
-    async def create_partition_states(
-        self, controller_epoch: int, states: dict[str, dict[int, PartitionAssignment]]
-    ) -> None:
-        conflicts: list[tuple[str, int]] = []
-        for name, partitions in states.items():
-            topic = self._topics.get(name)
-            if topic is None:
-                continue
-            for index, state in partitions.items():
-                if topic.partitions[index].leader_epoch >= 0:
-                    conflicts.append((name, index))
-                    continue
-                state.partition_epoch = 0
                 state.controller_epoch = controller_epoch
                 topic.partitions[index] = copy.copy(state)
         await self._save()
