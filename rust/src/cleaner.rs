@@ -854,29 +854,23 @@ fn rebuild_batch(
     }
     let codec = header.compression();
     let count = kept.len() as i32;
-    if codec == 0 {
-        write_header(
-            out,
-            header,
-            attributes,
-            base_timestamp,
-            max_timestamp,
-            count,
-            scratch,
-        );
+    let mut compressed = Vec::new();
+    let records: &[u8] = if codec == 0 {
+        scratch
     } else {
-        let mut compressed = Vec::with_capacity(scratch.len() / 2 + 64);
+        compressed.reserve(scratch.len() / 2 + 64);
         compress(codec, scratch, &mut compressed)?;
-        write_header(
-            out,
-            header,
-            attributes,
-            base_timestamp,
-            max_timestamp,
-            count,
-            &compressed,
-        );
-    }
+        &compressed
+    };
+    write_header(
+        out,
+        header,
+        attributes,
+        base_timestamp,
+        max_timestamp,
+        count,
+        records,
+    );
     Ok(())
 }
 
