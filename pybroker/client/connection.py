@@ -17,6 +17,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from pybroker.client.security import PLAINTEXT, ClientSecurity
 from pybroker.network.framing import FrameReader
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
@@ -97,8 +98,11 @@ class _Channel(FrameReader):
 class BrokerConnection:
     """A connection to one broker, usable by many concurrent requests."""
 
-    def __init__(self, host: str, port: int, client_id: str = "pybroker-client") -> None:
+    def __init__(
+        self, host: str, port: int, client_id: str = "pybroker-client", security: ClientSecurity = PLAINTEXT
+    ) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self.security = security
         self.api_versions: dict[int, tuple[int, int]] = {}
         self._channel: _Channel | None = None
         self._correlation = itertools.count(1)

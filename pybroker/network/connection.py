@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from pybroker._native import LogRegion
 from pybroker.network.framing import FrameReader
 from pybroker.protocol.codec import FrameWithRegions
+from pybroker.security.principal import ANONYMOUS, KafkaPrincipal, java_host_address
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class KafkaConnection(FrameReader):
         dispatch: Dispatcher,
         max_request_size: int,
         on_close: Callable[[KafkaConnection], None] | None = None,
+        listener_name: str = "PLAINTEXT",
+        security_protocol: str = "PLAINTEXT",
     ) -> None:
         super().__init__(max_request_size)
         self._dispatch = dispatch
@@ -73,7 +76,11 @@ class KafkaConnection(FrameReader):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = "/"
-        self.attributes: dict[str, Any] = {}  # per-connection state for handlers (e.g. principal)
+        self.attributes: dict[str, Any] = {}  # per-connection state for handlers
+        self.listener_name = listener_name  # the listener it arrived on (client-facing answers use it)
+        self.security_protocol = security_protocol
+        self.principal: KafkaPrincipal = ANONYMOUS  # set by TLS client certificates and SASL
+        self.client_address = ""  # Java's InetAddress.getHostAddress form, matched against ACL hosts
 
     # --- asyncio callbacks ---------------------------------------------------------------------
 
@@ -82,6 +89,7 @@ class KafkaConnection(FrameReader):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else "/"  # how Kafka shows a client's address
+        self.client_address = java_host_address(peer[0]) if peer else ""
         sock = transport.get_extra_info("socket")
         if sock is not None and transport.get_extra_info("sslcontext") is None:
             self._socket_fd = sock.fileno()

@@ -38,9 +38,10 @@ from pybroker.protocol.messages import ControlledShutdownRequest
 from pybroker.replication.fetcher import FetcherConfig
 from pybroker.replication.remote_endpoint import RemoteLeaderEndPoint
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
+from pybroker.security.authorizer import AllowAllAuthorizer, Authorizer
+from pybroker.security.credential_cache import CredentialCache
 from pybroker.server.admin_manager import AdminManager
 from pybroker.server.alter_partition_manager import AlterPartitionManager, ControllerTransport
-from pybroker.server.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.server.broker_control import BrokerControl, InProcessBrokerChannel
 from pybroker.server.config import BrokerConfig, Endpoint
 from pybroker.server.dispatcher import RequestDispatcher
@@ -125,6 +126,7 @@ class Broker:
         )
         self.log_manager.on_log_start_offset_changed = self.replica_manager.on_log_start_offset_changed
         self.authorizer: Authorizer = AllowAllAuthorizer()
+        self.credential_cache = CredentialCache(config.get("sasl.enabled.mechanisms"))
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(
                 self.replica_manager,

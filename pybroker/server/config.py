@@ -164,9 +164,59 @@ _BROKER_DEFS = [
               "timestamp) and has no open transaction.", minimum=1),
     ConfigDef("producer.id.expiration.check.interval.ms", "INT", 600000,
               "How often partition leaders look for producers past producer.id.expiration.ms.", minimum=1),
+    # --- security: listeners, TLS, SASL, authorization (Kafka's names and defaults; every ssl.*
+    # and sasl.* name may also be set for one listener as listener.name.<listener>.<name>) ---
+    ConfigDef("listener.security.protocol.map", "LIST",
+              ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+              "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."),
+    ConfigDef("inter.broker.listener.name", "STRING", None,
+              "The listener brokers use to talk to each other (default: the one named after "
+              "security.inter.broker.protocol)."),
+    ConfigDef("security.inter.broker.protocol", "STRING", "PLAINTEXT",
+              "Security protocol between brokers; exclusive with inter.broker.listener.name.",
+              choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    ConfigDef("sasl.enabled.mechanisms", "LIST", ["GSSAPI"],
+              "SASL mechanisms a SASL listener accepts (pybroker: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", "STRING", "GSSAPI",
+              "SASL mechanism a broker uses on the inter-broker listener."),
+    ConfigDef("sasl.jaas.config", "PASSWORD", None,
+              "Ignored on a broker (as in Kafka): set listener.name.<listener>.<mechanism>.sasl.jaas.config."),
+    ConfigDef("sasl.server.max.receive.size", "INT", 524288, "Largest frame read before authentication."),
+    ConfigDef("connections.max.reauth.ms", "LONG", 0,
+              "KIP-368: SASL session lifetime; a client must re-authenticate within it (0: never)."),
+    ConfigDef("connection.failed.authentication.delay.ms", "INT", 100,
+              "Delay before closing a connection whose authentication failed.", minimum=0),
+    ConfigDef("ssl.keystore.type", "STRING", "JKS", "Key store format (pybroker reads PEM)."),
+    ConfigDef("ssl.keystore.location", "STRING", None, "PEM file with the private key and certificate chain."),
+    ConfigDef("ssl.keystore.password", "PASSWORD", None, "Not allowed with PEM key stores."),
+    ConfigDef("ssl.keystore.certificate.chain", "PASSWORD", None, "PEM certificate chain, inline."),
+    ConfigDef("ssl.keystore.key", "PASSWORD", None, "PEM private key (PKCS#8), inline."),
+    ConfigDef("ssl.key.password", "PASSWORD", None, "Password of an encrypted private key."),
+    ConfigDef("ssl.truststore.type", "STRING", "JKS", "Trust store format (pybroker reads PEM)."),
+    ConfigDef("ssl.truststore.location", "STRING", None, "PEM file of trusted certificates."),
+    ConfigDef("ssl.truststore.password", "PASSWORD", None, "Not allowed with PEM trust stores."),
+    ConfigDef("ssl.truststore.certificates", "PASSWORD", None, "PEM trusted certificates, inline."),
+    ConfigDef("ssl.client.auth", "STRING", "none", "Client certificates: none, requested or required.",
+              choices=("none", "requested", "required")),
+    ConfigDef("ssl.endpoint.identification.algorithm", "STRING", "https",
+              "Host name check of the broker's own TLS connections (empty: none)."),
+    ConfigDef("ssl.enabled.protocols", "LIST", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted."),
+    ConfigDef("ssl.protocol", "STRING", "TLSv1.3", "TLS protocol."),
+    ConfigDef("ssl.cipher.suites", "LIST", None, "Cipher suites (default: the TLS library's)."),
+    ConfigDef("ssl.principal.mapping.rules", "STRING", "DEFAULT",
+              "Rules mapping a client certificate's distinguished name to a principal name."),
+    ConfigDef("authorizer.class.name", "STRING", "",
+              "The authorizer (kafka.security.authorizer.AclAuthorizer or "
+              "org.apache.kafka.metadata.authorizer.StandardAuthorizer); empty: everything allowed."),
+    ConfigDef("super.users", "STRING", "", "Principals allowed everything, ';'-separated (User:admin;User:bob)."),
+    ConfigDef("allow.everyone.if.no.acl.found", "BOOLEAN", False,
+              "Allow an operation on a resource that has no ACL at all."),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
+
+#: Listener-specific configs: ``listener.name.<listener lower-case>.<name>`` (see `BrokerConfig.listener_get`).
+LISTENER_PREFIX = "listener.name."
 
 # Broker properties that resolve one value, most specific first (Kafka's synonym order).
 SYNONYM_CHAINS: dict[str, tuple[str, ...]] = {
@@ -227,6 +277,8 @@ class BrokerConfig:
         self.unknown: list[str] = []
         self._values: dict[str, Any] = {}
         for key, raw in self.originals.items():
+            if key.startswith(LISTENER_PREFIX):
+                continue  # read per listener by `listener_get`
             definition = BROKER_CONFIGS.get(key)
             if definition is None:
                 self.unknown.append(key)
@@ -251,6 +303,21 @@ class BrokerConfig:
 
     def is_set(self, name: str) -> bool:
         return name in self._values
+
+    def listener_get(self, listener_name: str, name: str, mechanism: str | None = None) -> Any:
+        """``name`` for one listener, as Kafka resolves listener-prefixed configs: the most
+        specific of ``listener.name.<listener>.<mechanism>.<name>`` (when a SASL mechanism is
+        given), ``listener.name.<listener>.<name>``, then the broker-wide value. Names and
+        mechanisms are lower-cased in the prefix."""
+        prefix = f"{LISTENER_PREFIX}{listener_name.lower()}."
+        keys = [f"{prefix}{mechanism.lower()}.{name}"] if mechanism else []
+        keys.append(prefix + name)
+        for key in keys:
+            raw = self.originals.get(key)
+            if raw is not None:
+                definition = BROKER_CONFIGS.get(name)
+                return raw if definition is None else definition.parse(raw)
+        return self.get(name) if name in BROKER_CONFIGS else None
 
     # --- derived values, resolved as Kafka resolves them -----------------------------------
 

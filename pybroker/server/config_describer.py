@@ -56,6 +56,11 @@ class ConfigEntry:
     documentation: str
     synonyms: list[tuple[str, str | None, ConfigSource]]
 
+    @property
+    def is_sensitive(self) -> bool:
+        """A PASSWORD config: Kafka never shows its value."""
+        return self.type == ConfigType.PASSWORD
+
 
 def _type(definition: ConfigDef) -> ConfigType:
     return ConfigType[definition.type]
@@ -91,7 +96,7 @@ def describe_broker(broker: Broker, keys: list[str] | None = None) -> list[Confi
             continue
         definition = BROKER_CONFIGS[name]
         value = broker.config.get(name)
-        rendered = None if value is None else format_value(value)
+        rendered = None if value is None or definition.type == "PASSWORD" else format_value(value)
         source = ConfigSource.STATIC_BROKER_CONFIG if broker.config.is_set(name) else ConfigSource.DEFAULT_CONFIG
         entries.append(
             ConfigEntry(name, rendered, source, True, _type(definition), definition.doc, [(name, rendered, source)])

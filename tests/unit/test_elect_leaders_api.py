@@ -19,9 +19,10 @@ from pybroker.controller.election import (
 from pybroker.controller.requests import PartitionState, UpdateMetadata
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ElectLeadersRequest
+from pybroker.security.authorizer import ANONYMOUS, AllowAllAuthorizer
 from pybroker.server.apis import elect_leaders
-from pybroker.server.authorizer import AllowAllAuthorizer
 from pybroker.server.metadata_cache import MetadataCache
+from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -49,7 +50,7 @@ class StubController:
 
 
 class DenyAll:
-    def authorize(self, principal, operation, resource_type, name) -> bool:
+    def authorize(self, principal, host, operation, resource_type, name) -> bool:
         return False
 
 
@@ -59,7 +60,8 @@ def elected(leader: int) -> ElectLeadersOutcome:
 
 def context(cache: MetadataCache, controller: StubController, version: int = 2, authorizer=None):
     broker = SimpleNamespace(metadata_cache=cache, controller=controller, authorizer=authorizer or AllowAllAuthorizer())
-    return SimpleNamespace(broker=broker, api_version=version, connection=SimpleNamespace(attributes={}))
+    connection = SimpleNamespace(attributes={}, principal=ANONYMOUS, client_address="127.0.0.1", listener_name="PLAINTEXT")
+    return RequestContext(broker, SimpleNamespace(api_version=version, client_id="test"), connection)
 
 
 def request(partitions: list[TopicPartition] | None, election_type: int = 0, timeout_ms: int = 1000) -> ElectLeadersRequest:

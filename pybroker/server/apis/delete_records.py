@@ -14,7 +14,7 @@ import asyncio
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
-from pybroker.server.authorizer import ANONYMOUS, Operation, ResourceType
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.replica_manager import DeleteRecordsResult
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
@@ -27,13 +27,12 @@ def handle(
     ctx: RequestContext, request: DeleteRecordsRequest
 ) -> DeleteRecordsResponse | asyncio.Future[DeleteRecordsResponse]:
     broker = ctx.broker
-    principal = ctx.connection.attributes.get("principal", ANONYMOUS)
     leader_only = ctx.api_version >= 3 and request.leader_only
     order: dict[TopicPartition, None] = {}
     failed: dict[TopicPartition, DeleteRecordsResult] = {}
     offsets: dict[TopicPartition, int] = {}
     for topic in request.topics:
-        allowed = broker.authorizer.authorize(principal, Operation.DELETE, ResourceType.TOPIC, topic.name)
+        allowed = ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
             order[tp] = None

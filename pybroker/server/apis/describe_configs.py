@@ -49,7 +49,7 @@ def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: ob
             value=e.value,
             read_only=e.read_only,
             config_source=e.source,
-            is_sensitive=False,
+            is_sensitive=e.is_sensitive,
             synonyms=[
                 DescribeConfigsResponse.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms
             ] if include_synonyms else [],

@@ -19,14 +19,12 @@ from pybroker.controller.election import ElectionType, ElectLeadersOutcome
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
-from pybroker.server.authorizer import ANONYMOUS, Operation, ResourceType
+from pybroker.security.authorizer import AclOperation
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.ELECT_LEADERS
 VERSIONS = (0, 2)
-
-CLUSTER_NAME = "kafka-cluster"
 
 _Result = ElectLeadersResponse.ReplicaElectionResult
 _PartitionResult = ElectLeadersResponse.PartitionResult
@@ -36,8 +34,7 @@ async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLead
     broker = ctx.broker
     loop = asyncio.get_running_loop()
     started = loop.time()
-    principal = ctx.connection.attributes.get("principal", ANONYMOUS)
-    if not broker.authorizer.authorize(principal, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not ctx.authorize_cluster(AclOperation.ALTER):
         return _error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     try:
         election_type = ElectionType(request.election_type if ctx.api_version >= 1 else ElectionType.PREFERRED)

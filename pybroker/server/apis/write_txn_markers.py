@@ -21,7 +21,7 @@ from pybroker.log.log import AppendOrigin
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from pybroker.server.authorizer import ANONYMOUS, Operation, ResourceType
+from pybroker.security.authorizer import AclOperation
 from pybroker.server.group.metadata_manager import OFFSETS_TOPIC
 from pybroker.server.replica_manager import PartitionAppendResult, now_ms
 from pybroker.server.request_context import RequestContext
@@ -38,8 +38,7 @@ MarkerErrors = dict[TopicPartition, ErrorCode]
 
 
 async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
-    principal = ctx.connection.attributes.get("principal", ANONYMOUS)
-    if not ctx.broker.authorizer.authorize(principal, Operation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster"):
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     results = await asyncio.gather(*(_write_marker(ctx, marker) for marker in request.markers))
     return WriteTxnMarkersResponse(markers=[
