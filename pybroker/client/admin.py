@@ -4,7 +4,9 @@ Owns bootstrapping (the first reachable ``host:port`` of ``bootstrap_servers``),
 lookups, the topic administration calls (create/delete topics, create partitions, describe and
 alter topic and broker configs), offset lookups (ListOffsets, sent to each partition's leader),
 record deletion (DeleteRecords, sent to each partition's leader; ``leader_only`` is KIP-1343's
-v3 flag), leader elections (ElectLeaders, sent to the controller) and the consumer group calls (FindCoordinator, ListGroups, DescribeGroups, DeleteGroups, OffsetFetch,
+v3 flag), leader elections (ElectLeaders, sent to the controller), users' SCRAM credentials
+(DescribeUserScramCredentials to any broker; AlterUserScramCredentials to the controller, the
+password salted and hashed here as Kafka's admin does) and the consumer group calls (FindCoordinator, ListGroups, DescribeGroups, DeleteGroups, OffsetFetch,
 OffsetCommit, OffsetDelete), each sent to the group's coordinator. Each call returns
 per-resource results or raises ``AdminError`` naming the resource and Kafka's error; a call about
 several resources tries them all first, then raises for the first failure with every failure in
@@ -19,6 +21,7 @@ or leader up again, until ``retry_timeout`` seconds have passed.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +34,7 @@ from pybroker.protocol import consumer_protocol
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
+    AlterUserScramCredentialsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
@@ -38,6 +42,7 @@ from pybroker.protocol.messages import (
     DeleteTopicsRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeUserScramCredentialsRequest,
     ElectLeadersRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
@@ -50,6 +55,7 @@ from pybroker.protocol.messages import (
     OffsetForLeaderEpochRequest,
     PartitionLeaderEpochsForPartitionsRequest,
 )
+from pybroker.security.scram import ScramMechanism, secure_random_string
 from pybroker.types import TopicPartition
 
 TOPIC_RESOURCE = 2
@@ -268,6 +274,46 @@ class TopicDescription:
     # KIP-253's counts, as a pybroker broker reports them (None from any other broker).
     initial_partition_count: int | None = None
     undeleted_partition_count: int | None = None
+
+
+DEFAULT_SCRAM_ITERATIONS = 4096  # Kafka's ScramCredentialInfo default in kafka-configs
+
+
+@dataclass(frozen=True)
+class ScramCredentialInfo:
+    """A mechanism a user has a credential for (``SCRAM-SHA-256``/``SCRAM-SHA-512``, or
+    ``UNKNOWN`` for a mechanism byte this client does not know) and its iterations."""
+
+    mechanism: str
+    iterations: int
+
+
+@dataclass(frozen=True)
+class UserScramCredentialUpsertion:
+    """Set ``user``'s credential for ``mechanism`` from ``password`` (Kafka's
+    ``UserScramCredentialUpsertion``). The salt is Kafka's kind of random one unless given;
+    the salted password is computed by the client, so the password never leaves it."""
+
+    user: str
+    mechanism: str
+    password: str | bytes = field(repr=False)
+    iterations: int = DEFAULT_SCRAM_ITERATIONS
+    salt: bytes | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class UserScramCredentialDeletion:
+    """Remove ``user``'s credential for ``mechanism``."""
+
+    user: str
+    mechanism: str
+
+
+def _scram_mechanism(name: str) -> ScramMechanism:
+    mechanism = ScramMechanism.for_name(name)
+    if mechanism is None:
+        raise ValueError(f"Unknown SCRAM mechanism {name!r}: expected SCRAM-SHA-256 or SCRAM-SHA-512")
+    return mechanism
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
@@ -582,6 +628,75 @@ class Admin:
                 out[tp] = None if p.error_code == ErrorCode.NONE else AdminError(
                     f"partition {tp}", p.error_code, p.error_message)
         return out
+
+    # --- SCRAM credentials ---------------------------------------------------------------------
+
+    async def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None,
+    ) -> dict[str, list[ScramCredentialInfo]]:
+        """DescribeUserScramCredentials: each user's credentials (mechanism and iterations), for
+        ``users`` (None: every user that has any). A user-level failure (RESOURCE_NOT_FOUND for a
+        user without credentials) raises AdminError for the first, after the others, with every
+        failure in ``failures``; a top-level error raises for the cluster."""
+        wanted = None if users is None else list(users)
+        request = DescribeUserScramCredentialsRequest(
+            users=None if wanted is None else [DescribeUserScramCredentialsRequest.UserName(name=u) for u in wanted])
+        response = await self._send(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, request)
+        if response.error_code != ErrorCode.NONE:
+            raise AdminError("cluster", response.error_code, response.error_message)
+        out: dict[str, list[ScramCredentialInfo]] = {}
+        failures: dict[Any, AdminError] = {}
+        for result in response.results:
+            if result.error_code != ErrorCode.NONE:
+                failures[result.user] = AdminError(f"user {result.user}", result.error_code, result.error_message)
+                continue
+            out[result.user] = [
+                ScramCredentialInfo(m.mechanism_name if (m := ScramMechanism.for_type(info.mechanism)) else "UNKNOWN",
+                                    info.iterations)
+                for info in result.credential_infos
+            ]
+        _raise_failures(failures)
+        return out
+
+    async def alter_user_scram_credentials(
+        self, alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion],
+    ) -> None:
+        """AlterUserScramCredentials, sent to the controller (retried while it answers
+        NOT_CONTROLLER, until ``retry_timeout``). Each upsertion's password is salted here
+        (``Hi(password, salt, iterations)``, as Kafka's admin does). User-level failures raise
+        AdminError for the first, after the others are applied, with every failure in
+        ``failures`` (by user)."""
+        deletions: list[AlterUserScramCredentialsRequest.ScramCredentialDeletion] = []
+        upsertions: list[AlterUserScramCredentialsRequest.ScramCredentialUpsertion] = []
+        for alteration in alterations:
+            mechanism = _scram_mechanism(alteration.mechanism)
+            if isinstance(alteration, UserScramCredentialDeletion):
+                deletions.append(AlterUserScramCredentialsRequest.ScramCredentialDeletion(
+                    name=alteration.user, mechanism=mechanism.type))
+                continue
+            salt = alteration.salt if alteration.salt is not None else secure_random_string().encode()
+            password = alteration.password
+            password_bytes = password.encode("utf-8") if isinstance(password, str) else bytes(password)
+            # Hi(); Java's runs at least one round, so a count below 1 reaches the broker to be refused.
+            salted = hashlib.pbkdf2_hmac(mechanism.hash_name, password_bytes, salt, max(1, alteration.iterations))
+            upsertions.append(AlterUserScramCredentialsRequest.ScramCredentialUpsertion(
+                name=alteration.user, mechanism=mechanism.type, iterations=alteration.iterations, salt=salt,
+                salted_password=salted,
+            ))
+        if not deletions and not upsertions:
+            return
+        request = AlterUserScramCredentialsRequest(deletions=deletions, upsertions=upsertions)
+        deadline = self._deadline()
+        while True:
+            controller = await self.controller()
+            response, _ = await self._send_to(controller, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, lambda _v: request)
+            if not any(r.error_code == ErrorCode.NOT_CONTROLLER for r in response.results):
+                break
+            await self._backoff_or_give_up(deadline, "cluster", ErrorCode.NOT_CONTROLLER, None)
+        _raise_failures({
+            r.user: AdminError(f"user {r.user}", r.error_code, r.error_message)
+            for r in response.results if r.error_code != ErrorCode.NONE
+        })
 
     # --- configs -------------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
 """The single broker's cluster metadata store: one JSON file in the first log directory.
 
 Owns ``cluster-metadata.json``: every topic with its id, assignment, partition states and config
-overrides, the topics marked for deletion, and the next producer-id block. It is the
+overrides, the topics marked for deletion, the next producer-id block, and the user configs
+(SCRAM credentials in Kafka's string form, by user name: what ZooKeeper keeps in
+``/config/users``). It is the
 `ControllerStore` of the zero-config broker, which is the only broker of its cluster and always
 its controller. Changes apply in memory at once and notify the `StoreListener` (on the event loop,
 like ZooKeeper watches); the file is rewritten atomically in a worker thread, one write covering
@@ -16,7 +18,7 @@ import copy
 import json
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 from pybroker.controller.metadata import (
     PRODUCER_ID_BLOCK_SIZE,
@@ -44,6 +46,7 @@ class LocalStore:
         self._brokers: dict[int, LiveBroker] = {}
         self._controller_epoch = 0
         self._next_producer_id_block = 0
+        self._users: dict[str, dict[str, str]] = {}
         self._writer = CoalescingFileWriter(self.path, self._render)
         self._load()
 
@@ -63,6 +66,8 @@ class LocalStore:
         self._next_producer_id_block = data.get("next_producer_id_block", 0)
         self._controller_epoch = data.get("controller_epoch", 0)
         self._deleting = set(data.get("topics_being_deleted", []))
+        self._users = {str(user): {str(k): str(v) for k, v in config.items()}
+                       for user, config in (data.get("users") or {}).items()}
         for item in data.get("topics", []):
             topic = TopicMetadata(
                 item["name"],
@@ -87,6 +92,7 @@ class LocalStore:
             "controller_epoch": self._controller_epoch,
             "next_producer_id_block": self._next_producer_id_block,
             "topics_being_deleted": sorted(self._deleting),
+            **({"users": {user: self._users[user] for user in sorted(self._users)}} if self._users else {}),
         })
         topics = ",\n".join(
             json.dumps({
@@ -178,6 +184,27 @@ class LocalStore:
         self._next_producer_id_block = start + PRODUCER_ID_BLOCK_SIZE
         await self._save()
         return start, start + PRODUCER_ID_BLOCK_SIZE - 1
+
+    # --- user configs --------------------------------------------------------------------------
+
+    def user_configs(self) -> dict[str, dict[str, str]]:
+        return {user: dict(config) for user, config in self._users.items()}
+
+    async def read_user_configs(self, users: Collection[str] | None = None) -> dict[str, dict[str, str]]:
+        if users is None:
+            return self.user_configs()
+        return {user: dict(self._users.get(user, {})) for user in users}
+
+    async def set_user_configs(self, user: str, config: Mapping[str, str]) -> None:
+        """Applied (and the listener told) at once; returns once the file has it. A user left
+        without configs is dropped from the file."""
+        new = {str(k): str(v) for k, v in config.items()}
+        if new:
+            self._users[user] = new
+        else:
+            self._users.pop(user, None)
+        self.listener.on_user_configs_changed(user, dict(new))
+        await self._save()
 
     def _topic(self, name: str) -> TopicMetadata:
         topic = self._topics.get(name)

@@ -11,7 +11,9 @@ Two kinds of callers use a store, as in Kafka:
 
 * the admin path of any broker (CreateTopics, CreatePartitions, DeleteTopics, AlterConfigs,
   InitProducerId) writes requests: a topic's assignment and configs, a deletion marker, config
-  overrides, a producer-id block;
+  overrides, a producer-id block; the controller's admin path (AlterUserScramCredentials) writes
+  user configs (Kafka's ``/config/users/<user>``: SCRAM credentials), which every broker follows
+  (``on_user_configs_changed``) to fill its credential cache;
 * the active controller reads the whole state on election, reacts to `StoreListener`
   notifications, and writes partition states and topic removals, fenced by its epoch.
 
@@ -21,7 +23,7 @@ Every method is a coroutine run on the event loop; an implementation never block
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -60,6 +62,10 @@ class StoreListener:
     on_topic_deletions: Callable[[], None] = lambda: None
     on_controller_changed: Callable[[], None] = lambda: None
     on_topic_configs_changed: Callable[[str], None] = field(default=lambda name: None)
+    #: A user's configs changed (its whole config map after the change; empty when it has none):
+    #: every broker refreshes the user's SCRAM credentials from it. Also called for every user
+    #: when the store (re)reads them all.
+    on_user_configs_changed: Callable[[str, Mapping[str, str]], None] = field(default=lambda user, config: None)
     #: The store registered this broker again by itself (a new ZooKeeper session after the old
     #: one expired): its new broker epoch.
     on_broker_registered: Callable[[int], None] = field(default=lambda epoch: None)
@@ -126,6 +132,22 @@ class ControllerStore(Protocol):
 
     async def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
         """A block of producer ids no other broker ever gets: ``(first, last)`` inclusive."""
+        ...
+
+    # --- user configs (SCRAM credentials) ------------------------------------------------------
+
+    def user_configs(self) -> dict[str, dict[str, str]]:
+        """Every user's config map as last notified (what the credential cache is filled from)."""
+        ...
+
+    async def read_user_configs(self, users: Collection[str] | None = None) -> dict[str, dict[str, str]]:
+        """The stored config maps of ``users`` (None: every user that has one), read from the store
+        itself, as Kafka's admin path reads ZooKeeper; a user without configs maps to ``{}`` when
+        named, and is left out when listing every user."""
+        ...
+
+    async def set_user_configs(self, user: str, config: Mapping[str, str]) -> None:
+        """Replace ``user``'s whole config map and tell every broker (``on_user_configs_changed``)."""
         ...
 
     # --- the controller -------------------------------------------------------------------------

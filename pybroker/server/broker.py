@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Mapping
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError
 from pybroker.controller.channel import BrokerChannel, ControllerChannelManager
@@ -40,6 +41,7 @@ from pybroker.replication.remote_endpoint import RemoteLeaderEndPoint
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
 from pybroker.security.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.security.credential_cache import CredentialCache
+from pybroker.security.scram import ScramMechanism
 from pybroker.server.admin_manager import AdminManager
 from pybroker.server.alter_partition_manager import AlterPartitionManager, ControllerTransport
 from pybroker.server.broker_control import BrokerControl, InProcessBrokerChannel
@@ -71,7 +73,8 @@ class Broker:
         os.makedirs(log_dirs[0], exist_ok=True)
         self.cluster_id = read_meta_properties(log_dirs[0]).get("cluster.id") or config.new_cluster_id()
         self.store_listener = StoreListener(
-            on_topic_configs_changed=self._on_topic_configs_changed, on_broker_registered=self._on_broker_registered
+            on_topic_configs_changed=self._on_topic_configs_changed, on_broker_registered=self._on_broker_registered,
+            on_user_configs_changed=self._on_user_configs_changed,
         )
         # The store is opened in start() in cluster mode (a ZooKeeper session is needed).
         self.zookeeper_connect: str | None = config.get("zookeeper.connect")
@@ -126,7 +129,13 @@ class Broker:
         )
         self.log_manager.on_log_start_offset_changed = self.replica_manager.on_log_start_offset_changed
         self.authorizer: Authorizer = AllowAllAuthorizer()
-        self.credential_cache = CredentialCache(config.get("sasl.enabled.mechanisms"))
+        # Every SCRAM mechanism, whatever sasl.enabled.mechanisms says (Kafka 3.6's KafkaServer:
+        # "Enable ... cache for all SCRAM mechanisms to simplify dynamic update"); a listener
+        # refuses a mechanism it does not enable at the handshake.
+        self.credential_cache = CredentialCache(m.mechanism_name for m in ScramMechanism)
+        if not self.zookeeper_connect:  # the ZooKeeper store tells every user when it connects
+            for user, user_config in self.store.user_configs().items():
+                self.credential_cache.update_user(user, user_config)
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(
                 self.replica_manager,
@@ -323,6 +332,9 @@ class Broker:
 
     def _on_broker_registered(self, epoch: int) -> None:
         self.broker_epoch = epoch
+
+    def _on_user_configs_changed(self, user: str, config: Mapping[str, str]) -> None:
+        self.credential_cache.update_user(user, config)
 
     def _on_topic_configs_changed(self, topic: str) -> None:
         self.log_manager.update_config(topic)

@@ -67,6 +67,7 @@ from pybroker.zookeeper.znodes import (
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
     CONFIG_TYPE_TOPIC,
+    CONFIG_TYPE_USER,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
     DELETE_TOPICS_PATH,
@@ -83,6 +84,7 @@ from pybroker.zookeeper.znodes import (
     TopicIdReplicaAssignment,
     broker_id_path,
     config_entity_path,
+    config_entity_type_path,
     decode_broker_info,
     decode_cluster_id,
     decode_controller,
@@ -93,6 +95,7 @@ from pybroker.zookeeper.znodes import (
     decode_producer_id_block,
     decode_topic,
     delete_topic_path,
+    desanitize,
     encode_broker_info,
     encode_cluster_id,
     encode_config_change,
@@ -103,6 +106,7 @@ from pybroker.zookeeper.znodes import (
     encode_partition_state,
     encode_producer_id_block,
     encode_topic,
+    sanitize,
     topic_partition_path,
     topic_partition_state_path,
     topic_partitions_path,
@@ -654,6 +658,28 @@ class KafkaZkClient:
         ``AdminZkClient.changeTopicConfig``); returns the notification's path."""
         await self.set_or_create_entity_configs(CONFIG_TYPE_TOPIC, topic, config)
         return await self.create_config_change_notification(f"{CONFIG_TYPE_TOPIC}/{topic}")
+
+    async def get_all_user_configs(self) -> dict[str, dict[str, str]]:
+        """Every user with a ``/config/users/<sanitized>`` znode, desanitized, with its config map
+        (Kafka's ``fetchAllEntityConfigs(ConfigType.User)``); a znode deleted meanwhile is left
+        out."""
+        children = await self._children_or_empty(config_entity_type_path(CONFIG_TYPE_USER))
+        found = await asyncio.gather(
+            *(self._get_or_none(config_entity_path(CONFIG_TYPE_USER, child)) for child in children))
+        return {desanitize(child): decode_entity_config(f[0])
+                for child, f in zip(children, found, strict=True) if f is not None}
+
+    async def get_user_configs(self, user: str) -> dict[str, str]:
+        """``/config/users/<sanitized user>``'s config map; empty when there is no znode."""
+        return await self.get_entity_configs(CONFIG_TYPE_USER, sanitize(user))
+
+    async def change_user_config(self, user: str, config: Mapping[str, str]) -> str:
+        """Replace a user's whole config map and notify every broker (Kafka's
+        ``AdminZkClient.changeConfigs(ConfigType.User, …)``: ``/config/users/<sanitized>``, then
+        ``/config/changes`` with ``users/<sanitized>``); returns the notification's path."""
+        sanitized = sanitize(user)
+        await self.set_or_create_entity_configs(CONFIG_TYPE_USER, sanitized, config)
+        return await self.create_config_change_notification(f"{CONFIG_TYPE_USER}/{sanitized}")
 
     # -- producer ids ---------------------------------------------------------------------------
 

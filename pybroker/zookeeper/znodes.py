@@ -4,7 +4,8 @@ Owns the formats of Kafka's ZooKeeper mode (``ZkData.scala`` of Kafka 2.8-3.6), 
 tools can read a pybroker cluster's tree and a tree written by Kafka reads here: broker
 registrations (version 5), ``/controller`` (version 1), ``/controller_epoch`` (a plain decimal),
 ``/cluster/id``, topic assignments (version 3 with a topic id), partition states (version 1),
-entity configs, config change notifications (version 2), and producer-id blocks. JSON is
+entity configs (a user's SCRAM credentials among them, its znode named by Kafka's ``Sanitizer``),
+config change notifications (version 2), and producer-id blocks. JSON is
 compact (no spaces), as Jackson writes it; readers look fields up by name, so order does not
 matter. Pure functions and immutable dataclasses: no I/O, safe from any thread.
 
@@ -18,6 +19,7 @@ import base64
 import json
 import re
 import time
+import urllib.parse
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -97,6 +99,34 @@ def config_entity_type_path(entity_type: str) -> str:
 
 def config_entity_path(entity_type: str, entity_name: str) -> str:
     return f"{CONFIG_PATH}/{entity_type}/{entity_name}"
+
+
+def sanitize(name: str) -> str:
+    """Kafka's ``Sanitizer.sanitize``: a user (or client id) as a znode name.
+
+    Java's ``URLEncoder.encode(name, UTF-8)`` keeps ``[A-Za-z0-9.*_-]``, writes a space as ``+``
+    and percent-encodes every other UTF-8 byte in upper-case hex; Kafka then writes ``*`` as
+    ``%2A`` and ``+`` as ``%20``. So only ``[A-Za-z0-9._-]`` stay as they are (``~``, which
+    Python's ``quote`` keeps, becomes ``%7E``). A lone surrogate is encoded as ``?`` (``%3F``),
+    as Java's encoder replaces it.
+    """
+    return urllib.parse.quote(name.encode("utf-8", errors="replace"), safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    """Kafka's ``Sanitizer.desanitize`` (Java's ``URLDecoder.decode``): ``%XX`` sequences are
+    UTF-8 bytes and ``+`` is a space."""
+    return urllib.parse.unquote_plus(name, encoding="utf-8", errors="replace")
+
+
+def user_config_path(user: str) -> str:
+    """``/config/users/<sanitized user>``: the user's configs (SCRAM credentials, quotas)."""
+    return config_entity_path(CONFIG_TYPE_USER, sanitize(user))
+
+
+def user_entity_path(user: str) -> str:
+    """The ``entity_path`` of a change notification about ``user``: ``users/<sanitized>``."""
+    return f"{CONFIG_TYPE_USER}/{sanitize(user)}"
 
 
 def delete_topic_path(topic: str) -> str:

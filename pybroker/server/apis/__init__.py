@@ -17,6 +17,7 @@ from pybroker.server.apis import (
     add_partitions_to_txn,
     alter_configs,
     alter_partition,
+    alter_user_scram_credentials,
     api_versions,
     consumer_group_position,
     controlled_shutdown,
@@ -29,6 +30,7 @@ from pybroker.server.apis import (
     describe_configs,
     describe_groups,
     describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
     end_txn,
     fetch,
@@ -98,6 +100,8 @@ _MODULES: list[ModuleType] = [
     api_versions,
     consumer_group_position,
     partition_leader_epochs_for_partitions,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 ]
 
 HANDLERS: dict[int, ModuleType] = {int(module.API_KEY): module for module in _MODULES}
