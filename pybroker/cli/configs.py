@@ -1,5 +1,5 @@
-"""``pybroker configs``: describe and alter topic configs, describe broker configs (like
-kafka-configs.sh: the same options, output and messages).
+"""``pybroker configs``: describe and alter topic configs, describe broker configs, describe and
+alter users' SCRAM credentials (like kafka-configs.sh: the same options, output and messages).
 
 Describe prints Kafka's layout: a header per entity, then one line per config, sorted by name,
 only the dynamic ones (topic overrides) unless ``--all``::
@@ -9,6 +9,14 @@ only the dynamic ones (topic overrides) unless ``--all``::
 
 Alter sends one IncrementalAlterConfigs (deletes, then sets) and prints "Completed updating
 config for topic t.". Errors exit 1 with one ``Error: …`` line on stderr; usage errors exit 2.
+
+Users (``--entity-type users`` or ``--user``) have only SCRAM credentials here (pybroker has no
+client quotas): ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=secret]'`` upserts (the
+iterations optional and first, default 4096, at least the mechanism's minimum; the password is
+salted and hashed by the admin client, as kafka-configs does), ``--delete-config SCRAM-SHA-256``
+deletes, both in one AlterUserScramCredentials sent to the controller; describe prints::
+
+    SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192
 """
 
 from __future__ import annotations
@@ -19,17 +27,38 @@ import re
 import sys
 
 from pybroker.cli.command_config import CommandConfigError, load_properties, read_client_settings
-from pybroker.client.admin import BROKER_RESOURCE, TOPIC_RESOURCE, Admin, AdminError, ConfigEntry
+from pybroker.client.admin import (
+    BROKER_RESOURCE,
+    DEFAULT_SCRAM_ITERATIONS,
+    TOPIC_RESOURCE,
+    Admin,
+    AdminError,
+    ConfigEntry,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from pybroker.client.connection import KafkaClientError
+from pybroker.protocol.errors import ErrorCode
+from pybroker.security.scram import ScramMechanism
 
 PROG = "pybroker configs"
-ENTITY_TYPES = ("topics", "brokers")
+ENTITY_TYPES = ("topics", "brokers", "users")
 RESOURCE_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE}
 # The config source that is "dynamic" for each entity (what describe shows without --all).
 DYNAMIC_SOURCES = {"topics": 1, "brokers": 2}  # DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG
 DYNAMIC_DEFAULT_BROKER_SOURCE = 3
 OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"  # Kafka's: a separator not inside [...]
 VALID_KEY = re.compile(r"[$a-zA-Z0-9._-]*")
+# Kafka's QuotaConfigs.isClientOrUserQuotaConfig: keys a user may have that pybroker cannot set.
+USER_QUOTA_CONFIGS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
+SCRAM_VALUE = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.S)
+# The Java exception a user-level error surfaces as (kafka-configs prints its simple name).
+JAVA_EXCEPTIONS = {
+    ErrorCode.RESOURCE_NOT_FOUND: "ResourceNotFoundException",
+    ErrorCode.DUPLICATE_RESOURCE: "DuplicateResourceException",
+    ErrorCode.UNKNOWN_SERVER_ERROR: "UnknownServerException",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "ClusterAuthorizationException",
+}
 
 
 class UsageError(Exception):
@@ -43,7 +72,8 @@ class CommandError(Exception):
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "configs", help="describe and alter topic configs, describe broker configs (like kafka-configs.sh)",
-        description="Describe and alter entity configs (like kafka-configs.sh): topics, and brokers (describe).",
+        description="Describe and alter entity configs (like kafka-configs.sh): topics, brokers (describe), and "
+                    "users' SCRAM credentials.",
     )
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the server(s) to connect to")
     parser.add_argument("--command-config", metavar="FILE",
@@ -53,15 +83,18 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     actions.add_argument("--describe", action="store_true", help="list the configs of the given entity")
     actions.add_argument("--alter", action="store_true", help="alter the configs of the given entity")
     entity = parser.add_argument_group("entity")
-    entity.add_argument("--entity-type", choices=ENTITY_TYPES, help="the entity type: topics or brokers")
-    entity.add_argument("--entity-name", metavar="NAME", help="the topic name or broker id (describe: all when omitted)")
+    entity.add_argument("--entity-type", choices=ENTITY_TYPES, help="the entity type: topics, brokers or users")
+    entity.add_argument("--entity-name", metavar="NAME",
+                        help="the topic name, broker id or user principal (describe: all when omitted)")
     entity.add_argument("--entity-default", action="store_true", help="the cluster-wide default broker configs")
     entity.add_argument("--topic", metavar="TOPIC", help="shorthand for --entity-type topics --entity-name TOPIC")
     entity.add_argument("--broker", metavar="ID", help="shorthand for --entity-type brokers --entity-name ID")
     entity.add_argument("--broker-defaults", action="store_true", help="shorthand for --entity-type brokers --entity-default")
+    entity.add_argument("--user", metavar="USER", help="shorthand for --entity-type users --entity-name USER")
     parser.add_argument("--all", action="store_true", help="describe: every config, not just the dynamic ones")
     parser.add_argument("--add-config", metavar="K=V[,K2=V2]",
-                        help="configs to set: k1=v1,k2=[v1,v2,v2],k3=v3 (square brackets group values holding commas)")
+                        help="configs to set: k1=v1,k2=[v1,v2,v2],k3=v3 (square brackets group values holding commas); "
+                             "for users SCRAM-SHA-256=[iterations=8192,password=secret],SCRAM-SHA-512=[password=secret]")
     parser.add_argument("--add-config-file", metavar="FILE", help="a properties file of configs to set")
     parser.add_argument("--delete-config", action="append", default=[], metavar="K[,K2]", help="config keys to remove (repeatable)")
     parser.set_defaults(run=run)
@@ -85,14 +118,16 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
         given.append(("brokers", args.broker))
     if args.broker_defaults:
         given.append(("brokers", ""))
+    if args.user is not None:
+        given.append(("users", args.user))
     if not given:
-        raise UsageError("give the entity: --entity-type topics|brokers (with --entity-name or --entity-default), "
-                         "--topic, --broker or --broker-defaults")
+        raise UsageError("give the entity: --entity-type topics|brokers|users (with --entity-name or --entity-default), "
+                         "--topic, --broker, --broker-defaults or --user")
     if len(given) > 1:
         raise UsageError("give only one entity")
     kind, name = given[0]
     if kind == "topics" and name == "":
-        raise UsageError("--entity-default applies to brokers, not topics")
+        raise UsageError("--entity-default applies to brokers and users, not topics")
     if kind == "brokers" and name and not name.isdigit():
         raise CommandError(f"The entity name for brokers must be a valid integer broker id, found: {name}")
     return kind, name
@@ -197,12 +232,84 @@ async def _alter(admin: Admin, kind: str, name: str, to_set: dict[str, str], to_
         print(f"Completed updating default config for {kind} in the cluster.")
 
 
+# --- users: SCRAM credentials --------------------------------------------------------------------
+
+def scram_alterations(
+    user: str, to_set: dict[str, str], to_delete: list[str],
+) -> list[UserScramCredentialUpsertion | UserScramCredentialDeletion]:
+    """kafka-configs' checks of a user's configs (``alterConfig`` and
+    ``alterUserScramCredentialConfigs``) and the alterations they make: deletions, then
+    upsertions."""
+    unknown_set = [k for k in to_set if ScramMechanism.for_name(k) is None and k not in USER_QUOTA_CONFIGS]
+    unknown_delete = [k for k in to_delete if ScramMechanism.for_name(k) is None and k not in USER_QUOTA_CONFIGS]
+    if unknown_set:
+        raise CommandError("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. "
+                           f"Unexpected config names: Set({', '.join(unknown_set)})")
+    if unknown_delete:
+        raise CommandError("Only quota and SCRAM credential configs can be deleted for 'users' using "
+                           f"--bootstrap-server. Unexpected config names: List({', '.join(unknown_delete)})")
+    quotas = [k for k in [*to_set, *to_delete] if k in USER_QUOTA_CONFIGS]
+    scram = len(quotas) < len(to_set) + len(to_delete)
+    if scram and user == "":
+        raise CommandError("The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials "
+                           "using --bootstrap-server.")
+    if scram and quotas:
+        raise CommandError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using "
+                           "--bootstrap-server.")
+    if quotas:
+        raise CommandError(f"Client quotas are not supported by pybroker: {', '.join(quotas)}")
+    alterations: list[UserScramCredentialUpsertion | UserScramCredentialDeletion] = [
+        UserScramCredentialDeletion(user, key) for key in to_delete]
+    for key, value in to_set.items():
+        mechanism = ScramMechanism.for_name(key)
+        assert mechanism is not None
+        match = SCRAM_VALUE.fullmatch(value)
+        if match is None:
+            raise CommandError(f"Invalid credential property {mechanism.name}={value}")
+        iterations_text, password = match.groups()
+        if iterations_text is None or iterations_text == "-1":
+            iterations = DEFAULT_SCRAM_ITERATIONS
+        else:
+            try:
+                iterations = int(iterations_text)
+            except ValueError:
+                raise CommandError(f'For input string: "{iterations_text}"') from None
+        if iterations < mechanism.min_iterations:
+            raise CommandError(f"Iterations {iterations} is less than the minimum {mechanism.min_iterations} "
+                               f"required for {mechanism.mechanism_name}")
+        alterations.append(UserScramCredentialUpsertion(user, key, password, iterations))
+    return alterations
+
+
+async def _describe_users(admin: Admin, name: str | None) -> None:
+    if name == "":
+        return  # the default user has quotas only, and pybroker has none
+    results = await admin.user_scram_credential_results(None if name is None else [name])
+    for user, result in results.items():
+        if isinstance(result, AdminError):
+            if result.error == ErrorCode.RESOURCE_NOT_FOUND:
+                continue  # no credentials: not listed (Kafka's DescribeUserScramCredentialsResult.users)
+            exception = JAVA_EXCEPTIONS.get(result.error, f"{result.error.name} error")
+            print(f"Error retrieving SCRAM credential configs for user-principal '{user}': {exception}: "
+                  f"{result.message}")
+            continue
+        text = ", ".join(f"{info.mechanism}=iterations={info.iterations}" for info in result)
+        print(f"SCRAM credential configs for user-principal '{user}' are {text}")
+
+
 async def _run(args: argparse.Namespace, action: str, kind: str, name: str | None, client: dict[str, object]) -> int:
     to_set = _configs_to_set(args) if action == "alter" else {}
     to_delete = _configs_to_delete(args)
+    alterations = scram_alterations(name or "", to_set, to_delete) if kind == "users" and action == "alter" else []
     async with Admin(args.bootstrap_server, **client) as admin:  # type: ignore[arg-type]
-        if action == "describe":
+        if action == "describe" and kind == "users":
+            await _describe_users(admin, name)
+        elif action == "describe":
             await _describe(admin, kind, name, args.all)
+        elif kind == "users":
+            assert name is not None
+            await admin.alter_user_scram_credentials(alterations)
+            print(f"Completed updating config for user {name}.")
         else:
             assert name is not None
             await _alter(admin, kind, name, to_set, to_delete)

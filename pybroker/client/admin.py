@@ -638,24 +638,31 @@ class Admin:
         ``users`` (None: every user that has any). A user-level failure (RESOURCE_NOT_FOUND for a
         user without credentials) raises AdminError for the first, after the others, with every
         failure in ``failures``; a top-level error raises for the cluster."""
+        results = await self.user_scram_credential_results(users)
+        _raise_failures({user: r for user, r in results.items() if isinstance(r, AdminError)})
+        return {user: r for user, r in results.items() if not isinstance(r, AdminError)}
+
+    async def user_scram_credential_results(
+        self, users: Iterable[str] | None = None,
+    ) -> dict[str, list[ScramCredentialInfo] | AdminError]:
+        """DescribeUserScramCredentials as the broker answered it, user by user in its order:
+        the credentials, or the user's error. A top-level error raises AdminError."""
         wanted = None if users is None else list(users)
         request = DescribeUserScramCredentialsRequest(
             users=None if wanted is None else [DescribeUserScramCredentialsRequest.UserName(name=u) for u in wanted])
         response = await self._send(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, request)
         if response.error_code != ErrorCode.NONE:
             raise AdminError("cluster", response.error_code, response.error_message)
-        out: dict[str, list[ScramCredentialInfo]] = {}
-        failures: dict[Any, AdminError] = {}
+        out: dict[str, list[ScramCredentialInfo] | AdminError] = {}
         for result in response.results:
             if result.error_code != ErrorCode.NONE:
-                failures[result.user] = AdminError(f"user {result.user}", result.error_code, result.error_message)
+                out[result.user] = AdminError(f"user {result.user}", result.error_code, result.error_message)
                 continue
             out[result.user] = [
                 ScramCredentialInfo(m.mechanism_name if (m := ScramMechanism.for_type(info.mechanism)) else "UNKNOWN",
                                     info.iterations)
                 for info in result.credential_infos
             ]
-        _raise_failures(failures)
         return out
 
     async def alter_user_scram_credentials(
