@@ -71,7 +71,8 @@ class CommandError(Exception):
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "configs", help="describe and alter topic configs, describe broker configs (like kafka-configs.sh)",
+        "configs", help="describe and alter topic configs and users' SCRAM credentials, describe broker configs "
+                        "(like kafka-configs.sh)",
         description="Describe and alter entity configs (like kafka-configs.sh): topics, brokers (describe), and "
                     "users' SCRAM credentials.",
     )
