@@ -1,6 +1,9 @@
 """The broker process: builds every component from the configuration, runs, and shuts down.
 
-Owns the wiring and the start-up order: cluster id → the metadata store → log manager
+Owns the wiring and the start-up order: cluster id → the metadata store → the authorizer
+(``authorizer.class.name``: none allows everything; Kafka's AclAuthorizer or StandardAuthorizer
+loads every ACL from its store, its own ZooKeeper session in cluster mode or ``acls.json``
+otherwise, before any request is served) → log manager
 load/recovery → group and transaction coordinators → registration of this broker → the controller (which, once
 elected, sends this broker its LeaderAndIsr and UpdateMetadata: partitions are hosted then, and
 the groups of the ``__consumer_offsets`` partitions it leads are loaded, and the transactions
