@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from pybroker.cli import (
+    acls,
     apis,
     cluster,
     configs,
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     delete_records.add_parser(commands)
     leader_election.add_parser(commands)
     apis.add_parser(commands)
+    acls.add_parser(commands)
     args = parser.parse_args(argv)
     return int(args.run(args) or 0)
 

@@ -4,10 +4,12 @@ Owns bootstrapping (the first reachable ``host:port`` of ``bootstrap_servers``),
 lookups, the topic administration calls (create/delete topics, create partitions, describe and
 alter topic and broker configs), offset lookups (ListOffsets, sent to each partition's leader),
 record deletion (DeleteRecords, sent to each partition's leader; ``leader_only`` is KIP-1343's
-v3 flag), leader elections (ElectLeaders, sent to the controller), users' SCRAM credentials
+v3 flag), ACLs (CreateAcls, DescribeAcls, DeleteAcls, sent to the bootstrap broker), leader
+elections (ElectLeaders, sent to the controller), users' SCRAM credentials
 (DescribeUserScramCredentials to any broker; AlterUserScramCredentials to the controller, the
-password salted and hashed here as Kafka's admin does) and the consumer group calls (FindCoordinator, ListGroups, DescribeGroups, DeleteGroups, OffsetFetch,
-OffsetCommit, OffsetDelete), each sent to the group's coordinator. Each call returns
+password salted and hashed here as Kafka's admin does) and the consumer group calls
+(FindCoordinator, ListGroups, DescribeGroups, DeleteGroups, OffsetFetch, OffsetCommit,
+OffsetDelete), each sent to the group's coordinator. Each call returns
 per-resource results or raises ``AdminError`` naming the resource and Kafka's error; a call about
 several resources tries them all first, then raises for the first failure with every failure in
 ``AdminError.failures``.
@@ -35,11 +37,14 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     AlterUserScramCredentialsRequest,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteGroupsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeAclsRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeUserScramCredentialsRequest,
@@ -55,6 +60,14 @@ from pybroker.protocol.messages import (
     OffsetForLeaderEpochRequest,
     PartitionLeaderEpochsForPartitionsRequest,
 )
+from pybroker.security.acl_authorizer import (
+    ANY_BINDING,
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    ResourcePattern,
+)
+from pybroker.security.authorizer import AclOperation, AclPermissionType, PatternType, ResourceType
 from pybroker.security.scram import ScramMechanism, secure_random_string
 from pybroker.types import TopicPartition
 
@@ -1051,6 +1064,83 @@ class Admin:
                     out[tp] = AdminError(f"partition {tp}", p.error_code)
         for tp in offsets:
             out.setdefault(tp, AdminError(f"partition {tp}", ErrorCode.UNKNOWN_SERVER_ERROR, f"broker {node} did not answer for it"))
+        return out
+
+    # --- ACLs ----------------------------------------------------------------------------------
+
+    async def create_acls(self, bindings: Iterable[AclBinding]) -> None:
+        """CreateAcls (any broker answers); raises `AdminError` for the first binding that failed,
+        with every failure (by binding) in ``failures``."""
+        wanted = list(bindings)
+        if not wanted:
+            return
+        request = CreateAclsRequest(creations=[
+            CreateAclsRequest.AclCreation(
+                resource_type=b.pattern.resource_type, resource_name=b.pattern.name,
+                resource_pattern_type=b.pattern.pattern_type, principal=b.entry.principal, host=b.entry.host,
+                operation=b.entry.operation, permission_type=b.entry.permission_type,
+            ) for b in wanted
+        ])
+        response = await self._send(ApiKey.CREATE_ACLS, request)
+        failures: dict[object, AdminError] = {}
+        for binding, result in zip(wanted, response.results, strict=False):
+            if result.error_code != ErrorCode.NONE:
+                failures[binding] = AdminError(f"ACL {binding}", result.error_code, result.error_message)
+        _raise_failures(failures)
+
+    async def describe_acls(self, binding_filter: AclBindingFilter = ANY_BINDING) -> list[AclBinding]:
+        """DescribeAcls: every binding the filter matches."""
+        pattern, entry = binding_filter.pattern_filter, binding_filter.entry_filter
+        request = DescribeAclsRequest(
+            resource_type_filter=pattern.resource_type, resource_name_filter=pattern.name,
+            pattern_type_filter=pattern.pattern_type, principal_filter=entry.principal, host_filter=entry.host,
+            operation=entry.operation, permission_type=entry.permission_type,
+        )
+        response = await self._send(ApiKey.DESCRIBE_ACLS, request)
+        if response.error_code != ErrorCode.NONE:
+            raise AdminError("ACLs", response.error_code, response.error_message)
+        return [
+            AclBinding(
+                ResourcePattern(ResourceType(r.resource_type), r.resource_name, PatternType(r.pattern_type)),
+                AccessControlEntry(a.principal, a.host, AclOperation(a.operation), AclPermissionType(a.permission_type)),
+            )
+            for r in response.resources for a in r.acls
+        ]
+
+    async def delete_acls(self, filters: Iterable[AclBindingFilter]) -> list[list[AclBinding]]:
+        """DeleteAcls: per filter, the bindings it deleted; raises `AdminError` for the first
+        filter (or deletion) that failed, with every failure in ``failures``."""
+        wanted = list(filters)
+        if not wanted:
+            return []
+        request = DeleteAclsRequest(filters=[
+            DeleteAclsRequest.DeleteAclsFilter(
+                resource_type_filter=f.pattern_filter.resource_type, resource_name_filter=f.pattern_filter.name,
+                pattern_type_filter=f.pattern_filter.pattern_type, principal_filter=f.entry_filter.principal,
+                host_filter=f.entry_filter.host, operation=f.entry_filter.operation,
+                permission_type=f.entry_filter.permission_type,
+            ) for f in wanted
+        ])
+        response = await self._send(ApiKey.DELETE_ACLS, request)
+        failures: dict[object, AdminError] = {}
+        out: list[list[AclBinding]] = []
+        for binding_filter, result in zip(wanted, response.filter_results, strict=False):
+            if result.error_code != ErrorCode.NONE:
+                failures[binding_filter] = AdminError(f"ACL filter {binding_filter}", result.error_code,
+                                                      result.error_message)
+                out.append([])
+                continue
+            deleted = []
+            for m in result.matching_acls:
+                binding = AclBinding(
+                    ResourcePattern(ResourceType(m.resource_type), m.resource_name, PatternType(m.pattern_type)),
+                    AccessControlEntry(m.principal, m.host, AclOperation(m.operation), AclPermissionType(m.permission_type)),
+                )
+                if m.error_code != ErrorCode.NONE:
+                    failures[binding] = AdminError(f"ACL {binding}", m.error_code, m.error_message)
+                deleted.append(binding)
+            out.append(deleted)
+        _raise_failures(failures)
         return out
 
     # --- groups: coordinator ---------------------------------------------------------------------

@@ -1,6 +1,9 @@
 """The broker process: builds every component from the configuration, runs, and shuts down.
 
-Owns the wiring and the start-up order: cluster id → the metadata store → log manager
+Owns the wiring and the start-up order: cluster id → the metadata store → the authorizer
+(``authorizer.class.name``: none allows everything; Kafka's AclAuthorizer or StandardAuthorizer
+loads every ACL from its store, its own ZooKeeper session in cluster mode or ``acls.json``
+otherwise, before any request is served) → log manager
 load/recovery → group and transaction coordinators → registration of this broker → the controller (which, once
 elected, sends this broker its LeaderAndIsr and UpdateMetadata: partitions are hosted then, and
 the groups of the ``__consumer_offsets`` partitions it leads are loaded, and the transactions
@@ -39,8 +42,15 @@ from pybroker.protocol.messages import ControlledShutdownRequest
 from pybroker.replication.fetcher import FetcherConfig
 from pybroker.replication.remote_endpoint import RemoteLeaderEndPoint
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
+from pybroker.security.acl_authorizer import (
+    ACL_AUTHORIZER_CLASS_NAMES,
+    AclAuthorizer,
+    parse_super_users,
+)
+from pybroker.security.acl_store import LocalAclStore, ZooKeeperAclStore
 from pybroker.security.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.security.credential_cache import CredentialCache
+from pybroker.security.principal import PrincipalFormatError
 from pybroker.security.scram import ScramMechanism
 from pybroker.server.admin_manager import AdminManager
 from pybroker.server.alter_partition_manager import AlterPartitionManager, ControllerTransport
@@ -128,7 +138,7 @@ class Broker:
             replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
         )
         self.log_manager.on_log_start_offset_changed = self.replica_manager.on_log_start_offset_changed
-        self.authorizer: Authorizer = AllowAllAuthorizer()
+        self.authorizer: Authorizer = _configured_authorizer(config)  # ACLs loaded in start()
         # Every SCRAM mechanism, whatever sasl.enabled.mechanisms says (Kafka 3.6's KafkaServer:
         # "Enable ... cache for all SCRAM mechanisms to simplify dynamic update"); a listener
         # refuses a mechanism it does not enable at the handshake.
@@ -367,6 +377,7 @@ class Broker:
         if self.zookeeper_connect:
             await self._open_store()
         try:
+            await self._start_authorizer()
             self.log_manager.load()
             self.group_coordinator.startup()
             self.transaction_coordinator.startup()
@@ -399,6 +410,7 @@ class Broker:
         """A start-up that failed after the store was opened: close what is open, so that the
         process exits at once (and the ZooKeeper session ends now, not at its timeout)."""
         await self.socket_server.stop()
+        await self._close_authorizer()
         if self.zookeeper_connect and not isinstance(self.store, _NotConnected):
             await self.store.close()
 
@@ -423,9 +435,67 @@ class Broker:
         if self.alter_partition_manager is not None:
             await self.alter_partition_manager.shutdown()
         await self.scheduler.shutdown()  # as Kafka: background tasks end before the logs close
+        await self._close_authorizer()
         await self.store.close()
         await self.log_manager.shutdown()
         log.info("Shut down cleanly")
+
+
+    # --- authorization -------------------------------------------------------------------------
+
+    async def _start_authorizer(self) -> None:
+        """The ACL authorizer's store (its own ZooKeeper session in cluster mode, as Kafka's
+        AclAuthorizer has; ``acls.json`` beside the metadata file otherwise), loaded before
+        any request is served."""
+        if not isinstance(self.authorizer, AclAuthorizer):
+            return
+        if self.zookeeper_connect:
+            from pybroker.zookeeper.client import ZooKeeperConnectionError
+
+            session_ms = self.config.get("zookeeper.session.timeout.ms")
+            try:
+                self.authorizer.store = await ZooKeeperAclStore.connect(
+                    self.zookeeper_connect, session_ms,
+                    self.config.get("zookeeper.connection.timeout.ms") or session_ms, self.time,
+                )
+            except ZooKeeperConnectionError as e:
+                raise RuntimeError(f"ACL authorizer: {e}") from e
+        else:
+            self.authorizer.store = LocalAclStore(self.config.log_dirs[0])
+        await self.authorizer.start()
+
+    async def _close_authorizer(self) -> None:
+        if isinstance(self.authorizer, AclAuthorizer) and not isinstance(self.authorizer.store, _NoAclStore):
+            store, self.authorizer.store = self.authorizer.store, _NoAclStore()
+            await store.close()
+
+
+def _configured_authorizer(config: BrokerConfig) -> Authorizer:
+    """``authorizer.class.name``: empty allows everything (Kafka's default); Kafka's
+    AclAuthorizer or StandardAuthorizer is the ACL authorizer; anything else stops the start."""
+    class_name = (config.get("authorizer.class.name") or "").strip()
+    if not class_name:
+        return AllowAllAuthorizer()
+    if class_name not in ACL_AUTHORIZER_CLASS_NAMES:
+        raise RuntimeError(
+            f"authorizer.class.name={class_name} is not supported: use kafka.security.authorizer.AclAuthorizer or "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs), or leave it empty (everything allowed)"
+        )
+    try:
+        super_users = parse_super_users(config.get("super.users"))
+    except PrincipalFormatError as e:
+        raise RuntimeError(f"super.users: {e}") from None
+    return AclAuthorizer(_NoAclStore(), super_users, bool(config.get("allow.everyone.if.no.acl.found")))
+
+
+class _NoAclStore:
+    """The ACL authorizer's store before start() has opened it (and after it is closed)."""
+
+    async def close(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> object:
+        raise RuntimeError("the ACL store is not open (Broker.start() opens it)")
 
 
 class _NotConnected:
