@@ -8,6 +8,7 @@ with ``listener.name.mtls.ssl.client.auth=required``.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import ssl
@@ -280,3 +281,70 @@ def test_a_bad_tls_configuration_stops_the_start_with_one_line(tmp_path: Path) -
         process.start(timeout=20)
     lines = [line for line in process.log().splitlines() if line.startswith("pybroker:")]
     assert len(lines) == 1 and "ssl.keystore.type JKS is not supported" in lines[0], process.log()
+
+
+def _established_connections_to(port: int) -> int:
+    """Established TCP connections to local ``port`` (from /proc/net/tcp: the client side's remote port)."""
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "01" and int(fields[2].split(":")[1], 16) == port:
+            count += 1
+    return count
+
+
+def test_cluster_replicates_over_an_ssl_inter_broker_listener(zookeeper, tmp_path: Path, topic_name: str) -> None:  # noqa: ANN001
+    """Three brokers whose inter-broker listener INTERNAL is SSL with required client certificates
+    (each broker presents its own): the controller's requests, the replica fetchers and
+    AlterPartition all go over it, so an RF=3 topic gets a full ISR and acks=all produces succeed."""
+    from confluent_kafka.admin import NewTopic
+
+    from tests.integration.clients import consume_confluent, produce_confluent
+    from tests.integration.cluster import start_cluster, zk_client
+    from tests.zookeeper import chroot_for
+
+    ca = CertificateAuthority.create(tmp_path / "certs")
+    internal_ports: dict[int, int] = {}
+
+    def listeners(node: int, process: BrokerProcess) -> dict[str, object]:
+        issued = ca.issue_server(f"broker{node}")
+        internal_ports[node] = free_port()
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{process.port},INTERNAL://127.0.0.1:{internal_ports[node]}",
+            "listener.name.internal.ssl.keystore.location": str(issued.keystore),
+        }
+
+    cluster = start_cluster(
+        chroot_for(zookeeper, "tls-cluster"), tmp_path, broker_overrides=listeners,
+        **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SSL",
+           "inter.broker.listener.name": "INTERNAL",
+           "listener.name.internal.ssl.keystore.type": "PEM",
+           "listener.name.internal.ssl.truststore.type": "PEM",
+           "listener.name.internal.ssl.truststore.location": str(ca.certificate_path),
+           "listener.name.internal.ssl.client.auth": "required"},
+    )
+    try:
+        admin = cluster.admin()
+        admin.create_topics([NewTopic(topic_name, 1, 3, config={"min.insync.replicas": "3"})])[topic_name].result(30)
+        wait_until(lambda: cluster.partitions(topic_name)[0][2] == [1, 2, 3], timeout=20, message="a full ISR")
+        pairs = [(f"k{i}".encode(), f"v{i}".encode() * 50) for i in range(200)]
+        produce_confluent(cluster.bootstrap, topic_name, pairs, acks="all")
+        read = consume_confluent(cluster.bootstrap, topic_name, len(pairs), timeout=20)
+        assert [(k, v) for _, k, v, _ in read] == pairs
+        assert cluster.partitions(topic_name)[0][2] == [1, 2, 3]
+        # Clients on the PLAINTEXT listener see only PLAINTEXT ports.
+        ports = sorted(b.port for b in admin.list_topics(timeout=10).brokers.values())
+        assert ports == sorted(b.port for b in cluster.brokers)
+        # The registrations carry both listeners with their protocols.
+        zk = zk_client(cluster.connect)
+        try:
+            registration = json.loads(zk.get("/brokers/ids/2")[0])
+        finally:
+            zk.stop()
+        assert registration["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "SSL"}
+        assert registration["endpoints"][1] == f"INTERNAL://127.0.0.1:{internal_ports[2]}"
+        # The followers' fetchers are connected to the leader's INTERNAL port, not to its PLAINTEXT one.
+        leader = cluster.partitions(topic_name)[0][0]
+        assert _established_connections_to(internal_ports[leader]) >= 2
+    finally:
+        cluster.kill()
