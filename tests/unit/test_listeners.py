@@ -199,3 +199,29 @@ def test_metadata_before_v6_answers_leader_not_available_for_a_missing_listener(
 def test_describe_cluster_lists_brokers_on_the_request_listener() -> None:
     response = describe_cluster.handle(_context("SSL", 0), DescribeClusterRequest(include_cluster_authorized_operations=False))
     assert [(b.broker_id, b.port) for b in response.brokers] == [(1, 9093)]
+
+
+def test_find_coordinator_answers_on_the_request_listener() -> None:
+    from pybroker.protocol.messages import FindCoordinatorRequest
+    from pybroker.server.apis import find_coordinator
+    from pybroker.server.group.metadata_manager import OFFSETS_TOPIC
+
+    def context(listener: str, leader: int) -> RequestContext:
+        ctx = _context(listener, 3)
+        state = PartitionState(TopicPartition(OFFSETS_TOPIC, 0), 1, leader, 0, [leader], 0, [leader])
+        cache = ctx.broker.metadata_cache
+        cache.update_metadata(UpdateMetadata(1, 1, 1, [state], list(cache.live_brokers.values()), {}))
+
+        async def coordinator_partition(group: str) -> int:
+            return 0
+
+        ctx.broker.group_coordinator = SimpleNamespace(coordinator_partition=coordinator_partition)
+        return ctx
+
+    request = FindCoordinatorRequest(key="g", key_type=0)
+    on_ssl = asyncio.run(find_coordinator.handle(context("SSL", 1), request))
+    assert (on_ssl.error_code, on_ssl.node_id, on_ssl.port) == (ErrorCode.NONE, 1, 9093)
+    missing = asyncio.run(find_coordinator.handle(context("SSL", 2), request))
+    assert (missing.error_code, missing.node_id) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+    on_plaintext = asyncio.run(find_coordinator.handle(context("PLAINTEXT", 2), request))
+    assert (on_plaintext.error_code, on_plaintext.host, on_plaintext.port) == (ErrorCode.NONE, "h2", 9092)
