@@ -2,7 +2,9 @@
 
 Owns ``BrokerConfig``: parsing a ``server.properties``-style file plus ``key=value`` overrides,
 Kafka's defaults (with pybroker's few deliberate differences written next to them), listener
-parsing, and the broker-level defaults that topic configs fall back to.
+parsing with each listener's security protocol and Kafka's listener checks (run at construction, so a bad
+configuration stops the start with one line), the inter-broker listener, and the broker-level
+defaults that topic configs fall back to.
 """
 
 from __future__ import annotations
