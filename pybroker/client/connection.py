@@ -1,6 +1,7 @@
 """A client connection to one broker: framed requests, correlation ids, version negotiation.
 
-Owns one TCP connection, the ApiVersions exchange on connect (ApiVersions v3 first; on
+Owns one TCP connection (TLS over it for SSL and SASL_SSL, the host name checked as the
+`ClientSecurity`'s context says), the ApiVersions exchange on connect (ApiVersions v3 first; on
 UNSUPPORTED_VERSION retry with v0, as librdkafka does), choosing for each request the highest
 version both sides support, and matching responses to pending requests by correlation id.
 
@@ -114,10 +115,16 @@ class BrokerConnection:
         failed connect leaves nothing open."""
         try:
             async with asyncio.timeout(timeout):
+                tls = self.security.ssl_context if self.security.uses_tls else None
+                if self.security.uses_tls and tls is None:
+                    raise KafkaClientError(f"{self.security.security_protocol} needs an SSL context")
                 _, self._channel = await asyncio.get_running_loop().create_connection(
-                    lambda: _Channel(self._response_received, self._connection_lost), self.host, self.port
+                    lambda: _Channel(self._response_received, self._connection_lost), self.host, self.port,
+                    ssl=tls, server_hostname=self.host if tls is not None else None,
                 )
                 await self._negotiate()
+                if self.security.uses_sasl:
+                    await self._authenticate()
         except BaseException:
             await self.close()
             raise
@@ -130,6 +137,11 @@ class BrokerConnection:
         if response.error_code != ErrorCode.NONE:
             raise KafkaClientError(f"ApiVersions failed: {ErrorCode(response.error_code).name}")
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    async def _authenticate(self) -> None:
+        """SASL: SaslHandshake then SaslAuthenticate with ``self.security``'s mechanism and
+        credentials (the saslwire change fills this in)."""
+        raise NotImplementedError("client-side SASL is not implemented yet")
 
     def version_for(self, api_key: int, max_wanted: int | None = None) -> int:
         """The highest version of ``api_key`` both sides support (capped at ``max_wanted``)."""

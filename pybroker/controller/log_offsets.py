@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError
+from pybroker.client.inter_broker import DIRECT, InterBrokerClient
 from pybroker.controller.requests import LiveBroker
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
@@ -36,7 +37,8 @@ LogOffsetsReader = Callable[[LiveBroker, list[TopicPartition]], Awaitable[LogOff
 class NetworkLogOffsets:
     """A `LogOffsetsReader` over ListOffsets, one connection per broker, opened on first use."""
 
-    def __init__(self, controller_id: int, timeout_s: float = 30.0) -> None:
+    def __init__(self, controller_id: int, timeout_s: float = 30.0, inter_broker: InterBrokerClient = DIRECT) -> None:
+        self._inter_broker = inter_broker
         self._client_id = f"controller-{controller_id}"
         self._timeout_s = timeout_s
         self._connections: dict[int, BrokerConnection] = {}
@@ -56,10 +58,10 @@ class NetworkLogOffsets:
     async def _connection(self, broker: LiveBroker) -> BrokerConnection:
         connection = self._connections.get(broker.broker_id)
         if connection is None:
-            endpoint = broker.endpoint()
+            endpoint = self._inter_broker.endpoint(broker)
             if endpoint is None:
-                raise OSError(f"broker {broker.broker_id} advertises no listener")
-            connection = BrokerConnection(endpoint.host, endpoint.port, self._client_id)
+                raise OSError(f"broker {broker.broker_id} advertises no listener {self._inter_broker.listener}")
+            connection = self._inter_broker.connection(endpoint.host, endpoint.port, self._client_id)
             await connection.connect(self._timeout_s)
             self._connections[broker.broker_id] = connection
         return connection

@@ -8,6 +8,7 @@ A broken connection is dropped and made again on the next send; the manager retr
 from __future__ import annotations
 
 from pybroker.client.connection import BrokerConnection
+from pybroker.client.inter_broker import DIRECT, InterBrokerClient
 from pybroker.controller import wire
 from pybroker.controller.requests import ControlResponse, LiveBroker
 
@@ -15,23 +16,26 @@ CONTROLLER_CLIENT_ID = "controller"
 
 
 class NetworkBrokerChannel:
-    """`BrokerChannel` to ``broker`` over its first advertised listener."""
+    """`BrokerChannel` to ``broker`` over the inter-broker listener."""
 
-    def __init__(self, broker: LiveBroker, controller_id: int, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, broker: LiveBroker, controller_id: int, timeout_s: float = 30.0, inter_broker: InterBrokerClient = DIRECT
+    ) -> None:
         self.broker = broker
+        self._inter_broker = inter_broker
         self._client_id = f"{CONTROLLER_CLIENT_ID}-{controller_id}"
         self._timeout_s = timeout_s
         self._connection: BrokerConnection | None = None
 
     async def send(self, request: wire.ControlRequest) -> ControlResponse:
-        endpoint = self.broker.endpoint()
+        endpoint = self._inter_broker.endpoint(self.broker)
         if endpoint is None:
-            raise OSError(f"broker {self.broker.broker_id} advertises no listener")
+            raise OSError(f"broker {self.broker.broker_id} advertises no listener {self._inter_broker.listener}")
         if self._connection is None:
-            connection = BrokerConnection(endpoint.host, endpoint.port, self._client_id)
+            connection = self._inter_broker.connection(endpoint.host, endpoint.port, self._client_id)
             await connection.connect(self._timeout_s)
             self._connection = connection
-        api_key, version, message = wire.to_wire(request)
+        api_key, version, message = wire.to_wire(request, self._inter_broker.listener)
         try:
             answer = await self._connection.send(api_key, message, version, timeout=self._timeout_s)
         except BaseException:

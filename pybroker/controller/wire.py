@@ -57,8 +57,9 @@ def _epochs_to_wire(epochs: dict[int, int]) -> list[Any]:
     return [E(partition_index=p, leader_epoch=e) for p, e in sorted(epochs.items())]
 
 
-def to_wire(request: ControlRequest) -> tuple[ApiKey, int, Any]:
-    """``(api key, version, message)`` for ``request``."""
+def to_wire(request: ControlRequest, listener: str | None = None) -> tuple[ApiKey, int, Any]:
+    """``(api key, version, message)`` for ``request``; LeaderAndIsr's live leaders are given by
+    their endpoint on ``listener``, the inter-broker listener (None: their first endpoint)."""
     if isinstance(request, LeaderAndIsr):
         L = LeaderAndIsrRequest
         return ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, L(
@@ -79,7 +80,7 @@ def to_wire(request: ControlRequest) -> tuple[ApiKey, int, Any]:
             ],
             live_leaders=[
                 L.LeaderAndIsrLiveLeader(broker_id=b.broker_id, host_name=e.host, port=e.port)
-                for b in request.live_leaders if (e := b.endpoint()) is not None
+                for b in request.live_leaders if (e := b.endpoint(listener)) is not None
             ],
         )
     if isinstance(request, UpdateMetadata):

@@ -60,6 +60,7 @@ class KafkaConnection(FrameReader):
         on_close: Callable[[KafkaConnection], None] | None = None,
         listener_name: str = "PLAINTEXT",
         security_protocol: str = "PLAINTEXT",
+        tls_principal: Callable[[bytes | None], KafkaPrincipal] | None = None,
     ) -> None:
         super().__init__(max_request_size)
         self._dispatch = dispatch
@@ -81,6 +82,7 @@ class KafkaConnection(FrameReader):
         self.security_protocol = security_protocol
         self.principal: KafkaPrincipal = ANONYMOUS  # set by TLS client certificates and SASL
         self.client_address = ""  # Java's InetAddress.getHostAddress form, matched against ACL hosts
+        self._tls_principal = tls_principal  # SSL listeners: the principal of a client certificate
 
     # --- asyncio callbacks ---------------------------------------------------------------------
 
@@ -93,6 +95,21 @@ class KafkaConnection(FrameReader):
         sock = transport.get_extra_info("socket")
         if sock is not None and transport.get_extra_info("sslcontext") is None:
             self._socket_fd = sock.fileno()
+        if self._tls_principal is not None:
+            self._principal_from_certificate(transport)
+
+    def _principal_from_certificate(self, transport: asyncio.BaseTransport) -> None:
+        """SSL listeners: the principal of the client certificate (the TLS handshake is complete
+        when asyncio calls connection_made); a DN that no mapping rule applies to ends the
+        connection, as Kafka fails its authentication."""
+        assert self._tls_principal is not None
+        ssl_object = transport.get_extra_info("ssl_object")
+        certificate = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        try:
+            self.principal = self._tls_principal(certificate)
+        except Exception as e:  # NoMatchingRule, or a certificate that cannot be read
+            log.warning("Closing connection from %s: no principal for its client certificate: %s", self.peer, e)
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True

@@ -1,16 +1,22 @@
 """Listening sockets: accept connections on each configured listener and track them.
 
-Owns the asyncio servers for ``listeners`` and the set of open connections, so a shutdown can stop
-accepting, then close every connection.
+Owns the asyncio servers for ``listeners`` (TLS on SSL and SASL_SSL listeners, with the
+listener's server context) and the set of open connections, so a shutdown can stop accepting,
+then close every connection. Each connection knows the listener it arrived on and its protocol;
+on SSL listeners its principal comes from the client certificate.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
+import ssl
+from collections.abc import Callable, Mapping
 
 from pybroker.network.connection import Dispatcher, KafkaConnection
+from pybroker.security.principal import KafkaPrincipal
 from pybroker.server.config import Endpoint
 
 log = logging.getLogger(__name__)
@@ -19,16 +25,29 @@ log = logging.getLogger(__name__)
 class SocketServer:
     """All listeners of a broker."""
 
-    def __init__(self, endpoints: list[Endpoint], dispatch: Dispatcher, max_request_size: int) -> None:
+    def __init__(
+        self, endpoints: list[Endpoint], dispatch: Dispatcher, max_request_size: int,
+        ssl_contexts: Mapping[str, ssl.SSLContext] | None = None,
+        tls_principal: Callable[[bytes | None], KafkaPrincipal] | None = None,
+    ) -> None:
+        """``ssl_contexts``: the server context of each SSL and SASL_SSL listener, by name;
+        ``tls_principal``: the principal of a client certificate on SSL listeners."""
         self.endpoints = endpoints
         self._dispatch = dispatch
         self._max_request_size = max_request_size
+        self._ssl_contexts = dict(ssl_contexts or {})
+        self._tls_principal = tls_principal
         self._servers: list[asyncio.base_events.Server] = []
         self.connections: set[KafkaConnection] = set()
         self.bound: list[tuple[str, int]] = []
+        self.bound_ports: dict[str, int] = {}  # listener name -> the port it is bound to
 
-    def _new_connection(self) -> KafkaConnection:
-        connection = KafkaConnection(self._dispatch, self._max_request_size, self.connections.discard)
+    def _new_connection(self, endpoint: Endpoint) -> KafkaConnection:
+        connection = KafkaConnection(
+            self._dispatch, self._max_request_size, self.connections.discard,
+            listener_name=endpoint.listener_name, security_protocol=endpoint.security_protocol,
+            tls_principal=self._tls_principal if endpoint.security_protocol == "SSL" else None,
+        )
         self.connections.add(connection)
         return connection
 
@@ -37,9 +56,12 @@ class SocketServer:
         `enable_request_processing` (Kafka binds early and processes requests once started)."""
         loop = asyncio.get_running_loop()
         for endpoint in self.endpoints:
+            context = self._ssl_contexts.get(endpoint.listener_name) if endpoint.uses_tls else None
+            if endpoint.uses_tls and context is None:
+                raise RuntimeError(f"listener {endpoint.listener_name} ({endpoint.security_protocol}) has no TLS context")
             server = await loop.create_server(
-                self._new_connection, endpoint.host, endpoint.port, reuse_address=True, backlog=1024,
-                start_serving=start_serving,
+                functools.partial(self._new_connection, endpoint), endpoint.host or None, endpoint.port,
+                reuse_address=True, backlog=1024, start_serving=start_serving, ssl=context,
             )
             self._servers.append(server)
             for sock in server.sockets:
@@ -52,6 +74,7 @@ class SocketServer:
                     raw.detach()
                 host, port = sock.getsockname()[:2]
                 self.bound.append((host, port))
+                self.bound_ports.setdefault(endpoint.listener_name, port)
                 log.info("Listening on %s://%s:%d", endpoint.listener_name, host, port)
 
     async def enable_request_processing(self) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError
+from pybroker.client.inter_broker import DIRECT, InterBrokerClient
 from pybroker.controller.requests import BrokerEndpoint
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
@@ -40,8 +41,9 @@ class RemoteLeaderEndPoint:
 
     def __init__(
         self, source_broker_id: int, replica_id: int, resolve: Callable[[int], BrokerEndpoint | None],
-        socket_timeout_ms: int = 30_000,
+        socket_timeout_ms: int = 30_000, inter_broker: InterBrokerClient = DIRECT,
     ) -> None:
+        self._inter_broker = inter_broker
         self.source_broker_id = source_broker_id
         self.replica_id = replica_id
         self._resolve = resolve
@@ -54,7 +56,7 @@ class RemoteLeaderEndPoint:
             endpoint = self._resolve(self.source_broker_id)
             if endpoint is None:
                 raise ConnectionError(f"broker {self.source_broker_id} is not alive in the metadata")
-            connection = BrokerConnection(endpoint.host, endpoint.port, self._client_id)
+            connection = self._inter_broker.connection(endpoint.host, endpoint.port, self._client_id)
             try:
                 await connection.connect(self._timeout_s)
             except (KafkaClientError, OSError, TimeoutError) as e:  # the leader died meanwhile, say

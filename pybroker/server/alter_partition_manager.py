@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pybroker.client.connection import BrokerConnection
+from pybroker.client.inter_broker import DIRECT, InterBrokerClient
 from pybroker.controller.alter_partition import (
     ALTER_PARTITION_VERSION,
     AlterPartition,
@@ -209,8 +210,9 @@ class ControllerTransport:
 
     def __init__(
         self, broker_id: int, metadata_cache: MetadataCache, local_controller: Callable[[], LocalController],
-        timeout_s: float = 30.0,
+        timeout_s: float = 30.0, inter_broker: InterBrokerClient = DIRECT,
     ) -> None:
+        self._inter_broker = inter_broker
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self._local_controller = local_controller
@@ -224,13 +226,13 @@ class ControllerTransport:
             await self.close()
             return await self._local_controller().alter_partition(request, ALTER_PARTITION_VERSION)
         controller = self.metadata_cache.alive_broker(controller_id) if controller_id >= 0 else None
-        endpoint = None if controller is None else controller.endpoint()
+        endpoint = None if controller is None else self._inter_broker.endpoint(controller)
         if endpoint is None:
             raise ControllerUnavailableError(f"no reachable controller (controller id {controller_id})")
         target = (controller_id, endpoint.host, endpoint.port)
         if self._connection is None or self._connected_to != target:
             await self.close()
-            connection = BrokerConnection(endpoint.host, endpoint.port, f"broker-{self.broker_id}-alter-partition")
+            connection = self._inter_broker.connection(endpoint.host, endpoint.port, f"broker-{self.broker_id}-alter-partition")
             await connection.connect(self._timeout_s)
             self._connection, self._connected_to = connection, target
         try:

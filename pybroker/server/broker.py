@@ -20,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 from collections.abc import Mapping
 
-from pybroker.client.connection import BrokerConnection, KafkaClientError
+from pybroker.client.connection import KafkaClientError
 from pybroker.controller.channel import BrokerChannel, ControllerChannelManager
 from pybroker.controller.controller import AutoLeaderRebalance, Controller
 from pybroker.controller.local_store import LocalStore
@@ -50,12 +51,15 @@ from pybroker.security.acl_authorizer import (
 from pybroker.security.acl_store import LocalAclStore, ZooKeeperAclStore
 from pybroker.security.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.security.credential_cache import CredentialCache
+from pybroker.security.inter_broker import inter_broker_client
 from pybroker.security.principal import PrincipalFormatError
 from pybroker.security.scram import ScramMechanism
+from pybroker.security.ssl_principal import SslPrincipalBuilder
+from pybroker.security.tls import server_context
 from pybroker.server.admin_manager import AdminManager
 from pybroker.server.alter_partition_manager import AlterPartitionManager, ControllerTransport
 from pybroker.server.broker_control import BrokerControl, InProcessBrokerChannel
-from pybroker.server.config import BrokerConfig, Endpoint
+from pybroker.server.config import BrokerConfig
 from pybroker.server.dispatcher import RequestDispatcher
 from pybroker.server.group.coordinator import GroupConfig, GroupCoordinator
 from pybroker.server.group.metadata_manager import GroupMetadataManager
@@ -79,6 +83,9 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
+        # Listeners and TLS first: a bad security configuration stops the start here, in one line.
+        self.ssl_contexts = {e.listener_name: server_context(config, e) for e in config.listeners if e.uses_tls}
+        self.inter_broker = inter_broker_client(config)
         log_dirs = config.log_dirs
         os.makedirs(log_dirs[0], exist_ok=True)
         self.cluster_id = read_meta_properties(log_dirs[0]).get("cluster.id") or config.new_cluster_id()
@@ -119,7 +126,7 @@ class Broker:
         self.alter_partition_manager = AlterPartitionManager(
             self.node_id, lambda: self.broker_epoch,
             ControllerTransport(self.node_id, self.metadata_cache, lambda: self.controller,
-                                config.get("controller.socket.timeout.ms") / 1000),
+                                config.get("controller.socket.timeout.ms") / 1000, self.inter_broker),
             self.scheduler,
         ) if self.zookeeper_connect else None
         self.replica_manager = ReplicaManager(
@@ -170,7 +177,7 @@ class Broker:
         self.transaction_coordinator = self._transaction_coordinator(config)
         self.transaction_verifier = (
             TransactionVerifier(self.node_id, self.metadata_cache, self.transaction_coordinator,
-                                config.get("request.timeout.ms"))
+                                config.get("request.timeout.ms"), self.inter_broker)
             if config.get("transaction.partition.verification.enable") else None
         )
         self.broker_control = BrokerControl(
@@ -189,10 +196,12 @@ class Broker:
             log_offsets=self._log_offsets,
             partition_deletion_check_interval_ms=config.get("partition.deletion.check.interval.ms"),
         )
-        self._network_log_offsets = NetworkLogOffsets(self.node_id, config.get("controller.socket.timeout.ms") / 1000)
+        self._network_log_offsets = NetworkLogOffsets(
+            self.node_id, config.get("controller.socket.timeout.ms") / 1000, self.inter_broker)
         self.controller.listener(self.store_listener)
         self.socket_server = SocketServer(
-            config.listeners, RequestDispatcher(self), config.get("socket.request.max.bytes")
+            config.listeners, RequestDispatcher(self), config.get("socket.request.max.bytes"),
+            self.ssl_contexts, SslPrincipalBuilder(config.get("ssl.principal.mapping.rules")),
         )
         self._stopped = asyncio.Event()
         # Per topic, the ignored-config warnings last logged (a change notification can repeat).
@@ -224,7 +233,7 @@ class Broker:
         )
         channel = TransactionMarkerChannelManager(
             self.node_id, self.metadata_cache, manager,
-            NetworkMarkerSender(self.node_id, txn_config.request_timeout_ms), self.scheduler,
+            NetworkMarkerSender(self.node_id, txn_config.request_timeout_ms, self.inter_broker), self.scheduler,
         )
         return TransactionCoordinator(
             self.node_id, txn_config, manager, channel, lambda: self.admin_manager.allocate_producer_id(),
@@ -246,7 +255,8 @@ class Broker:
         """The controller's channel to ``broker``: in-process to this one, a socket to others."""
         if broker.broker_id == self.node_id:
             return InProcessBrokerChannel(self.broker_control, broker)
-        return NetworkBrokerChannel(broker, self.node_id, self.config.get("controller.socket.timeout.ms") / 1000)
+        return NetworkBrokerChannel(
+            broker, self.node_id, self.config.get("controller.socket.timeout.ms") / 1000, self.inter_broker)
 
     async def _log_offsets(self, leader: LiveBroker, partitions: list[TopicPartition]) -> LogOffsets:
         """The controller's question to ``leader`` about its marked partitions: this broker's
@@ -266,9 +276,10 @@ class Broker:
 
         def resolve(broker: int) -> BrokerEndpoint | None:
             alive = self.metadata_cache.alive_broker(broker)
-            return None if alive is None else alive.endpoint()
+            return None if alive is None else self.inter_broker.endpoint(alive)
 
-        return RemoteLeaderEndPoint(broker_id, self.node_id, resolve, self.config.get("replica.socket.timeout.ms"))
+        return RemoteLeaderEndPoint(broker_id, self.node_id, resolve, self.config.get("replica.socket.timeout.ms"),
+                                    self.inter_broker)
 
     async def _open_store(self) -> None:
         """Cluster mode: connect to ZooKeeper, and take the cluster id from it (a data dir of
@@ -326,10 +337,10 @@ class Broker:
         if controller_id == self.node_id:
             return await self.controller.controlled_shutdown(self.node_id, self.broker_epoch)
         controller = self.metadata_cache.alive_broker(controller_id)
-        endpoint = None if controller is None else controller.endpoint()
+        endpoint = None if controller is None else self.inter_broker.endpoint(controller)
         if endpoint is None:
             return ErrorCode.NOT_CONTROLLER, []
-        connection = BrokerConnection(endpoint.host, endpoint.port, f"broker-{self.node_id}")
+        connection = self.inter_broker.connection(endpoint.host, endpoint.port, f"broker-{self.node_id}")
         try:
             await connection.connect(self.config.get("controller.socket.timeout.ms") / 1000)
             answer = await connection.send(
@@ -360,12 +371,14 @@ class Broker:
 
     @property
     def registration(self) -> LiveBroker:
-        """This broker as it registers itself: its id and advertised listeners."""
+        """This broker as it registers itself: its id and every advertised listener with its
+        security protocol (Kafka's ``createBrokerInfo``: no host is this machine's canonical host
+        name, port 0 the port the listener is bound to)."""
         endpoints = []
         for endpoint in self.config.advertised_listeners:
-            if endpoint.port == 0 and self.socket_server.bound:
-                endpoint = Endpoint(endpoint.listener_name, endpoint.host, self.socket_server.bound[0][1])
-            endpoints.append(BrokerEndpoint(endpoint.listener_name, endpoint.host, endpoint.port))
+            port = endpoint.port or self.socket_server.bound_ports.get(endpoint.listener_name, 0)
+            host = endpoint.host or socket.getfqdn()
+            endpoints.append(BrokerEndpoint(endpoint.listener_name, host, port, endpoint.security_protocol))
         return LiveBroker(self.node_id, tuple(endpoints), self.config.get("broker.rack"))
 
     # --- lifecycle -----------------------------------------------------------------------------

@@ -2,12 +2,16 @@
 
 Owns ``BrokerConfig``: parsing a ``server.properties``-style file plus ``key=value`` overrides,
 Kafka's defaults (with pybroker's few deliberate differences written next to them), listener
-parsing, and the broker-level defaults that topic configs fall back to.
+parsing with each listener's security protocol and Kafka's listener checks (run at construction, so a bad
+configuration stops the start with one line), the inter-broker listener, and the broker-level
+defaults that topic configs fall back to.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -226,24 +230,81 @@ SYNONYM_CHAINS: dict[str, tuple[str, ...]] = {
 }
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+# Kafka's EndPoint.uriParseExp: NAME://host:port, an IPv6 host in brackets, an empty host allowed.
+_LISTENER_URI = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
+
+
 @dataclass(frozen=True)
 class Endpoint:
-    """One listener: ``PLAINTEXT://host:port``."""
+    """One listener: ``NAME://host:port`` and its security protocol. An empty host binds every
+    interface (and is advertised as this machine's canonical host name, as Kafka does)."""
 
     listener_name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
 
     @classmethod
-    def parse(cls, uri: str) -> Endpoint:
-        name, sep, rest = uri.partition("://")
-        if not sep:
-            raise ConfigError(f"listener {uri!r} is not of the form NAME://HOST:PORT")
-        host, colon, port = rest.rpartition(":")
-        if not colon or not port.isdigit():
-            raise ConfigError(f"listener {uri!r} has no port")
-        host = host.strip("[]") or "0.0.0.0"
-        return cls(name.upper(), host, int(port))
+    def parse(cls, uri: str, protocol_map: Mapping[str, str] | None = None) -> Endpoint:
+        """Parse ``NAME://host:port`` (the name upper-cased, Kafka's ``ListenerName.normalised``);
+        the protocol comes from ``protocol_map`` (default: the listener named after a protocol)."""
+        match = _LISTENER_URI.match(uri)
+        if match is None:
+            raise ConfigError(f"Unable to parse {uri} to a broker endpoint")
+        name, host, port = match.group(1).upper(), match.group(2), int(match.group(3))
+        protocols = protocol_map if protocol_map is not None else {p: p for p in SECURITY_PROTOCOLS}
+        if name not in protocols:
+            raise ConfigError(f"No security protocol defined for listener {name}")
+        return cls(name, host, port, protocols[name])
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _endpoints(uris: list[str], protocol_map: Mapping[str, str], distinct_ports: bool) -> list[Endpoint]:
+    """Kafka's ``CoreUtils.listenerListToEndPoints``: every URI parsed, names distinct, and
+    (for ``listeners``) ports distinct except port 0, or one IPv4 and one IPv6 host on a port."""
+    text = ",".join(uris)
+    try:
+        endpoints = [Endpoint.parse(u, protocol_map) for u in uris]
+    except ConfigError as e:
+        raise ConfigError(f"Error creating broker listeners from '{text}': {e}") from None
+    names = [e.listener_name for e in endpoints]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"Each listener must have a different name, listeners: {text}")
+    if distinct_ports:
+        by_port: dict[int, list[Endpoint]] = {}
+        for endpoint in endpoints:
+            if endpoint.port != 0:
+                by_port.setdefault(endpoint.port, []).append(endpoint)
+        for port, group in by_port.items():
+            if len(group) < 2:
+                continue
+            with_ip = [e for e in group if _ip_version(e.host) is not None]
+            if len(group) - len(with_ip) > 1:
+                raise ConfigError(f"Each listener must have a different port, listeners: {text}")
+            if len(with_ip) == 2:
+                if _ip_version(with_ip[0].host) == _ip_version(with_ip[1].host) or len(group) > 2:
+                    raise ConfigError("If you have two listeners on the same port then one needs to be IPv4 and "
+                                      f"the other IPv6, listeners: {text}, port: {port}")
+            elif with_ip:
+                raise ConfigError("Each listener must have a different port unless exactly one listener has an "
+                                  f"IPv4 address and the other IPv6 address, listeners: {text}, port: {port}")
+    return endpoints
+
+
+def _ip_version(host: str) -> int | None:
+    try:
+        return ipaddress.ip_address(host).version
+    except ValueError:
+        return None
 
 
 def read_properties(path: str) -> dict[str, str]:
@@ -284,6 +345,7 @@ class BrokerConfig:
                 self.unknown.append(key)
                 continue
             self._values[key] = definition.parse(raw)
+        self.validate_listeners()
 
     @classmethod
     def load(cls, path: str | None = None, overrides: Iterable[str] = ()) -> BrokerConfig:
@@ -331,13 +393,81 @@ class BrokerConfig:
         return [os.path.abspath(d) for d in dirs]
 
     @property
+    def listener_security_protocol_map(self) -> dict[str, str]:
+        """``listener.security.protocol.map`` as {LISTENER: PROTOCOL}, names upper-cased."""
+        out: dict[str, str] = {}
+        for item in self.get("listener.security.protocol.map"):
+            name, sep, protocol = item.partition(":")
+            protocol = protocol.strip().upper()
+            if not sep or not name.strip():
+                raise ConfigError(f"Invalid value {item} for configuration listener.security.protocol.map: "
+                                  "Map entry should be of form <key>:<value>")
+            if protocol not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"Invalid value {item} for configuration listener.security.protocol.map: "
+                                  f"No enum constant for security protocol {protocol}")
+            out[name.strip().upper()] = protocol
+        return out
+
+    @property
     def listeners(self) -> list[Endpoint]:
-        return [Endpoint.parse(u) for u in self.get("listeners")]
+        return _endpoints(self.get("listeners"), self.listener_security_protocol_map, True)
 
     @property
     def advertised_listeners(self) -> list[Endpoint]:
         uris = self.get("advertised.listeners")
-        return [Endpoint.parse(u) for u in uris] if uris else self.listeners
+        if not uris:
+            return self.listeners
+        return _endpoints(uris, self.listener_security_protocol_map, False)
+
+    @property
+    def inter_broker_listener(self) -> Endpoint:
+        """The advertised endpoint other brokers reach this one on (Kafka's
+        ``interBrokerListenerName``: ``inter.broker.listener.name``, else the listener named
+        after ``security.inter.broker.protocol``)."""
+        name = self.inter_broker_listener_name
+        return next(e for e in self.advertised_listeners if e.listener_name == name)
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        name = self.get("inter.broker.listener.name")
+        if name is None:
+            return self.get("security.inter.broker.protocol")
+        return name.upper()
+
+    @property
+    def inter_broker_security_protocol(self) -> str:
+        return self.inter_broker_listener.security_protocol
+
+    def validate_listeners(self) -> None:
+        """Kafka's listener checks (``KafkaConfig.validateValues``), each failing with Kafka's message."""
+        protocol_map = self.listener_security_protocol_map
+        listeners = self.listeners
+        advertised = self.advertised_listeners
+        if self.is_set("inter.broker.listener.name") and self.is_set("security.inter.broker.protocol"):
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+        inter_broker = self.inter_broker_listener_name
+        if self.is_set("inter.broker.listener.name") and inter_broker not in protocol_map:
+            raise ConfigError(f"Listener with name {inter_broker} defined in inter.broker.listener.name not found "
+                              "in listener.security.protocol.map.")
+        listener_names = [e.listener_name for e in listeners]
+        advertised_names = [e.listener_name for e in advertised]
+        if inter_broker not in advertised_names:
+            raise ConfigError("inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+                              "The valid options based on currently configured listeners are "
+                              + ",".join(advertised_names))
+        if not set(advertised_names) <= set(listener_names):
+            raise ConfigError(
+                "advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. "
+                f"Found {','.join(advertised_names)}. The valid options based on the current configuration are "
+                + ",".join(listener_names))
+        if any(e.host == "0.0.0.0" for e in advertised):
+            raise ConfigError("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
+                              "Use a routable IP address.")
+        if protocol_map[inter_broker] in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mechanism = self.get("sasl.mechanism.inter.broker.protocol")
+            if mechanism not in self.listener_get(inter_broker, "sasl.enabled.mechanisms"):
+                raise ConfigError("sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
+                                  "when SASL is used for inter-broker communication")
 
     @property
     def retention_ms(self) -> int:

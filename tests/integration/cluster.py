@@ -4,6 +4,7 @@ partition states as the brokers' Metadata answers show them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,9 +41,13 @@ class Cluster:
             broker.kill()
 
 
-def start_cluster(connect: str, root: Path, nodes: int = 3, **overrides: object) -> Cluster:
+def start_cluster(
+    connect: str, root: Path, nodes: int = 3,
+    broker_overrides: Callable[[int, BrokerProcess], dict[str, object]] | None = None, **overrides: object,
+) -> Cluster:
     """``nodes`` brokers (node ids 1..nodes) on ZooKeeper ``connect``, started one after another;
-    returns once every broker knows the whole cluster."""
+    returns once every broker knows the whole cluster. ``broker_overrides(node id, process)``
+    gives properties of one broker (its own listeners, say), over ``overrides``."""
     settings: dict[str, object] = {
         "zookeeper.connect": connect,
         "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
@@ -51,6 +56,9 @@ def start_cluster(connect: str, root: Path, nodes: int = 3, **overrides: object)
         **overrides,
     }
     brokers = [BrokerProcess(root / f"broker-{node}", **{"node.id": node, **settings}) for node in range(1, nodes + 1)]
+    if broker_overrides is not None:
+        for node, broker in enumerate(brokers, start=1):
+            broker.overrides.update({k: str(v) for k, v in broker_overrides(node, broker).items()})
     cluster = Cluster(connect, brokers)
     try:
         for broker in brokers:

@@ -26,7 +26,7 @@ def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClus
     brokers = [
         DescribeClusterResponse.DescribeClusterBroker(broker_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
         for b in sorted(cache.live_brokers.values(), key=lambda b: b.broker_id)
-        if (e := b.endpoint()) is not None
+        if (e := b.endpoint(ctx.listener_name)) is not None  # brokers on the request's listener
     ]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=ENDPOINT_TYPE_BROKERS,

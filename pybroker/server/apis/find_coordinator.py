@@ -57,7 +57,7 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, objec
     else:
         return _error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request")
     leader = broker.metadata_cache.leader(tp)
-    endpoint = None if leader is None else leader.endpoint()
+    endpoint = None if leader is None else leader.endpoint(ctx.listener_name)  # the request's listener
     if leader is None or endpoint is None:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
     return {"error_code": ErrorCode.NONE, "error_message": "NONE", "node_id": leader.broker_id,

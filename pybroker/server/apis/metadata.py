@@ -1,13 +1,16 @@
 """Metadata (3): brokers, controller, topics with ids, partitions, leaders and epochs.
 
 Creates missing topics when the client allows it and ``auto.create.topics.enable`` is true.
+Brokers are given by their endpoint on the listener the request arrived on; brokers without that
+listener are left out, and a partition whose live leader lacks it has no leader
+(LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before), as Kafka's ZkMetadataCache answers.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Collection
+from collections.abc import Mapping
 
 from pybroker.controller.metadata import (
     INTERNAL_TOPICS,
@@ -15,6 +18,7 @@ from pybroker.controller.metadata import (
     TopicExistsError,
     validate_topic_name,
 )
+from pybroker.controller.requests import LiveBroker
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import MetadataRequest, MetadataResponse
@@ -38,7 +42,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     version = ctx.api_version
     cache = broker.metadata_cache
     if request.topics is None or (version == 0 and not request.topics):
-        return _response(ctx, [_topic(cache.topics[name], cache.live_brokers) for name in sorted(cache.topics)])
+        return _response(ctx, [_topic(ctx, cache.topics[name], cache.live_brokers) for name in sorted(cache.topics)])
     auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and broker.config.get(
         "auto.create.topics.enable"
     )
@@ -55,7 +59,7 @@ def _response(ctx: RequestContext, topics: list[MetadataResponse.MetadataRespons
     cache = broker.metadata_cache
     brokers = []
     for live in sorted(cache.live_brokers.values(), key=lambda b: b.broker_id):
-        endpoint = live.endpoint(None)
+        endpoint = live.endpoint(ctx.listener_name)
         if endpoint is not None:
             brokers.append(MetadataResponse.MetadataResponseBroker(
                 node_id=live.broker_id, host=endpoint.host, port=endpoint.port, rack=live.rack))
@@ -79,10 +83,10 @@ async def _requested_topic(
         found = cache.topic_by_id(topic_id)
         if found is None:
             return _missing(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
-        return _topic(found, cache.live_brokers)
+        return _topic(ctx, found, cache.live_brokers)
     found = cache.topic(name)
     if found is not None:
-        return _topic(found, cache.live_brokers)
+        return _topic(ctx, found, cache.live_brokers)
     try:
         validate_topic_name(name)
     except InvalidTopicError:
@@ -107,21 +111,32 @@ def _missing(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> Metadata
     )
 
 
-def _topic(topic: CachedTopic, live_brokers: Collection[int]) -> MetadataResponse.MetadataResponseTopic:
+def _topic(
+    ctx: RequestContext, topic: CachedTopic, live_brokers: Mapping[int, LiveBroker]
+) -> MetadataResponse.MetadataResponseTopic:
     """A cached topic; a partition whose leader is not alive (or that has none) answers
-    LEADER_NOT_AVAILABLE with leader -1, as Kafka's ZkMetadataCache does."""
-    partitions = [
-        MetadataResponse.MetadataResponsePartition(
-            error_code=ErrorCode.NONE if state.leader in live_brokers else ErrorCode.LEADER_NOT_AVAILABLE,
+    LEADER_NOT_AVAILABLE with leader -1, as Kafka's ZkMetadataCache does; one whose live leader
+    has no endpoint on the request's listener LISTENER_NOT_FOUND (v6+) with leader -1."""
+    listener = ctx.listener_name
+    no_listener = ErrorCode.LISTENER_NOT_FOUND if ctx.api_version >= 6 else ErrorCode.LEADER_NOT_AVAILABLE
+    partitions = []
+    for index, state in sorted(topic.partitions.items()):
+        leader = live_brokers.get(state.leader)
+        if leader is None:
+            error, leader_id = ErrorCode.LEADER_NOT_AVAILABLE, -1
+        elif leader.endpoint(listener) is None:
+            error, leader_id = no_listener, -1
+        else:
+            error, leader_id = ErrorCode.NONE, state.leader
+        partitions.append(MetadataResponse.MetadataResponsePartition(
+            error_code=error,
             partition_index=index,
-            leader_id=state.leader if state.leader in live_brokers else -1,
+            leader_id=leader_id,
             leader_epoch=state.leader_epoch,
             replica_nodes=list(state.replicas),
             isr_nodes=list(state.isr),
             offline_replicas=list(state.offline_replicas),
-        )
-        for index, state in sorted(topic.partitions.items())
-    ]
+        ))
     return MetadataResponse.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.is_internal,
         partitions=partitions, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,

@@ -17,6 +17,7 @@ import logging
 from typing import Protocol
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError
+from pybroker.client.inter_broker import DIRECT, InterBrokerClient
 from pybroker.controller.requests import LiveBroker
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -41,7 +42,8 @@ class MarkerSender(Protocol):
 class NetworkMarkerSender:
     """WriteTxnMarkers over one ``BrokerConnection`` per destination broker."""
 
-    def __init__(self, broker_id: int, request_timeout_ms: int) -> None:
+    def __init__(self, broker_id: int, request_timeout_ms: int, inter_broker: InterBrokerClient = DIRECT) -> None:
+        self._inter_broker = inter_broker
         self.client_id = f"broker-{broker_id}-txn-marker-sender"
         self.timeout_s = request_timeout_ms / 1000
         self._connections: dict[int, tuple[tuple[str, int], BrokerConnection]] = {}
@@ -57,7 +59,7 @@ class NetworkMarkerSender:
             raise
 
     async def _connection(self, destination: LiveBroker) -> BrokerConnection:
-        endpoint = destination.endpoint()
+        endpoint = self._inter_broker.endpoint(destination)
         if endpoint is None:
             raise KafkaClientError(f"broker {destination.broker_id} has no endpoint")
         address = (endpoint.host, endpoint.port)
@@ -67,7 +69,7 @@ class NetworkMarkerSender:
                 if current[0] == address:
                     return current[1]
                 await self._drop(destination.broker_id, current[1])
-            connection = BrokerConnection(endpoint.host, endpoint.port, self.client_id)
+            connection = self._inter_broker.connection(endpoint.host, endpoint.port, self.client_id)
             await connection.connect(self.timeout_s)
             self._connections[destination.broker_id] = (address, connection)
             return connection

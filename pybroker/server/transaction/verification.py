@@ -20,6 +20,7 @@ import asyncio
 import logging
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError
+from pybroker.client.inter_broker import DIRECT, InterBrokerClient
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AddPartitionsToTxnRequest
@@ -51,8 +52,10 @@ class TransactionVerifier:
     """Asks coordinators whether partitions are in a producer's ongoing transaction."""
 
     def __init__(
-        self, node_id: int, metadata_cache: MetadataCache, coordinator: TransactionCoordinator, timeout_ms: int
+        self, node_id: int, metadata_cache: MetadataCache, coordinator: TransactionCoordinator, timeout_ms: int,
+        inter_broker: InterBrokerClient = DIRECT,
     ) -> None:
+        self._inter_broker = inter_broker
         self.node_id = node_id
         self.metadata_cache = metadata_cache
         self.coordinator = coordinator
@@ -66,7 +69,7 @@ class TransactionVerifier:
         """Per partition: NONE when it is in the transaction, else the error Produce answers."""
         state_partition = TopicPartition(TRANSACTION_STATE_TOPIC, self.coordinator.partition_for(transactional_id))
         leader = self.metadata_cache.leader(state_partition)
-        endpoint = None if leader is None else leader.endpoint()
+        endpoint = None if leader is None else self._inter_broker.endpoint(leader)
         if leader is None or endpoint is None:
             errors = dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         elif leader.broker_id == self.node_id:
@@ -116,7 +119,7 @@ class TransactionVerifier:
         async with self._lock:
             connection = self._connections.get((host, port))
             if connection is None:
-                connection = BrokerConnection(host, port, f"broker-{self.node_id}-txn-verifier")
+                connection = self._inter_broker.connection(host, port, f"broker-{self.node_id}-txn-verifier")
                 await connection.connect(self.timeout_s)
                 self._connections[(host, port)] = connection
             return connection
