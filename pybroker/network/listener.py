@@ -1,7 +1,9 @@
 """Listening sockets: accept connections on each configured listener and track them.
 
 Owns the asyncio servers for ``listeners`` and the set of open connections, so a shutdown can stop
-accepting, then close every connection.
+accepting, then close every connection. Each connection knows its listener and security protocol;
+on a listener given an authenticator factory (the SASL listeners), each new connection gets its
+own authenticator, which sees every frame before the dispatcher.
 """
 
 from __future__ import annotations
@@ -9,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Callable, Mapping
 
-from pybroker.network.connection import Dispatcher, KafkaConnection
+from pybroker.network.connection import Authenticator, Dispatcher, KafkaConnection
 from pybroker.server.config import Endpoint
 
 log = logging.getLogger(__name__)
@@ -19,16 +22,31 @@ log = logging.getLogger(__name__)
 class SocketServer:
     """All listeners of a broker."""
 
-    def __init__(self, endpoints: list[Endpoint], dispatch: Dispatcher, max_request_size: int) -> None:
+    def __init__(
+        self,
+        endpoints: list[Endpoint],
+        dispatch: Dispatcher,
+        max_request_size: int,
+        security_protocols: Mapping[str, str] | None = None,
+        authenticators: Mapping[str, Callable[[KafkaConnection], Authenticator]] | None = None,
+    ) -> None:
         self.endpoints = endpoints
         self._dispatch = dispatch
         self._max_request_size = max_request_size
+        self._security_protocols = dict(security_protocols or {})  # listener → protocol (default PLAINTEXT)
+        self._authenticators = dict(authenticators or {})  # listener → per-connection authenticator factory
         self._servers: list[asyncio.base_events.Server] = []
         self.connections: set[KafkaConnection] = set()
         self.bound: list[tuple[str, int]] = []
 
-    def _new_connection(self) -> KafkaConnection:
-        connection = KafkaConnection(self._dispatch, self._max_request_size, self.connections.discard)
+    def _new_connection(self, listener_name: str) -> KafkaConnection:
+        connection = KafkaConnection(
+            self._dispatch, self._max_request_size, self.connections.discard, listener_name,
+            self._security_protocols.get(listener_name, "PLAINTEXT"),
+        )
+        authenticator = self._authenticators.get(listener_name)
+        if authenticator is not None:
+            connection.authenticator = authenticator(connection)
         self.connections.add(connection)
         return connection
 
@@ -38,7 +56,7 @@ class SocketServer:
         loop = asyncio.get_running_loop()
         for endpoint in self.endpoints:
             server = await loop.create_server(
-                self._new_connection, endpoint.host, endpoint.port, reuse_address=True, backlog=1024,
+                lambda name=endpoint.listener_name: self._new_connection(name), endpoint.host, endpoint.port, reuse_address=True, backlog=1024,
                 start_serving=start_serving,
             )
             self._servers.append(server)

@@ -38,6 +38,11 @@ from pybroker.protocol.messages import ControlledShutdownRequest
 from pybroker.replication.fetcher import FetcherConfig
 from pybroker.replication.remote_endpoint import RemoteLeaderEndPoint
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
+from pybroker.security.authenticator import (
+    SASL_PROTOCOLS,
+    SaslListenerConfig,
+    authenticator_factory,
+)
 from pybroker.security.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.security.credential_cache import CredentialCache
 from pybroker.server.admin_manager import AdminManager
@@ -172,8 +177,14 @@ class Broker:
         )
         self._network_log_offsets = NetworkLogOffsets(self.node_id, config.get("controller.socket.timeout.ms") / 1000)
         self.controller.listener(self.store_listener)
+        dispatcher = RequestDispatcher(self)
+        security_protocols = {e.listener_name: config.listener_security_protocol(e.listener_name)
+                              for e in config.listeners}
         self.socket_server = SocketServer(
-            config.listeners, RequestDispatcher(self), config.get("socket.request.max.bytes")
+            config.listeners, dispatcher, config.get("socket.request.max.bytes"), security_protocols,
+            {name: authenticator_factory(SaslListenerConfig.from_config(config, name), dispatcher,
+                                         self.credential_cache, self.time, self.scheduler)
+             for name, protocol in security_protocols.items() if protocol in SASL_PROTOCOLS},
         )
         self._stopped = asyncio.Event()
         # Per topic, the ignored-config warnings last logged (a change notification can repeat).

@@ -319,6 +319,14 @@ class BrokerConfig:
                 return raw if definition is None else definition.parse(raw)
         return self.get(name) if name in BROKER_CONFIGS else None
 
+    def listener_security_protocol(self, listener_name: str) -> str:
+        """The security protocol of a listener (``listener.security.protocol.map``)."""
+        for item in self.get("listener.security.protocol.map") or []:
+            name, sep, protocol = item.partition(":")
+            if sep and name.strip().upper() == listener_name.upper():
+                return protocol.strip().upper()
+        raise ConfigError(f"No security protocol defined for listener {listener_name}")
+
     # --- derived values, resolved as Kafka resolves them -----------------------------------
 
     @property

@@ -49,6 +49,8 @@ from pybroker.server.apis import (
     offset_for_leader_epoch,
     partition_leader_epochs_for_partitions,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     stop_replica,
     sync_group,
     txn_offset_commit,
@@ -96,6 +98,8 @@ _MODULES: list[ModuleType] = [
     alter_partition,
     elect_leaders,
     api_versions,
+    sasl_handshake,
+    sasl_authenticate,
     consumer_group_position,
     partition_leader_epochs_for_partitions,
 ]
