@@ -62,6 +62,7 @@ class SaslAuthenticationFailedError(KafkaClientError):
 
 # Kafka's clients re-authenticate at a random point in this part of the session lifetime.
 REAUTH_WINDOW = (0.85, 0.95)
+REAUTH_TIMEOUT_S = 30.0  # a re-authentication the broker does not answer closes the connection
 
 
 # The largest response accepted (librdkafka's receive.message.max.bytes default); a larger size
@@ -215,7 +216,8 @@ class BrokerConnection:
 
     async def _reauthenticate(self) -> None:
         try:
-            await self._authenticate_sasl()
+            async with asyncio.timeout(REAUTH_TIMEOUT_S):
+                await self._authenticate_sasl()
         except Exception as e:
             log.warning("Re-authentication with %s:%d failed, closing the connection: %s", self.host, self.port, e)
             channel = self._channel

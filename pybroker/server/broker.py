@@ -45,6 +45,7 @@ from pybroker.security.authenticator import (
 )
 from pybroker.security.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.security.credential_cache import CredentialCache
+from pybroker.security.scram import ScramMechanism
 from pybroker.server.admin_manager import AdminManager
 from pybroker.server.alter_partition_manager import AlterPartitionManager, ControllerTransport
 from pybroker.server.broker_control import BrokerControl, InProcessBrokerChannel
@@ -131,7 +132,9 @@ class Broker:
         )
         self.log_manager.on_log_start_offset_changed = self.replica_manager.on_log_start_offset_changed
         self.authorizer: Authorizer = AllowAllAuthorizer()
-        self.credential_cache = CredentialCache(config.get("sasl.enabled.mechanisms"))
+        # Every SCRAM mechanism, as Kafka's CredentialProvider: a listener may enable one that the
+        # broker-wide sasl.enabled.mechanisms does not list.
+        self.credential_cache = CredentialCache([mechanism.mechanism_name for mechanism in ScramMechanism])
         self.group_coordinator = GroupCoordinator(
             GroupMetadataManager(
                 self.replica_manager,

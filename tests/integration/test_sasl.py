@@ -7,9 +7,9 @@ listener's JAAS config) and a PLAINTEXT one.
   an unknown mechanism is refused;
 - a request before authentication, a garbage token, a truncated frame: the connection is closed,
   the broker goes on serving;
-- KIP-368 (connections.max.reauth.ms=2000): kafka-python and confluent-kafka keep producing
-  across re-authentications; a client that does not re-authenticate is closed on its first
-  request after expiry;
+- KIP-368 (connections.max.reauth.ms=2000): kafka-python, confluent-kafka and the project's
+  connection keep producing across re-authentications; a client that does not re-authenticate is
+  closed on its first request after expiry (aiokafka then reconnects and retries);
 - SCRAM-SHA-256/512 with every real client against a broker run in this process, whose credential
   cache the test fills through its ordinary API (the credential store that fills it in a real
   broker is another part of issue 17).
@@ -486,6 +486,30 @@ def test_confluent_keeps_producing_across_reauthentications(reauth_broker: Broke
     assert "did not re-authenticate" not in log and "Failed re-authentication" not in log
 
 
+def test_aiokafka_does_not_reauthenticate_but_reconnects(reauth_broker: BrokerProcess, topic_name: str) -> None:
+    """aiokafka ignores session_lifetime_ms: the broker closes its expired connection on the next
+    request, and aiokafka retries that request on a new connection, unseen by the application."""
+    from aiokafka import AIOKafkaProducer
+
+    async def run() -> int:
+        producer = AIOKafkaProducer(bootstrap_servers=reauth_broker.bootstrap, **python_config())
+        await producer.start()
+        try:
+            sent = 0
+            deadline = time.monotonic() + 1.5 * REAUTH_MS / 1000
+            while time.monotonic() < deadline:
+                await producer.send_and_wait(topic_name, b"r%d" % sent)
+                sent += 1
+                await asyncio.sleep(0.05)
+            return sent
+        finally:
+            await producer.stop()
+
+    mark = reauth_broker.log_mark()
+    assert asyncio.run(run()) > 20
+    reauth_broker.wait_for_log(EXPIRED_LINE, mark)
+
+
 def test_the_projects_connection_reauthenticates(reauth_broker: BrokerProcess) -> None:
     async def run() -> int:
         connection = BrokerConnection("127.0.0.1", reauth_broker.port, security=ClientSecurity(
@@ -568,7 +592,8 @@ def scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     server = InProcessBroker(tmp_path_factory.mktemp("scram") / "data", {
         "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+        # Per listener only (the broker-wide list stays Kafka's GSSAPI default).
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
         "num.partitions": "1",
     }, {"alice": "alice-secret"}).start()
     try:
