@@ -5,6 +5,14 @@ Owns one TCP connection (TLS over it for SSL and SASL_SSL, the host name checked
 UNSUPPORTED_VERSION retry with v0, as librdkafka does), choosing for each request the highest
 version both sides support, and matching responses to pending requests by correlation id.
 
+On a SASL_PLAINTEXT or SASL_SSL connection (``security``), negotiation is followed by
+authentication (`_authenticate_sasl`): SaslHandshake v1, then SaslAuthenticate rounds of the
+mechanism's client (``pybroker.security.sasl_client``: PLAIN, SCRAM-SHA-256/512, the server's
+signature verified). A failure raises `SaslAuthenticationFailedError`. When the broker gives a
+session lifetime (KIP-368), the connection re-authenticates on the same socket at a random 85-95 %
+of it, as Kafka's clients do: new requests wait until it is done (requests already sent are
+answered first, in order, by the broker), and a failed re-authentication closes the connection.
+
 A follower's fetches from its leader come through here, so responses are read as the broker reads
 requests (`FrameReader`): a large response lands, in one copy from the socket, in a buffer of its
 own, which the decoded response's records then point into (writable, so the follower's log
@@ -15,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +33,14 @@ from pybroker.network.framing import FrameReader
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
-from pybroker.protocol.messages import ApiVersionsRequest
+from pybroker.protocol.messages import (
+    ApiVersionsRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
+from pybroker.security.sasl_client import SaslClientError, new_client
+
+log = logging.getLogger(__name__)
 
 
 class KafkaClientError(Exception):
@@ -32,6 +49,21 @@ class KafkaClientError(Exception):
 
 class UnsupportedVersionError(KafkaClientError):
     """The broker supports no version of this API that this client can send."""
+
+
+class SaslAuthenticationFailedError(KafkaClientError):
+    """SASL authentication failed: the broker refused (its error and message), or the exchange
+    could not go on (e.g. the broker's SCRAM signature did not verify)."""
+
+    def __init__(self, message: str, error_code: int | None = None) -> None:
+        super().__init__(f"authentication failed: {message}")
+        self.message = message
+        self.error_code = error_code
+
+
+# Kafka's clients re-authenticate at a random point in this part of the session lifetime.
+REAUTH_WINDOW = (0.85, 0.95)
+REAUTH_TIMEOUT_S = 30.0  # a re-authentication the broker does not answer closes the connection
 
 
 # The largest response accepted (librdkafka's receive.message.max.bytes default); a larger size
@@ -108,6 +140,11 @@ class BrokerConnection:
         self._channel: _Channel | None = None
         self._correlation = itertools.count(1)
         self._pending: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
+        self._ready = asyncio.Event()  # cleared while re-authenticating: new requests wait
+        self._ready.set()
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Future[None] | None = None
+        self.session_lifetime_ms = 0  # the last one the broker gave (KIP-368); 0: none
 
     async def connect(self, timeout: float = 10.0) -> None:
         """Connect and negotiate versions, within ``timeout`` seconds for both (a broker that
@@ -124,7 +161,7 @@ class BrokerConnection:
                 )
                 await self._negotiate()
                 if self.security.uses_sasl:
-                    await self._authenticate()
+                    await self._authenticate_sasl()
         except BaseException:
             await self.close()
             raise
@@ -138,10 +175,61 @@ class BrokerConnection:
             raise KafkaClientError(f"ApiVersions failed: {ErrorCode(response.error_code).name}")
         self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
-    async def _authenticate(self) -> None:
-        """SASL: SaslHandshake then SaslAuthenticate with ``self.security``'s mechanism and
-        credentials (the saslwire change fills this in)."""
-        raise NotImplementedError("client-side SASL is not implemented yet")
+    async def _authenticate_sasl(self) -> None:
+        """SaslHandshake v1 and SaslAuthenticate rounds with ``self.security``'s mechanism and
+        credentials; then, if the broker set a session lifetime, the re-authentication timer."""
+        security = self.security
+        mechanism = security.sasl_mechanism or "GSSAPI"
+        try:
+            client = new_client(mechanism, security.sasl_username or "", security.sasl_password or "")
+        except SaslClientError as e:
+            raise SaslAuthenticationFailedError(str(e)) from None
+        if self.version_for(ApiKey.SASL_HANDSHAKE, 1) < 1:
+            raise SaslAuthenticationFailedError(f"broker {self.host}:{self.port} lacks SaslHandshake v1")
+        authenticate_version = self.version_for(ApiKey.SASL_AUTHENTICATE)
+        handshake = await self._send(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=mechanism), gated=False)
+        if handshake.error_code != ErrorCode.NONE:
+            error = ErrorCode(handshake.error_code)
+            raise SaslAuthenticationFailedError(
+                f"SASL mechanism {mechanism} handshake failed: {error.name} (the broker enables "
+                f"{', '.join(handshake.mechanisms) or 'none'})", error)
+        token: bytes | None = client.initial_response()
+        lifetime_ms = 0
+        while token is not None:
+            response = await self._send(ApiKey.SASL_AUTHENTICATE, authenticate_version,
+                                        SaslAuthenticateRequest(auth_bytes=token), gated=False)
+            if response.error_code != ErrorCode.NONE:
+                raise SaslAuthenticationFailedError(
+                    response.error_message or ErrorCode(response.error_code).name, response.error_code)
+            lifetime_ms = response.session_lifetime_ms or 0
+            try:
+                # SCRAM's salted password costs thousands of hashes: not on the event loop.
+                token = await asyncio.to_thread(client.evaluate_challenge, bytes(response.auth_bytes))
+            except SaslClientError as e:
+                raise SaslAuthenticationFailedError(str(e)) from None
+        self.session_lifetime_ms = lifetime_ms
+        if lifetime_ms > 0:
+            delay_s = lifetime_ms * random.uniform(*REAUTH_WINDOW) / 1000
+            self._reauth_timer = asyncio.get_running_loop().call_later(delay_s, self._start_reauthentication)
+
+    def _start_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if self._channel is None or self._channel.closed:
+            return
+        self._ready.clear()  # requests from now on wait; those sent are answered first
+        self._reauth_task = asyncio.ensure_future(self._reauthenticate())
+
+    async def _reauthenticate(self) -> None:
+        try:
+            async with asyncio.timeout(REAUTH_TIMEOUT_S):
+                await self._authenticate_sasl()
+        except Exception as e:
+            log.warning("Re-authentication with %s:%d failed, closing the connection: %s", self.host, self.port, e)
+            channel = self._channel
+            if channel is not None and channel.transport is not None:
+                channel.transport.abort()
+        finally:
+            self._ready.set()
 
     def version_for(self, api_key: int, max_wanted: int | None = None) -> int:
         """The highest version of ``api_key`` both sides support (capped at ``max_wanted``)."""
@@ -166,12 +254,17 @@ class BrokerConnection:
 
     async def send_without_response(self, api_key: int, request: Any, version: int) -> None:
         """Send a request the broker does not answer (Produce with acks=0)."""
+        if not self._ready.is_set():
+            await self._ready.wait()
         if self._channel is None:
             raise KafkaClientError("not connected")
         self._channel.write(codec.encode_request(api_key, version, next(self._correlation), self.client_id, request))
         await self._channel.drain()
 
-    async def _send(self, api_key: int, version: int, request: Any) -> Any:
+    async def _send(self, api_key: int, version: int, request: Any, gated: bool = True) -> Any:
+        """``gated``: wait while the connection re-authenticates (all but the SASL exchange)."""
+        if gated and not self._ready.is_set():
+            await self._ready.wait()
         if self._channel is None:
             raise KafkaClientError("not connected")
         correlation_id = next(self._correlation)
@@ -209,6 +302,13 @@ class BrokerConnection:
                 future.set_exception(error)
 
     async def close(self) -> None:
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        reauth, self._reauth_task = self._reauth_task, None
+        if reauth is not None and not reauth.done() and reauth is not asyncio.current_task():
+            reauth.cancel()
+        self._ready.set()
         channel, self._channel = self._channel, None
         if channel is not None and channel.transport is not None:
             channel.transport.close()  # after what is still buffered (acks=0 produce requests)

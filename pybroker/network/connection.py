@@ -17,6 +17,13 @@ finish a region. (Over TLS a region is read and written through the transport.)
 
 It knows nothing of Kafka's APIs: the dispatcher returns, per frame, the encoded reply, a future
 of it, or None (no reply, e.g. Produce with acks=0).
+
+On a SASL listener an `Authenticator` (``pybroker.security.authenticator``) stands in front of the
+dispatcher: every frame goes to it first, and it answers like the dispatcher, or says `FORWARD`
+(pass the frame to the dispatcher), or raises `CloseConnection`. It detaches itself
+(``connection.authenticator = None``) once nothing more is to be checked. For Kafka's delayed close
+after a failed authentication the connection offers `finish`: read nothing more, write every reply
+owed, then close.
 """
 
 from __future__ import annotations
@@ -48,6 +55,16 @@ class CloseConnection(Exception):
 
 class Dispatcher(Protocol):
     def __call__(self, frame: bytearray, connection: KafkaConnection) -> Any: ...
+
+
+#: What an `Authenticator` returns for a frame that the dispatcher is to handle.
+FORWARD: Any = object()
+
+
+class Authenticator(Protocol):
+    def frame_received(self, frame: bytearray) -> Any:
+        """A reply as the dispatcher gives one (bytes, a future, None), or `FORWARD`."""
+        ...
 
 
 class KafkaConnection(FrameReader):
@@ -83,6 +100,8 @@ class KafkaConnection(FrameReader):
         self.principal: KafkaPrincipal = ANONYMOUS  # set by TLS client certificates and SASL
         self.client_address = ""  # Java's InetAddress.getHostAddress form, matched against ACL hosts
         self._tls_principal = tls_principal  # SSL listeners: the principal of a client certificate
+        self.authenticator: Authenticator | None = None  # SASL listeners: sees every frame first
+        self._finishing = False  # `finish` was called: close once every reply owed is written
 
     # --- asyncio callbacks ---------------------------------------------------------------------
 
@@ -140,14 +159,19 @@ class KafkaConnection(FrameReader):
 
     def frame_size_invalid(self, size: int) -> None:
         log.warning(
-            "Closing connection from %s: frame size %d is outside 0..%d (socket.request.max.bytes)",
-            self.peer, size, self.max_frame_size,
+            "Closing connection from %s: frame size %d is outside 0..%d (%s)", self.peer, size, self.max_frame_size,
+            "socket.request.max.bytes" if self.authenticator is None else "the authenticator's limit",
         )
         self.close()
 
     def frame_received(self, frame: bytearray) -> None:
+        if self._finishing:
+            return
         try:
-            reply = self._dispatch(frame, self)
+            authenticator = self.authenticator
+            reply = FORWARD if authenticator is None else authenticator.frame_received(frame)
+            if reply is FORWARD:
+                reply = self._dispatch(frame, self)
         except CloseConnection as e:
             log.warning("Closing connection from %s: %s", self.peer, e)
             self.close()
@@ -206,18 +230,27 @@ class KafkaConnection(FrameReader):
             else:
                 self._out.append(pending.popleft())
 
+    def finish(self) -> None:
+        """Read nothing more; close once every reply owed so far (and any returned for the frame
+        being handled) is written (Kafka's close after a failed authentication)."""
+        self._finishing = True
+        if self.transport is not None and not self.closed and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
     def _flush(self) -> None:
         if self._pending:
             self._collect_ready()
-        if not self._out or self.transport is None or self.closed or self._region is not None:
-            return
-        out, self._out = self._out, []
-        if any(item.__class__ is FrameWithRegions or item.__class__ is LogRegion for item in out):
-            self._write_with_regions(out)
-        elif len(out) == 1:
-            self.transport.write(out[0])
-        else:
-            self.transport.writelines(out)
+        if self._out and self.transport is not None and not self.closed and self._region is None:
+            out, self._out = self._out, []
+            if any(item.__class__ is FrameWithRegions or item.__class__ is LogRegion for item in out):
+                self._write_with_regions(out)
+            elif len(out) == 1:
+                self.transport.write(out[0])
+            else:
+                self.transport.writelines(out)
+        if self._finishing and not self._pending and not self._out and self._region is None:
+            self.close()  # after what the transport still buffers
 
     def _write_with_regions(self, out: list[_Output]) -> None:
         """Write in order: bytes in as few transport writes as possible, each log region sent
@@ -323,7 +356,8 @@ class KafkaConnection(FrameReader):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self._writing_paused or self._region is not None or len(self._pending) >= _MAX_PENDING
+        should_pause = (self._writing_paused or self._region is not None or self._finishing
+                        or len(self._pending) >= _MAX_PENDING)
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()

@@ -3,7 +3,9 @@
 Owns the asyncio servers for ``listeners`` (TLS on SSL and SASL_SSL listeners, with the
 listener's server context) and the set of open connections, so a shutdown can stop accepting,
 then close every connection. Each connection knows the listener it arrived on and its protocol;
-on SSL listeners its principal comes from the client certificate.
+on SSL listeners its principal comes from the client certificate; on a listener given an
+authenticator factory (the SASL listeners), each new connection gets its own authenticator, which
+sees every frame before the dispatcher.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import socket
 import ssl
 from collections.abc import Callable, Mapping
 
-from pybroker.network.connection import Dispatcher, KafkaConnection
+from pybroker.network.connection import Authenticator, Dispatcher, KafkaConnection
 from pybroker.security.principal import KafkaPrincipal
 from pybroker.server.config import Endpoint
 
@@ -29,14 +31,17 @@ class SocketServer:
         self, endpoints: list[Endpoint], dispatch: Dispatcher, max_request_size: int,
         ssl_contexts: Mapping[str, ssl.SSLContext] | None = None,
         tls_principal: Callable[[bytes | None], KafkaPrincipal] | None = None,
+        authenticators: Mapping[str, Callable[[KafkaConnection], Authenticator]] | None = None,
     ) -> None:
         """``ssl_contexts``: the server context of each SSL and SASL_SSL listener, by name;
-        ``tls_principal``: the principal of a client certificate on SSL listeners."""
+        ``tls_principal``: the principal of a client certificate on SSL listeners;
+        ``authenticators``: the per-connection authenticator factory of each SASL listener."""
         self.endpoints = endpoints
         self._dispatch = dispatch
         self._max_request_size = max_request_size
         self._ssl_contexts = dict(ssl_contexts or {})
         self._tls_principal = tls_principal
+        self._authenticators = dict(authenticators or {})
         self._servers: list[asyncio.base_events.Server] = []
         self.connections: set[KafkaConnection] = set()
         self.bound: list[tuple[str, int]] = []
@@ -48,6 +53,9 @@ class SocketServer:
             listener_name=endpoint.listener_name, security_protocol=endpoint.security_protocol,
             tls_principal=self._tls_principal if endpoint.security_protocol == "SSL" else None,
         )
+        authenticator = self._authenticators.get(endpoint.listener_name)
+        if authenticator is not None:
+            connection.authenticator = authenticator(connection)
         self.connections.add(connection)
         return connection
 

@@ -19,9 +19,9 @@ Messages follow Kafka 3.6's grammar (``ScramMessages``): the gs2 header must be 
 binding); an ``a=`` authorization id must name the user itself; usernames escape ``,`` and ``=``
 as ``=2C`` and ``=3D``; extensions are accepted and ignored except ``tokenauth``, which asks for
 delegation-token authentication: pybroker has no tokens, so it fails like an unknown token. On
-top of 3.6, the client-final nonce must be the server's full nonce (Kafka added that check in
-3.9, CVE-2024-56128, as "ends with the full nonce"; every real client echoes it exactly). The
-proof is checked in constant time.
+top of 3.6, the client-final nonce must end with the server's full nonce (Kafka added that check
+in 3.9, CVE-2024-56128; librdkafka before 2.2, e.g. kcat's 2.0.2, sends the client nonce twice
+in front of it, so equality would refuse it). The proof is checked in constant time.
 
 A failure raises ``SaslAuthenticationError``. Its client-facing ``message`` is Kafka's generic
 ``Authentication failed during authentication due to invalid credentials with SASL mechanism
@@ -349,7 +349,9 @@ class ScramServer:
             raise self._fail(f"Invalid SCRAM client final message format: {_shown(message)}")
         credential = self._credential
         assert credential is not None
-        if m["nonce"] != self._nonce:  # Kafka 3.9: endsWith(full nonce); equality is stricter
+        # Kafka 3.9's check (CVE-2024-56128): the client-final nonce ends with the full nonce. Not
+        # equality: librdkafka before 2.2 sends the client nonce twice (c-nonce + c-nonce + s-nonce).
+        if not m["nonce"].endswith(self._nonce):
             raise self._fail("Invalid client nonce in the final client message.")
         proof = base64.b64decode(m["proof"])
         auth_message = ",".join((self._client_first_bare, self._server_first,

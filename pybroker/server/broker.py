@@ -49,6 +49,11 @@ from pybroker.security.acl_authorizer import (
     parse_super_users,
 )
 from pybroker.security.acl_store import LocalAclStore, ZooKeeperAclStore
+from pybroker.security.authenticator import (
+    SASL_PROTOCOLS,
+    SaslListenerConfig,
+    authenticator_factory,
+)
 from pybroker.security.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.security.credential_cache import CredentialCache
 from pybroker.security.inter_broker import inter_broker_client
@@ -199,9 +204,13 @@ class Broker:
         self._network_log_offsets = NetworkLogOffsets(
             self.node_id, config.get("controller.socket.timeout.ms") / 1000, self.inter_broker)
         self.controller.listener(self.store_listener)
+        dispatcher = RequestDispatcher(self)
         self.socket_server = SocketServer(
-            config.listeners, RequestDispatcher(self), config.get("socket.request.max.bytes"),
+            config.listeners, dispatcher, config.get("socket.request.max.bytes"),
             self.ssl_contexts, SslPrincipalBuilder(config.get("ssl.principal.mapping.rules")),
+            {e.listener_name: authenticator_factory(SaslListenerConfig.from_config(config, e.listener_name), dispatcher,
+                                                    self.credential_cache, self.time, self.scheduler)
+             for e in config.listeners if e.security_protocol in SASL_PROTOCOLS},
         )
         self._stopped = asyncio.Event()
         # Per topic, the ignored-config warnings last logged (a change notification can repeat).

@@ -339,7 +339,7 @@ def _final_cases():
         (lambda sf: final_for(sf)[:-5], "Invalid SCRAM client final message format"),  # truncated
         (lambda sf: final_for(sf).replace(b",p=", b",q="), "Invalid SCRAM client final message format"),
         (lambda sf: final_for(sf, nonce="cnonce"), "Invalid client nonce in the final client message."),
-        (lambda sf: final_for(sf, nonce="x" + sf.split(",")[0][2:]),
+        (lambda sf: final_for(sf, nonce=sf.split(",")[0][2:] + "x"),
          "Invalid client nonce in the final client message."),
         (lambda sf: final_for(sf, password="wrong"), "Invalid client credentials"),
         (lambda sf: final_for(sf, client_first_bare="n=alice,r=other"), "Invalid client credentials"),
@@ -670,3 +670,11 @@ def test_jaas_errors(text, message):
     with pytest.raises(JaasConfigError) as e:
         parse_jaas_config(text)
     assert str(e.value) == message
+
+
+def test_final_nonce_may_repeat_the_client_nonce_in_front():
+    """librdkafka before 2.2 (kcat's 2.0.2) sends c-nonce + full nonce; Kafka 3.9 checks endsWith."""
+    server = ScramServer(SHA256, lookup_for(SHA256))
+    server_first = first(server)
+    full = server_first.split(",")[0][2:]
+    assert server.evaluate_response(final_for(server_first, nonce="cnonce" + full)).startswith(b"v=")
