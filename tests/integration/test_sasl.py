@@ -589,9 +589,9 @@ class InProcessBroker:
 
 @pytest.fixture(scope="module")
 def scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
+    port, plain_port = free_port(), free_port()
     server = InProcessBroker(tmp_path_factory.mktemp("scram") / "data", {
-        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{plain_port}",
         # Per listener only (the broker-wide list stays Kafka's GSSAPI default).
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
         "num.partitions": "1",
