@@ -875,3 +875,79 @@ def test_describe_cluster_bitfield(tmp_path):
 
 
 
+
+
+# --- the first failing check of each API, from sampled requests -----------------------------------
+
+S = "s"  # every string of a sampled request: topic, group and transactional id "s"
+FIRST_FAILURE = [
+    # (api, version, denied, the error codes answered; None: no authorization error)
+    (ApiKey.ADD_OFFSETS_TO_TXN, 3, {(Op.WRITE, RT.TRANSACTIONAL_ID, S), (Op.READ, RT.GROUP, S)},
+     {E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}),
+    (ApiKey.ADD_OFFSETS_TO_TXN, 3, {(Op.READ, RT.GROUP, S)}, {E.GROUP_AUTHORIZATION_FAILED}),
+    (ApiKey.END_TXN, 3, {(Op.WRITE, RT.TRANSACTIONAL_ID, S)}, {E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}),
+    (ApiKey.TXN_OFFSET_COMMIT, 3, {(Op.WRITE, RT.TRANSACTIONAL_ID, S), (Op.READ, RT.GROUP, S)},
+     {E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}),
+    (ApiKey.TXN_OFFSET_COMMIT, 3, {(Op.READ, RT.GROUP, S), (Op.READ, RT.TOPIC, S)}, {E.GROUP_AUTHORIZATION_FAILED}),
+    (ApiKey.TXN_OFFSET_COMMIT, 3, {(Op.READ, RT.TOPIC, S)}, {E.TOPIC_AUTHORIZATION_FAILED}),
+    (ApiKey.OFFSET_DELETE, 0, {(Op.DELETE, RT.GROUP, S)}, {E.GROUP_AUTHORIZATION_FAILED}),
+    (ApiKey.DELETE_GROUPS, 2, {(Op.DELETE, RT.GROUP, S)}, {E.GROUP_AUTHORIZATION_FAILED}),
+    (ApiKey.LEAVE_GROUP, 5, {(Op.READ, RT.GROUP, S)}, {E.GROUP_AUTHORIZATION_FAILED}),
+    (ApiKey.CONSUMER_GROUP_POSITION, 0, {(Op.READ, RT.GROUP, S)}, {E.GROUP_AUTHORIZATION_FAILED}),
+    (ApiKey.CREATE_PARTITIONS, 3, {(Op.ALTER, RT.TOPIC, S)}, {E.TOPIC_AUTHORIZATION_FAILED}),
+    (ApiKey.DESCRIBE_TRANSACTIONS, 0, {(Op.DESCRIBE, RT.TRANSACTIONAL_ID, S)}, {E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}),
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {(Op.CLUSTER_ACTION, RT.CLUSTER, ANY), (Op.DESCRIBE, RT.TOPIC, S)},
+     {E.TOPIC_AUTHORIZATION_FAILED}),
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {(Op.CLUSTER_ACTION, RT.CLUSTER, ANY)}, None),  # DESCRIBE suffices
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {(Op.DESCRIBE, RT.TOPIC, S)}, None),  # CLUSTER_ACTION suffices
+    (ApiKey.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS, 0,
+     {(Op.CLUSTER_ACTION, RT.CLUSTER, ANY), (Op.DESCRIBE, RT.TOPIC, S)}, {E.TOPIC_AUTHORIZATION_FAILED}),
+    (ApiKey.LIST_OFFSETS, 7, {(Op.DESCRIBE, RT.TOPIC, S)}, {E.TOPIC_AUTHORIZATION_FAILED}),
+    (ApiKey.ELECT_LEADERS, 2, {(Op.ALTER, RT.CLUSTER, ANY)}, {E.CLUSTER_AUTHORIZATION_FAILED}),
+]
+
+
+def _config_resources(request: Any, kind: int) -> None:
+    for resource in request.resources:
+        resource.resource_type, resource.resource_name = kind, S if kind == 2 else "1"
+
+
+def test_the_first_failing_check_decides_the_answer(tmp_path):
+    async def main() -> None:
+        async with running_broker(tmp_path, **{"node.id": "1"}) as (broker, conn):
+            await create_topics(conn, S)
+            failures = []
+            cases = [(key, version, denied, expected, None) for key, version, denied, expected in FIRST_FAILURE]
+            for key, version in ((ApiKey.ALTER_CONFIGS, 2), (ApiKey.INCREMENTAL_ALTER_CONFIGS, 1)):
+                cases.append((key, version, {(Op.ALTER_CONFIGS, RT.TOPIC, S)}, {E.TOPIC_AUTHORIZATION_FAILED}, 2))
+                cases.append((key, version, {(Op.ALTER_CONFIGS, RT.CLUSTER, ANY)}, {E.CLUSTER_AUTHORIZATION_FAILED}, 4))
+            for key, version, denied, expected, config_kind in cases:
+                authorizer = authorize_with(broker, Scripted(*denied))
+                request = sample_request(key, version)
+                if config_kind is not None:
+                    _config_resources(request, config_kind)
+                response = await conn.send(key, request, version, timeout=10)
+                codes = set(_error_codes(response, codec.RESPONSES[key].struct, version))
+                ok = (codes & AUTH_ERRORS) == set() if expected is None else codes == expected
+                undeclared = {(op, rt) for op, rt, _ in authorizer.asked} - HANDLERS[key].AUTHORIZES
+                if not ok or undeclared:
+                    failures.append((ApiKey(key).name, denied, codes, undeclared))
+            assert failures == []
+
+    run(main)
+
+
+def test_alter_configs_refusals_carry_no_message_and_change_nothing(tmp_path):
+    async def main() -> None:
+        async with running_broker(tmp_path) as (broker, conn):
+            await create_topics(conn, S)
+            before = dict(broker.admin_manager.topic_configs(S))
+            authorize_with(broker, Scripted((Op.ALTER_CONFIGS, RT.TOPIC, S)))
+            request = sample_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1)
+            _config_resources(request, 2)
+            request.resources[0].configs[0].name, request.resources[0].configs[0].value = "retention.ms", "1000"
+            result = (await conn.send(ApiKey.INCREMENTAL_ALTER_CONFIGS, request, 1)).responses[0]
+            assert (result.error_code, result.error_message) == (E.TOPIC_AUTHORIZATION_FAILED, None)
+            assert broker.admin_manager.topic_configs(S) == before
+
+    run(main)
