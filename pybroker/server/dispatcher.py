@@ -10,6 +10,9 @@ A handler that fails (raises, or its future does) is an internal error, never a 
 as Kafka's ``KafkaApis.handle`` does, the stack trace is logged at ERROR and the client gets the
 handler's ``error_response`` with UNKNOWN_SERVER_ERROR (Kafka's ``getErrorResponse``); only an
 API with no error answer (Produce with acks=0) closes the connection instead.
+
+The handler's context carries its module's ``AUTHORIZES`` declaration: a handler asking the
+authorizer about an undeclared pair raises, and is answered as any other internal error.
 """
 
 from __future__ import annotations
@@ -83,7 +86,8 @@ class RequestDispatcher:
     def _handle(self, call: _Call) -> Any:
         handler, header, request, connection = call.handler, call.header, call.request, call.connection
         try:
-            response = handler.handle(RequestContext(self.broker, header, connection), request)
+            ctx = RequestContext(self.broker, header, connection, getattr(handler, "AUTHORIZES", frozenset()))
+            response = handler.handle(ctx, request)
             if response is None:
                 return None
             if asyncio.isfuture(response) or asyncio.iscoroutine(response):

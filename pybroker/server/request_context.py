@@ -1,17 +1,35 @@
 """What a request handler is given: the broker, the request header, and the connection, and
-the one way a handler asks the broker's authorizer (as the connection's principal, from its host)."""
+the one way a handler asks the broker's authorizer (as the connection's principal, from its host).
+
+A handler may ask only the (operation, resource type) pairs its module declares in ``AUTHORIZES``
+(`pybroker.server.apis`); the dispatcher hands the declaration to the context, and asking an
+undeclared pair raises `UndeclaredAuthorization` (a broker bug: the dispatcher answers
+UNKNOWN_SERVER_ERROR), so a handler's declaration is a complete list of what it checks.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pybroker.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from pybroker.security.authorizer import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    to_32_bit_field,
+)
 from pybroker.security.principal import KafkaPrincipal
 
 if TYPE_CHECKING:
     from pybroker.network.connection import KafkaConnection
     from pybroker.server.broker import Broker
+
+Authorization = tuple[AclOperation, ResourceType]
+
+
+class UndeclaredAuthorization(RuntimeError):
+    """A handler asked the authorizer about a pair its module's ``AUTHORIZES`` does not list."""
 
 
 @dataclass
@@ -19,6 +37,8 @@ class RequestContext:
     broker: Broker
     header: Any  # the decoded request header (api_key, api_version, correlation_id, client_id)
     connection: KafkaConnection
+    # The handler module's AUTHORIZES; None: looked up in the registry by the header's api_key.
+    authorizes: frozenset[Authorization] | None = None
 
     @property
     def api_version(self) -> int:
@@ -36,8 +56,22 @@ class RequestContext:
     def listener_name(self) -> str:
         return self.connection.listener_name
 
+    def _check_declared(self, operation: AclOperation, resource_type: ResourceType) -> None:
+        declared = self.authorizes
+        if declared is None:
+            from pybroker.server.apis import HANDLERS
+
+            handler = HANDLERS.get(getattr(self.header, "api_key", None))  # type: ignore[arg-type]
+            declared = self.authorizes = getattr(handler, "AUTHORIZES", frozenset())
+        if (operation, resource_type) not in declared:
+            raise UndeclaredAuthorization(
+                f"API key {getattr(self.header, 'api_key', '?')} asked {operation.name} on {resource_type.name}, "
+                f"which its handler's AUTHORIZES does not declare"
+            )
+
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether this request's principal may perform ``operation`` on the named resource."""
+        self._check_declared(operation, resource_type)
         connection = self.connection
         return self.broker.authorizer.authorize(
             connection.principal, connection.client_address, operation, resource_type, name
@@ -48,7 +82,22 @@ class RequestContext:
 
     def authorize_by_resource_type(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """KIP-679: whether ``operation`` is allowed on some resource of ``resource_type``."""
+        self._check_declared(operation, resource_type)
         connection = self.connection
         return self.broker.authorizer.authorize_by_resource_type(
             connection.principal, connection.client_address, operation, resource_type
         )
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """Kafka's authorized-operations bitfield of a resource (``Utils.to32BitField``): the
+        supported operations of its type this principal may perform, each asked of the
+        authorizer (so the handler declares every supported pair of the type)."""
+        return to_32_bit_field({
+            operation for operation in SUPPORTED_OPERATIONS[resource_type]
+            if self.authorize(operation, resource_type, name)
+        })
+
+
+def supported(resource_type: ResourceType) -> frozenset[Authorization]:
+    """Every (operation, ``resource_type``) pair an authorized-operations bitfield asks."""
+    return frozenset((operation, resource_type) for operation in SUPPORTED_OPERATIONS[resource_type])

@@ -228,6 +228,9 @@ class Member:
         )
         if self.instance is not None:
             fields["group_instance_id"] = self.instance
+        # From v5 Kafka requires both (else INCONSISTENT_GROUP_PROTOCOL), as real clients send them.
+        fields.setdefault("protocol_type", self.protocol_type)
+        fields.setdefault("protocol_name", self.joined.protocol_name if self.joined else self.protocols[0][0])
         return await self.conn.send(ApiKey.SYNC_GROUP, SyncGroupRequest(**fields), version=version)
 
     async def heartbeat(self, *, generation: int | None = None, member_id: str | None = None,

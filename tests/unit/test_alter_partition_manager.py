@@ -30,6 +30,7 @@ from pybroker.network.listener import SocketServer
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
+from pybroker.security.authorizer import AllowAllAuthorizer
 from pybroker.server.alter_partition_manager import (
     CONTROLLER_BACKOFF_MS,
     RETRY_BACKOFF_MS,
@@ -315,7 +316,7 @@ def test_over_a_socket_to_another_brokers_alter_partition_handler():
             seen.append((request, version))
             return answers.pop(0)
 
-        remote = SimpleNamespace(controller=SimpleNamespace(alter_partition=alter_partition))
+        remote = SimpleNamespace(controller=SimpleNamespace(alter_partition=alter_partition), authorizer=AllowAllAuthorizer())
         server = SocketServer([Endpoint("PLAINTEXT", "127.0.0.1", 0)], RequestDispatcher(remote), 1 << 20)
         await server.start()
         port = server.bound[0][1]

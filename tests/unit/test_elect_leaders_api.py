@@ -61,7 +61,7 @@ def elected(leader: int) -> ElectLeadersOutcome:
 def context(cache: MetadataCache, controller: StubController, version: int = 2, authorizer=None):
     broker = SimpleNamespace(metadata_cache=cache, controller=controller, authorizer=authorizer or AllowAllAuthorizer())
     connection = SimpleNamespace(attributes={}, principal=ANONYMOUS, client_address="127.0.0.1", listener_name="PLAINTEXT")
-    return RequestContext(broker, SimpleNamespace(api_version=version, client_id="test"), connection)
+    return RequestContext(broker, SimpleNamespace(api_version=version, client_id="test"), connection, elect_leaders.AUTHORIZES)
 
 
 def request(partitions: list[TopicPartition] | None, election_type: int = 0, timeout_ms: int = 1000) -> ElectLeadersRequest:

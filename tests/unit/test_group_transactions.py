@@ -19,12 +19,14 @@ from pybroker import _native
 from pybroker.log.log import AppendOrigin
 from pybroker.protocol.errors import ErrorCode as E
 from pybroker.protocol.messages import OffsetFetchRequest, TxnOffsetCommitRequest
+from pybroker.security.authorizer import AllowAllAuthorizer
 from pybroker.server.apis import offset_fetch, txn_offset_commit
 from pybroker.server.group.group_metadata import CommitRecord, GroupState
 from pybroker.server.group.metadata_manager import _PartitionLoad
 from pybroker.server.group.records import OffsetAndMetadata, OffsetCommitKey
 from pybroker.server.replica_manager import PartitionAppendResult
 from pybroker.types import TopicPartition
+from tests.unit.handler_context import allowed_context
 from tests.unit.test_group_coordinator import (
     G_PARTITION,
     GROUP,
@@ -301,8 +303,8 @@ def test_kip447_member_fields_fence_commits_of_another_generation(tmp_path):
 
 def context(cluster: CoordinatorOverLogs, version: int) -> Any:
     cache = SimpleNamespace(contains=lambda tp: tp.topic == "t" and tp.partition < 2)
-    return SimpleNamespace(api_version=version, broker=SimpleNamespace(metadata_cache=cache,
-                                                                       group_coordinator=cluster.coordinator))
+    return allowed_context(SimpleNamespace(metadata_cache=cache, group_coordinator=cluster.coordinator,
+                                           authorizer=AllowAllAuthorizer()), version)
 
 
 def txn_request(group: str, partitions: list[tuple[str, int, int]]) -> TxnOffsetCommitRequest:

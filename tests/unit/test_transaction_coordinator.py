@@ -25,6 +25,7 @@ from pybroker.protocol.messages import (
     InitProducerIdRequest,
     ListTransactionsRequest,
 )
+from pybroker.security.authorizer import AllowAllAuthorizer
 from pybroker.server.apis import (
     add_offsets_to_txn,
     add_partitions_to_txn,
@@ -37,6 +38,7 @@ from pybroker.server.group.records import partition_for as group_partition_for
 from pybroker.server.transaction.metadata import TransactionState
 from pybroker.server.transaction.transaction_log import TRANSACTION_STATE_TOPIC
 from pybroker.types import TopicPartition
+from tests.unit.handler_context import allowed_context
 from tests.unit.transaction_harness import (
     T0,
     TIMEOUT_MS,
@@ -328,8 +330,8 @@ def test_end_txn_answers_not_coordinator_when_the_partition_moved_during_the_app
 def ctx(h: Harness, version: int) -> Any:
     group_manager = SimpleNamespace(partition_for=lambda group: group_partition_for(group, 50))
     broker = SimpleNamespace(transaction_coordinator=h.coordinator, metadata_cache=h.metadata,
-                             group_coordinator=SimpleNamespace(manager=group_manager))
-    return SimpleNamespace(broker=broker, api_version=version)
+                             group_coordinator=SimpleNamespace(manager=group_manager), authorizer=AllowAllAuthorizer())
+    return allowed_context(broker, version)
 
 
 async def call(handler: Any, context: Any, request: Any) -> Any:

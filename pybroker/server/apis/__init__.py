@@ -6,6 +6,16 @@ response, e.g. Produce with acks=0), and ``error_response(request, version, erro
 ``getErrorResponse``, the answer carrying ``error`` when ``handle`` fails (None: close instead).
 ``HANDLERS`` is the registry the dispatcher routes by and ApiVersions advertises: an API is
 advertised exactly when its module is listed here.
+
+Authorization is declared per handler: each module also defines ``AUTHORIZES``, the frozenset of
+(``AclOperation``, ``ResourceType``) pairs its handler may ask (``frozenset()`` for the APIs Kafka
+never authorizes: ApiVersions and the SASL APIs), and asks only through its ``RequestContext``
+(``ctx.authorize``, ``ctx.authorize_cluster``, ``ctx.authorize_by_resource_type``,
+``ctx.authorized_operations``), in Kafka's order (authorization before existence checks) and
+with Kafka's errors (TOPIC/GROUP/CLUSTER/TRANSACTIONAL_ID_AUTHORIZATION_FAILED). The dispatcher
+gives the context the declaration; asking an undeclared pair raises (UNKNOWN_SERVER_ERROR to the
+client). ``tests/unit/test_handler_authorization.py`` fails for a registered module without a
+declaration, and for any code outside ``RequestContext`` that calls the authorizer.
 """
 
 from __future__ import annotations

@@ -3,12 +3,18 @@ partition leaders check that partitions are in transactions (v4, several transac
 
 For each transaction: if any partition's topic is unknown, those partitions answer
 UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (nothing is added), as Kafka
-does (a client naming an internal topic's partition gets TOPIC_AUTHORIZATION_FAILED for it: Kafka
-never authorizes clients to add those; AddOffsetsToTxn adds ``__consumer_offsets``); otherwise the coordinator adds them (every partition gets the one error it answers;
+does; otherwise the coordinator adds them (every partition gets the one error it answers;
 PRODUCER_FENCED is INVALID_PRODUCER_EPOCH below v2), or, for a v4 transaction with VerifyOnly,
 answers per partition whether it is in the producer's ongoing transaction without changing
 anything (``TransactionCoordinator.handle_verify_partitions_in_transaction``). The response is
 sent once every transaction has its answer.
+
+Authorization, as Kafka's ``handleAddPartitionsToTxnRequest``: v4 (from brokers) needs
+CLUSTER_ACTION on the cluster (else a top-level CLUSTER_AUTHORIZATION_FAILED); v0-3 (from
+clients) need WRITE on the transactional id (else every partition answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each non-internal topic (internal topics are
+never authorized): refused partitions answer TOPIC_AUTHORIZATION_FAILED, before the unknown ones,
+and the rest OPERATION_NOT_ATTEMPTED.
 """
 
 from __future__ import annotations
@@ -20,12 +26,18 @@ from pybroker.controller.metadata import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
 VERSIONS = (0, 4)
 LAST_CLIENT_VERSION = 3
+AUTHORIZES = frozenset({
+    (AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER),
+    (AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
+    (AclOperation.WRITE, ResourceType.TOPIC),
+})
 
 _Response = AddPartitionsToTxnResponse
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
@@ -35,6 +47,8 @@ def handle(
     ctx: RequestContext, request: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse | asyncio.Future[AddPartitionsToTxnResponse]:
     version = ctx.api_version
+    if version > LAST_CLIENT_VERSION and not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return error_response(request, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     transactions = _transactions(request, version)
     results: dict[str, list[TopicResult]] = {}
     future: asyncio.Future[AddPartitionsToTxnResponse] = asyncio.get_running_loop().create_future()
@@ -51,8 +65,18 @@ def handle(
     for txn in transactions:
         transactional_id = txn.transactional_id
         partitions = _partitions(txn.topics)
-        # Clients (v0-3) may not add internal topics' partitions: Kafka never authorizes them.
-        refused = [tp for tp in partitions if version <= LAST_CLIENT_VERSION and tp.topic in INTERNAL_TOPICS]
+        if version <= LAST_CLIENT_VERSION and not ctx.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        ):
+            add_result(transactional_id, _topic_results(
+                dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)))
+            continue
+        # Clients (v0-3) need WRITE on the topics; internal topics' partitions are never authorized.
+        denied = set() if version > LAST_CLIENT_VERSION else {
+            name for name in dict.fromkeys(tp.topic for tp in partitions)
+            if name in INTERNAL_TOPICS or not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)
+        }
+        refused = [tp for tp in partitions if tp.topic in denied]
         unknown = [tp for tp in partitions if tp not in refused and not cache.contains(tp)]
         if refused or unknown:
             errors = {tp: ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}

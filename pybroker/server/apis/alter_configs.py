@@ -1,4 +1,9 @@
-"""AlterConfigs (33): replace a topic's whole set of config overrides (the legacy, non-incremental API)."""
+"""AlterConfigs (33): replace a topic's whole set of config overrides (the legacy, non-incremental API).
+
+Authorization: a BROKER (or BROKER_LOGGER) resource needs ALTER_CONFIGS on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED), a TOPIC ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED,
+before the existence check); the error message is null, as in Kafka.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,15 @@ from pybroker.log.config import ConfigError, validate_topic_configs
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
+from pybroker.security.authorizer import AclOperation
+from pybroker.security.authorizer import ResourceType as AclResource
+from pybroker.server.apis.describe_configs import config_authorization_error
 from pybroker.server.config_describer import ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.ALTER_CONFIGS
 VERSIONS = (0, 2)
+AUTHORIZES = frozenset({(AclOperation.ALTER_CONFIGS, AclResource.CLUSTER), (AclOperation.ALTER_CONFIGS, AclResource.TOPIC)})
 
 _Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
@@ -27,6 +36,9 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
 async def _alter(ctx: RequestContext, resource: object, configs: dict[str, str | None], validate_only: bool) -> tuple[ErrorCode, str | None]:
     broker = ctx.broker
     kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
+    refused = config_authorization_error(ctx, AclOperation.ALTER_CONFIGS, resource)
+    if refused is not None:
+        return refused, None
     if kind == ResourceType.BROKER:
         return ErrorCode.INVALID_REQUEST, "pybroker has no dynamic broker configs; set them in server.properties"
     if kind != ResourceType.TOPIC:

@@ -11,6 +11,7 @@ from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 3)
+AUTHORIZES: frozenset = frozenset()  # never authorized (answered before authentication too)
 
 # KIP-511: client software names and versions must look like this.
 _SOFTWARE_PATTERN = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")

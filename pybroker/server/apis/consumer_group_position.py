@@ -5,6 +5,9 @@ answers. Errors are a heartbeat's (NOT_COORDINATOR, UNKNOWN_MEMBER_ID, ILLEGAL_G
 REBALANCE_IN_PROGRESS, ...) plus INCONSISTENT_GROUP_PROTOCOL for a group that is not a
 consumer group; a report for a partition the member does not own is refused in
 ``ReportErrors`` with INVALID_REQUEST.
+
+Authorized as Heartbeat (pybroker's choice; Kafka has no such API): READ on the group, else
+GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ConsumerGroupPositionRequest, ConsumerGroupPositionResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.CONSUMER_GROUP_POSITION
 VERSIONS = (0, 0)
+AUTHORIZES = frozenset({(AclOperation.READ, ResourceType.GROUP)})
 
 R = ConsumerGroupPositionResponse
 
@@ -29,6 +34,8 @@ def _by_topic(partitions: dict[TopicPartition, int]) -> dict[str, dict[int, int]
 
 
 def handle(ctx: RequestContext, request: ConsumerGroupPositionRequest) -> R:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     reports = [(TopicPartition(t.name, p.partition_index), p.position)
                for t in request.reported_positions for p in t.partitions]
     interested = [TopicPartition(t.name, index) for t in request.interested_topics for index in t.partition_indexes]

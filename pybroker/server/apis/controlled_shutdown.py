@@ -3,6 +3,9 @@
 The controller elects other leaders for every replicated partition the broker leads, takes it out
 of the ISRs it follows in, and answers the partitions it still leads (the broker retries while
 any remain). Only the active controller answers; any other broker says NOT_CONTROLLER.
+
+Needs CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED for the whole request),
+checked first, as in Kafka.
 """
 
 from __future__ import annotations
@@ -10,15 +13,19 @@ from __future__ import annotations
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ControlledShutdownRequest, ControlledShutdownResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.CONTROLLED_SHUTDOWN
 VERSIONS = (3, 3)
+AUTHORIZES = frozenset({(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)})
 
 _Remaining = ControlledShutdownResponse.RemainingPartition
 
 
 async def handle(ctx: RequestContext, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     error, remaining = await ctx.broker.controller.controlled_shutdown(request.broker_id, request.broker_epoch)
     return ControlledShutdownResponse(error_code=error, remaining_partitions=[
         _Remaining(topic_name=tp.topic, partition_index=tp.partition) for tp in remaining

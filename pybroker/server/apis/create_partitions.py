@@ -5,6 +5,9 @@ A count below the current one is Kafka's INVALID_PARTITIONS, except for a topic 
 ``kafka-topics.sh --alter --partitions`` do: the partitions from the new count on are marked for
 deletion, producers leave them, and they are removed once drained. A shrink never goes below the
 topic's initial count, and a topic with partitions marked for deletion does not grow.
+
+Each topic needs ALTER (else TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.",
+after the duplicate-name check and before any other), as Kafka's ``handleCreatePartitionsRequest``.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from pybroker.controller.metadata import InvalidPartitionsError, UnknownTopicErr
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.CREATE_PARTITIONS
 VERSIONS = (0, 3)
+AUTHORIZES = frozenset({(AclOperation.ALTER, ResourceType.TOPIC)})
 
 _Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
@@ -33,6 +38,10 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
                 answered.add(topic.name)
                 results.append(_Result(name=topic.name, error_code=ErrorCode.INVALID_REQUEST,
                                        error_message="Duplicate topic name."))
+            continue
+        if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, topic.name):
+            results.append(_Result(name=topic.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   error_message="The topic authorization is failed."))
             continue
         results.append(await _increase(ctx, request, topic))
     counts = {t.name: t.count for t in request.topics}

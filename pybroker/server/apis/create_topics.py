@@ -1,7 +1,15 @@
-"""CreateTopics (19): create topics with partition counts, replication and config overrides."""
+"""CreateTopics (19): create topics with partition counts, replication and config overrides.
+
+Authorization, as Kafka's ``handleCreateTopicsRequest``: after the duplicate-name check, CREATE on
+the cluster allows every topic, else each topic needs CREATE (else TOPIC_AUTHORIZATION_FAILED,
+"Authorization failed."). A created topic's configs, partition count, replication factor and id
+are returned only with DESCRIBE_CONFIGS on it; without, v5+ answers TopicConfigErrorCode
+TOPIC_AUTHORIZATION_FAILED.
+"""
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 
 from pybroker.controller.metadata import (
@@ -14,11 +22,17 @@ from pybroker.log.config import ConfigError, validate_topic_configs
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server import config_describer
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (2, 7)
+AUTHORIZES = frozenset({
+    (AclOperation.CREATE, ResourceType.CLUSTER),
+    (AclOperation.CREATE, ResourceType.TOPIC),
+    (AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC),
+})
 
 _ERRORS: dict[type[Exception], ErrorCode] = {
     TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
@@ -37,6 +51,12 @@ class _AssignmentError(Exception):
 
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
+    names = [name for name, count in counts.items() if count == 1]
+    if ctx.authorize_cluster(AclOperation.CREATE):
+        may_create = set(names)
+    else:
+        may_create = {name for name in names if ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)}
+    may_describe = {name for name in names if ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)}
     results = []
     answered: set[str] = set()
     for topic in request.topics:
@@ -47,7 +67,13 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
                 results.append(_error(topic.name, ErrorCode.INVALID_REQUEST,
                                       f"Create topics request from client contains multiple entries for the topic {topic.name}"))
             continue
-        results.append(await _create(ctx, request, topic))
+        if topic.name not in may_create:
+            results.append(_error(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
+            continue
+        result = await _create(ctx, request, topic)
+        if topic.name not in may_describe:
+            _hide_configs(result, ctx.api_version)
+        results.append(result)
     # Answer once the new partitions have leaders (Kafka's DelayedCreatePartitions).
     created = [r for r in results if r.error_code == ErrorCode.NONE and not request.validate_only]
     if created and not await ctx.broker.admin_manager.wait_for_leaders([r.name for r in created], request.timeout_ms):
@@ -59,7 +85,18 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _error(name: str, code: ErrorCode, message: str) -> _Result:
+def _hide_configs(result: _Result, version: int) -> None:
+    """No DESCRIBE_CONFIGS on the topic: nothing about it but the outcome (Kafka's
+    ``maybePopulateMetadataAndConfigs`` is skipped)."""
+    result.num_partitions = result.replication_factor = -1
+    result.configs = None
+    if getattr(result, "topic_id", None) is not None:
+        result.topic_id = uuid.UUID(int=0)
+    if version >= 5:
+        result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def _error(name: str, code: ErrorCode, message: str | None) -> _Result:
     return _Result(name=name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1, configs=None)
 
 

@@ -1,22 +1,30 @@
-"""DeleteGroups (42): delete empty groups with their committed offsets."""
+"""DeleteGroups (42): delete empty groups with their committed offsets.
+
+Each group needs DELETE; refused groups answer GROUP_AUTHORIZATION_FAILED after the
+coordinator's results, as in Kafka.
+"""
 
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.DELETE_GROUPS
 VERSIONS = (0, 2)
+AUTHORIZES = frozenset({(AclOperation.DELETE, ResourceType.GROUP)})
 
 
 def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     group_ids = list(dict.fromkeys(request.groups_names))  # a group named twice is deleted once
-    results = ctx.broker.group_coordinator.handle_delete_groups(group_ids)
+    allowed = [g for g in group_ids if ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, g)]
+    deleted = ctx.broker.group_coordinator.handle_delete_groups(allowed) if allowed else {}
+    results = [(g, deleted[g]) for g in allowed]
+    results += [(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in group_ids if g not in deleted]
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
-        DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=results[group_id])
-        for group_id in group_ids
+        DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code) for group_id, code in results
     ])
 
 

@@ -21,6 +21,7 @@ from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.DELETE_RECORDS
 VERSIONS = (0, 3)
+AUTHORIZES = frozenset({(AclOperation.DELETE, ResourceType.TOPIC)})
 
 
 def handle(

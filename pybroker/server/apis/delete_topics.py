@@ -1,4 +1,9 @@
-"""DeleteTopics (20): delete topics by name (v0–5) or by name or id (v6)."""
+"""DeleteTopics (20): delete topics by name (v0–5) or by name or id (v6).
+
+Authorization after the delete.topic.enable check, as Kafka's ``handleDeleteTopicsRequest``: a
+topic named by id needs DESCRIBE (else TOPIC_AUTHORIZATION_FAILED with a null name), and every
+topic needs DELETE (else TOPIC_AUTHORIZATION_FAILED, before the unknown-topic check).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,13 @@ import uuid
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (1, 6)
 ZERO_UUID = uuid.UUID(int=0)
+AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.TOPIC), (AclOperation.DELETE, ResourceType.TOPIC)})
 
 _Result = DeleteTopicsResponse.DeletableTopicResult
 
@@ -31,6 +38,7 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
 
 async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, timeout_ms: int) -> _Result:
     broker = ctx.broker
+    by_id = name is None
     if name is None:
         found = broker.metadata_cache.topic_by_id(topic_id)
         if found is None:
@@ -40,6 +48,12 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, ti
     if not broker.config.get("delete.topic.enable"):
         return _Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_DELETION_DISABLED,
                        error_message="Topic deletion is disabled (delete.topic.enable=false).")
+    if by_id and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+        return _Result(name=None, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       error_message=None)
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name):
+        return _Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                       error_message=None)
     topic = broker.metadata_cache.topic(name)
     if topic is None:
         return _Result(name=name, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

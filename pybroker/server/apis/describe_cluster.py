@@ -1,16 +1,22 @@
-"""DescribeCluster (60): cluster id, controller and brokers."""
+"""DescribeCluster (60): cluster id, controller and brokers.
+
+The request itself is not authorized (as in Kafka); IncludeClusterAuthorizedOperations answers the
+cluster's authorized-operations bitfield, 0 without DESCRIBE on the cluster.
+"""
 
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
-from pybroker.server.request_context import RequestContext
+from pybroker.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from pybroker.server.request_context import RequestContext, supported
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 VERSIONS = (0, 1)
 ENDPOINT_TYPE_BROKERS = 1
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+AUTHORIZES = supported(ResourceType.CLUSTER)  # DESCRIBE, and the bitfield's operations
 
 
 def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
@@ -32,8 +38,16 @@ def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClus
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=ENDPOINT_TYPE_BROKERS,
         cluster_id=broker.cluster_id, controller_id=cache.controller_id,
         brokers=brokers,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=_cluster_operations(ctx, request),
     )
+
+
+def _cluster_operations(ctx: RequestContext, request: DescribeClusterRequest) -> int:
+    if not request.include_cluster_authorized_operations:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return 0
+    return ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def error_response(request: DescribeClusterRequest, version: int, error: ErrorCode) -> DescribeClusterResponse:

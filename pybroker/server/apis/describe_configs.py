@@ -1,23 +1,50 @@
-"""DescribeConfigs (32): topic configs (overrides over broker defaults) and this broker's configs."""
+"""DescribeConfigs (32): topic configs (overrides over broker defaults) and this broker's configs.
+
+Authorization (Kafka's ``handleDescribeConfigsRequest``): a BROKER or BROKER_LOGGER resource needs
+DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED), a TOPIC DESCRIBE_CONFIGS on
+the topic (else TOPIC_AUTHORIZATION_FAILED, before the existence check); refused resources carry
+the error's default message and no configs, and come after the described ones, as in Kafka.
+"""
 
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
+from pybroker.security.authorizer import AclOperation
+from pybroker.security.authorizer import ResourceType as AclResource
 from pybroker.server import config_describer
 from pybroker.server.config_describer import ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 VERSIONS = (1, 4)
+AUTHORIZES = frozenset({(AclOperation.DESCRIBE_CONFIGS, AclResource.CLUSTER), (AclOperation.DESCRIBE_CONFIGS, AclResource.TOPIC)})
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 
 
 def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
-    results = [_describe(ctx, request, resource) for resource in request.resources]
+    refused = [(resource, error) for resource in request.resources
+               if (error := config_authorization_error(ctx, AclOperation.DESCRIBE_CONFIGS, resource)) is not None]
+    denied = {id(resource) for resource, _ in refused}
+    results = [_describe(ctx, request, resource) for resource in request.resources if id(resource) not in denied]
+    results += [_Result(error_code=error, error_message=error.message, resource_type=resource.resource_type,
+                        resource_name=resource.resource_name, configs=[])
+                for resource, error in refused]
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def config_authorization_error(ctx: RequestContext, operation: AclOperation, resource: object) -> ErrorCode | None:
+    """The error for a config resource ``operation`` (DESCRIBE_CONFIGS or ALTER_CONFIGS) is refused
+    on: a broker's or broker logger's needs it on the cluster, a topic's on the topic; None when
+    allowed (or for another resource type, which the handler answers itself)."""
+    kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
+    if kind in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+        return None if ctx.authorize_cluster(operation) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if kind == ResourceType.TOPIC:
+        return None if ctx.authorize(operation, AclResource.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return None
 
 
 def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: object) -> _Result:

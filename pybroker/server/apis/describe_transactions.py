@@ -3,6 +3,9 @@
 Each id gets its own error: NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS when its partition of
 ``__transaction_state`` is not (yet) served here, TRANSACTIONAL_ID_NOT_FOUND when it is unknown or
 being expired, else its state, producer id and epoch, timeout, start time and partitions.
+
+Each id needs DESCRIBE on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and a described state
+lists only the topics with DESCRIBE (the others are silently left out), as in Kafka.
 """
 
 from __future__ import annotations
@@ -10,19 +13,27 @@ from __future__ import annotations
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 from pybroker.server.transaction.coordinator import TransactionDescription
 
 API_KEY = ApiKey.DESCRIBE_TRANSACTIONS
 VERSIONS = (0, 0)
+AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID), (AclOperation.DESCRIBE, ResourceType.TOPIC)})
 
 
 def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
     coordinator = ctx.broker.transaction_coordinator
-    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=[
-        _state(coordinator.handle_describe_transactions(transactional_id))
-        for transactional_id in request.transactional_ids
-    ])
+    states = []
+    for transactional_id in request.transactional_ids:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            states.append(_state(TransactionDescription(transactional_id, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)))
+            continue
+        described = coordinator.handle_describe_transactions(transactional_id)
+        state = _state(described)
+        state.topics = [t for t in state.topics if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)]
+        states.append(state)
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
 
 
 def _state(described: TransactionDescription) -> DescribeTransactionsResponse.TransactionState:

@@ -19,12 +19,13 @@ from pybroker.controller.election import ElectionType, ElectLeadersOutcome
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
-from pybroker.security.authorizer import AclOperation
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.ELECT_LEADERS
 VERSIONS = (0, 2)
+AUTHORIZES = frozenset({(AclOperation.ALTER, ResourceType.CLUSTER)})
 
 _Result = ElectLeadersResponse.ReplicaElectionResult
 _PartitionResult = ElectLeadersResponse.PartitionResult

@@ -2,6 +2,10 @@
 
 Fetch sessions (KIP-227) are not cached: every response carries session id 0, which tells
 clients to send full fetch requests.
+
+Authorization (Kafka's ``handleFetchRequest``): a follower's fetch (replica id >= 0) needs
+CLUSTER_ACTION on the cluster, all or nothing; a consumer's needs READ on each topic. Refused
+partitions answer TOPIC_AUTHORIZATION_FAILED (high watermark -1), before any other check.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import asyncio
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.replica_manager import FetchPartitionRequest, FetchPartitionResult
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
@@ -19,6 +24,7 @@ API_KEY = ApiKey.FETCH
 VERSIONS = (4, 12)
 READ_COMMITTED = 1
 _FINAL_EPOCH = -1
+AUTHORIZES = frozenset({(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER), (AclOperation.READ, ResourceType.TOPIC)})
 
 
 def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | asyncio.Future:
@@ -34,9 +40,18 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | asynci
         for topic in request.topics
         for p in topic.partitions
     ]
-    refused = _partition_count_errors(ctx, request)
+    if request.replica_id >= 0:
+        denied = set() if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION) else {t.topic for t in request.topics}
+    else:
+        denied = {name for name in dict.fromkeys(t.topic for t in request.topics)
+                  if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name)}
+    refused = _partition_count_errors(ctx, request, denied)
+    refused.update((p.topic_partition, FetchPartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                   for p in partitions if p.topic_partition.topic in denied)
     if refused:
         partitions = [p for p in partitions if p.topic_partition not in refused]
+    if not partitions and refused:
+        return _response(request, refused)  # nothing left to read: no long poll (Kafka answers at once)
     outcome = ctx.broker.replica_manager.fetch_messages(
         request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes, partitions,
         read_committed=request.isolation_level == READ_COMMITTED,
@@ -46,14 +61,17 @@ def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | asynci
     return _response(request, outcome | refused)
 
 
-def _partition_count_errors(ctx: RequestContext, request: FetchRequest) -> dict[TopicPartition, FetchPartitionResult]:
+def _partition_count_errors(
+    ctx: RequestContext, request: FetchRequest, denied: set[str]
+) -> dict[TopicPartition, FetchPartitionResult]:
     """KIP-253: a consumer that sent a partition count other than the leader's gets
-    INVALID_PARTITION_METADATA for the topic's partitions (followers are not checked)."""
+    INVALID_PARTITION_METADATA for the topic's partitions (followers are not checked, nor
+    ``denied`` topics)."""
     if request.replica_id >= 0:
         return {}
     errors = ctx.broker.replica_manager.partition_count_errors(
         ((TopicPartition(t.topic, p.partition), t.undeleted_partition_count) for t in request.topics
-         if t.undeleted_partition_count >= 0 for p in t.partitions), producing=False)
+         if t.undeleted_partition_count >= 0 and t.topic not in denied for p in t.partitions), producing=False)
     return {tp: FetchPartitionResult(error) for tp, error in errors.items()}
 
 

@@ -4,6 +4,10 @@
 
 v0-3 ask for one key, v4+ for several. The coordinator is the leader of the key's partition of the
 internal topic; an unknown key type is INVALID_REQUEST.
+
+Each key needs DESCRIBE first (Kafka's ``getCoordinator``): on the GROUP (else
+GROUP_AUTHORIZATION_FAILED) or the TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+with no node; v0-3 carry the error's default message, v4 none.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import logging
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.group.metadata_manager import OFFSETS_TOPIC, OffsetsTopicUnavailable
 from pybroker.server.request_context import RequestContext
 from pybroker.server.transaction.state_manager import TransactionTopicUnavailable
@@ -23,6 +28,7 @@ API_KEY = ApiKey.FIND_COORDINATOR
 VERSIONS = (0, 4)
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.GROUP), (AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID)})
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +46,13 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
 
 async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, object]:
     broker = ctx.broker
+    denied = None
+    if key_type == KEY_TYPE_GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif key_type == KEY_TYPE_TRANSACTION and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if denied is not None:
+        return _error(denied, denied.message if ctx.api_version < 4 else None)
     if key_type == KEY_TYPE_GROUP:
         try:
             partition = await broker.group_coordinator.coordinator_partition(key)
@@ -64,7 +77,7 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, objec
             "host": endpoint.host, "port": endpoint.port}
 
 
-def _error(code: ErrorCode, message: str) -> dict[str, object]:
+def _error(code: ErrorCode, message: str | None) -> dict[str, object]:
     return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
 
 

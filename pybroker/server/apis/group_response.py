@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pybroker.protocol.errors import ErrorCode
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.group.records import OffsetAndMetadata
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.types import TopicPartition
 
+if TYPE_CHECKING:
+    from pybroker.server.request_context import RequestContext
+
 T = TypeVar("T")
 R = TypeVar("R")
 
-# DescribeGroups' authorized operations without an authorizer: every group operation
-# (READ 3, DELETE 6, DESCRIBE 8), as Kafka reports them.
-ALL_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
 @dataclass
 class OffsetCommits:
     """The partitions of an OffsetCommit or TxnOffsetCommit request, in request order: the
-    offsets to store, and UNKNOWN_TOPIC_OR_PARTITION for partitions the cluster does not have."""
+    offsets to store, TOPIC_AUTHORIZATION_FAILED for the partitions of topics without READ, and
+    UNKNOWN_TOPIC_OR_PARTITION for partitions the cluster does not have."""
 
     order: list[TopicPartition] = field(default_factory=list)
     errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
@@ -37,14 +39,19 @@ class OffsetCommits:
 
 def offset_commits(
     cache: MetadataCache, topics: Iterable[Any], with_leader_epoch: bool, now: int, expire_timestamp: int | None = None,
+    denied: Collection[str] = (),
 ) -> OffsetCommits:
     """Read the ``(Name, Partitions[PartitionIndex, CommittedOffset, CommittedLeaderEpoch,
-    CommittedMetadata])`` topics both commit requests carry."""
+    CommittedMetadata])`` topics both commit requests carry; ``denied`` topics (no READ) are
+    refused before their existence is checked."""
     commits = OffsetCommits()
     for topic in topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
             commits.order.append(tp)
+            if topic.name in denied:
+                commits.errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not cache.contains(tp):
                 commits.errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -69,3 +76,8 @@ def answer(start: Callable[[Callable[[T], None]], None], build: Callable[[T], R]
 
     start(respond)
     return future.result() if future.done() else future
+
+
+def denied_topics(ctx: RequestContext, operation: AclOperation, names: Iterable[str]) -> set[str]:
+    """The topics (each asked once) on which ``operation`` is refused."""
+    return {name for name in dict.fromkeys(names) if not ctx.authorize(operation, ResourceType.TOPIC, name)}

@@ -1,4 +1,9 @@
-"""IncrementalAlterConfigs (44): SET, DELETE, APPEND or SUBTRACT individual topic configs."""
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND or SUBTRACT individual topic configs.
+
+Authorization: a BROKER (or BROKER_LOGGER) resource needs ALTER_CONFIGS on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED), a TOPIC ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED,
+before the existence check); the error message is null, as in Kafka.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +16,15 @@ from pybroker.protocol.messages import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from pybroker.security.authorizer import AclOperation
+from pybroker.security.authorizer import ResourceType as AclResource
+from pybroker.server.apis.describe_configs import config_authorization_error
 from pybroker.server.config_describer import ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.INCREMENTAL_ALTER_CONFIGS
 VERSIONS = (0, 1)
+AUTHORIZES = frozenset({(AclOperation.ALTER_CONFIGS, AclResource.CLUSTER), (AclOperation.ALTER_CONFIGS, AclResource.TOPIC)})
 
 _Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
@@ -75,6 +84,9 @@ def _apply(current: dict[str, str], ops: list[object], defaults: dict[str, str])
 async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> tuple[ErrorCode, str | None]:
     broker = ctx.broker
     kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
+    refused = config_authorization_error(ctx, AclOperation.ALTER_CONFIGS, resource)
+    if refused is not None:
+        return refused, None
     if kind == ResourceType.BROKER:
         return ErrorCode.INVALID_REQUEST, "pybroker has no dynamic broker configs; set them in server.properties"
     if kind != ResourceType.TOPIC:

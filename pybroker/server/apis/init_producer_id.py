@@ -5,6 +5,10 @@ current id with the epoch bumped to reset its sequences. With one, the transacti
 decides (``TransactionCoordinator.handle_init_producer_id``). A ProducerId / ProducerEpoch pair
 (v3+) with only one of the two set is INVALID_REQUEST; PRODUCER_FENCED is answered as
 INVALID_PRODUCER_EPOCH below v4, as Kafka does for clients that predate it.
+
+Authorization first, as Kafka's ``handleInitProducerIdRequest``: a transactional id needs WRITE on
+it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs IDEMPOTENT_WRITE on
+the cluster or (KIP-679) WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -12,10 +16,16 @@ from __future__ import annotations
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 VERSIONS = (0, 4)
+AUTHORIZES = frozenset({
+    (AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
+    (AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER),
+    (AclOperation.WRITE, ResourceType.TOPIC),
+})
 MAX_EPOCH = 32767
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -23,7 +33,13 @@ NO_PRODUCER_EPOCH = -1
 
 async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
     if request.transactional_id is not None:
+        if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+            return error_response(request, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return await _transactional(ctx, request)
+    if not ctx.authorize_cluster(AclOperation.IDEMPOTENT_WRITE) and not ctx.authorize_by_resource_type(
+        AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         # KIP-360: an idempotent producer bumps its epoch to reset its sequences.
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,

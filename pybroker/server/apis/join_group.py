@@ -1,4 +1,7 @@
-"""JoinGroup (11): join a group; answered when the rebalance's join phase ends."""
+"""JoinGroup (11): join a group; answered when the rebalance's join phase ends.
+
+Needs READ on the group, else GROUP_AUTHORIZATION_FAILED (Kafka's getErrorResponse).
+"""
 
 from __future__ import annotations
 
@@ -7,16 +10,20 @@ import asyncio
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import JoinGroupRequest, JoinGroupResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.apis.group_response import answer
 from pybroker.server.group.coordinator import JoinRequest, JoinResult
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.JOIN_GROUP
 VERSIONS = (0, 7)
+AUTHORIZES = frozenset({(AclOperation.READ, ResourceType.GROUP)})
 
 
 def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse | asyncio.Future[JoinGroupResponse]:
     version = ctx.api_version
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     group_instance_id = request.group_instance_id if version >= 5 else None
 
     def build(result: JoinResult) -> JoinGroupResponse:

@@ -1,17 +1,24 @@
-"""LeaveGroup (13): members leave (one in v0-2; a batch, also by group.instance.id, from v3)."""
+"""LeaveGroup (13): members leave (one in v0-2; a batch, also by group.instance.id, from v3).
+
+Needs READ on the group, else GROUP_AUTHORIZATION_FAILED (Kafka's getErrorResponse).
+"""
 
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.LEAVE_GROUP
 VERSIONS = (0, 5)
+AUTHORIZES = frozenset({(AclOperation.READ, ResourceType.GROUP)})
 
 
 def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if ctx.api_version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:

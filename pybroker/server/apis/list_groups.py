@@ -1,15 +1,21 @@
-"""ListGroups (16): the groups this broker coordinates (v4: filtered by state)."""
+"""ListGroups (16): the groups this broker coordinates (v4: filtered by state).
+
+DESCRIBE on the cluster lists every group; otherwise only the groups with DESCRIBE are listed
+(a silent filter, never an error), as Kafka's ``handleListGroupsRequest``.
+"""
 
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ListGroupsRequest, ListGroupsResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.group.group_metadata import GroupState
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.LIST_GROUPS
 VERSIONS = (0, 4)
+AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.CLUSTER), (AclOperation.DESCRIBE, ResourceType.GROUP)})
 
 
 def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsResponse:
@@ -18,6 +24,8 @@ def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsRespons
         # An unknown state name matches no group, as in Kafka.
         states = {s for s in (GroupState.parse(name) for name in request.states_filter) if s is not None}
     error, groups = ctx.broker.group_coordinator.handle_list_groups(states)
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        groups = [g for g in groups if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g[0])]
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
         ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type, group_state=state)
         for group_id, protocol_type, state in groups

@@ -1,10 +1,16 @@
-"""ListOffsets (2): earliest, latest, max-timestamp, or first offset at/after a timestamp."""
+"""ListOffsets (2): earliest, latest, max-timestamp, or first offset at/after a timestamp.
+
+Each topic needs DESCRIBE (Kafka's ``handleListOffsetRequestV1AndAbove``): a refused topic's
+partitions answer TOPIC_AUTHORIZATION_FAILED (timestamp and offset -1), before any other check,
+and come after the authorized topics in the response, as in Kafka.
+"""
 
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.partition import (
     FencedLeaderEpochError,
     NotLeaderError,
@@ -15,6 +21,7 @@ from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = (1, 7)
+AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.TOPIC)})
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -33,8 +40,16 @@ def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsRespo
         for p in topic.partitions
         if (tp := TopicPartition(topic.name, p.partition_index)) in seen or seen.add(tp)
     }
+    allowed = {name: ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+               for name in dict.fromkeys(t.name for t in request.topics)}
     topics = []
+    unauthorized = []
     for topic in request.topics:
+        if not allowed[topic.name]:
+            unauthorized.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=[
+                _error(p.partition_index, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in topic.partitions
+            ]))
+            continue
         partitions = []
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
@@ -43,7 +58,7 @@ def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsRespo
             else:
                 partitions.append(_list_offset(ctx, request, tp, p))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
-    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics + unauthorized)
 
 
 def _error(index: int, code: ErrorCode) -> _Partition:

@@ -2,7 +2,8 @@
 id (KIP-664).
 
 State filters that name no state are echoed back as UnknownStateFilters; while any
-``__transaction_state`` partition loads the answer is COORDINATOR_LOAD_IN_PROGRESS.
+``__transaction_state`` partition loads the answer is COORDINATOR_LOAD_IN_PROGRESS. Only the
+transactional ids with DESCRIBE are listed (a silent filter), as in Kafka.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ListTransactionsRequest, ListTransactionsResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.LIST_TRANSACTIONS
 VERSIONS = (0, 0)
+AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID)})
 
 
 def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
@@ -25,6 +28,7 @@ def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransac
         transaction_states=[
             ListTransactionsResponse.TransactionState(transactional_id=tid, producer_id=pid, transaction_state=state)
             for tid, pid, state in listed.states
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid)
         ],
     )
 

@@ -4,6 +4,13 @@ Creates missing topics when the client allows it and ``auto.create.topics.enable
 Brokers are given by their endpoint on the listener the request arrived on; brokers without that
 listener are left out, and a partition whose live leader lacks it has no leader
 (LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before), as Kafka's ZkMetadataCache answers.
+
+Authorization, as Kafka's ``handleTopicMetadataRequest``: every topic needs DESCRIBE; an
+all-topics request silently leaves out the others, a request naming them gets
+TOPIC_AUTHORIZATION_FAILED for them (name, or with topic ids the id, and nothing else: their
+existence is not disclosed). A missing topic to auto-create needs CREATE on the cluster, else
+CREATE on the topic (else 29). v8+ asks for authorized-operations bitfields: the cluster's (v8-10,
+0 without DESCRIBE on the cluster) and each described topic's.
 """
 
 from __future__ import annotations
@@ -22,14 +29,20 @@ from pybroker.controller.requests import LiveBroker
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import MetadataRequest, MetadataResponse
+from pybroker.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from pybroker.server.metadata_cache import CachedTopic
-from pybroker.server.request_context import RequestContext
+from pybroker.server.request_context import RequestContext, supported
 
 API_KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 AUTO_CREATE_WAIT_MS = 5000
 ZERO_UUID = uuid.UUID(int=0)
+AUTHORIZES = frozenset({
+    (AclOperation.DESCRIBE, ResourceType.TOPIC),
+    (AclOperation.CREATE, ResourceType.CLUSTER),
+    (AclOperation.CREATE, ResourceType.TOPIC),
+}) | supported(ResourceType.CLUSTER) | supported(ResourceType.TOPIC)
 
 log = logging.getLogger(__name__)
 
@@ -42,34 +55,85 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
     version = ctx.api_version
     cache = broker.metadata_cache
     if request.topics is None or (version == 0 and not request.topics):
-        return _response(ctx, [_topic(ctx, cache.topics[name], cache.live_brokers) for name in sorted(cache.topics)])
+        described = [name for name in sorted(cache.topics)
+                     if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)]
+        return _response(ctx, request, [_topic(ctx, cache.topics[name], cache.live_brokers) for name in described])
     auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and broker.config.get(
         "auto.create.topics.enable"
     )
+    refused = _refused(ctx, request.topics, auto_create)
     created: list[str] = []
-    topics = [await _requested_topic(ctx, wanted, auto_create, created) for wanted in request.topics]
+    topics = [refused.get(id(wanted)) or await _requested_topic(ctx, wanted, auto_create, created)
+              for wanted in request.topics]
     if created:
         await broker.admin_manager.wait_for_leaders(created, AUTO_CREATE_WAIT_MS)
-        topics = [await _requested_topic(ctx, wanted, False, []) for wanted in request.topics]
-    return _response(ctx, topics)
+        topics = [refused.get(id(wanted)) or await _requested_topic(ctx, wanted, False, [])
+                  for wanted in request.topics]
+    return _response(ctx, request, topics)
 
 
-def _response(ctx: RequestContext, topics: list[MetadataResponse.MetadataResponseTopic]) -> MetadataResponse:
+def _refused(
+    ctx: RequestContext, requested: list[object], auto_create: bool
+) -> dict[int, MetadataResponse.MetadataResponseTopic]:
+    """The requested topics (by ``id`` of the request entry) answered TOPIC_AUTHORIZATION_FAILED:
+    without DESCRIBE, or missing and to be auto-created without CREATE."""
+    cache = ctx.broker.metadata_cache
+    refused: dict[int, MetadataResponse.MetadataResponseTopic] = {}
+    describe: dict[str, bool] = {}
+    missing: list[tuple[int, str]] = []
+    for wanted in requested:
+        name = wanted.name  # type: ignore[attr-defined]
+        if name is None:  # by topic id (v12): an unknown id answers UNKNOWN_TOPIC_ID
+            topic_id = getattr(wanted, "topic_id", ZERO_UUID) or ZERO_UUID
+            found = cache.topic_by_id(topic_id)
+            if found is None:
+                continue
+            if not describe.setdefault(found.name, ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, found.name)):
+                refused[id(wanted)] = _missing(None, topic_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            continue
+        if name not in describe:
+            describe[name] = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        if not describe[name]:
+            refused[id(wanted)] = _missing(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif cache.topic(name) is None:
+            missing.append((id(wanted), name))
+    if auto_create and missing and not ctx.authorize_cluster(AclOperation.CREATE):
+        create: dict[str, bool] = {}
+        for key, name in missing:
+            if name not in create:
+                create[name] = ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)
+            if not create[name]:
+                refused[key] = _missing(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED, name in INTERNAL_TOPICS)
+    return refused
+
+
+def _response(
+    ctx: RequestContext, request: MetadataRequest, topics: list[MetadataResponse.MetadataResponseTopic]
+) -> MetadataResponse:
     broker = ctx.broker
     cache = broker.metadata_cache
+    version = ctx.api_version
     brokers = []
     for live in sorted(cache.live_brokers.values(), key=lambda b: b.broker_id):
         endpoint = live.endpoint(ctx.listener_name)
         if endpoint is not None:
             brokers.append(MetadataResponse.MetadataResponseBroker(
                 node_id=live.broker_id, host=endpoint.host, port=endpoint.port, rack=live.rack))
+    cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
+    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+        cluster_operations = (ctx.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
+                              if ctx.authorize_cluster(AclOperation.DESCRIBE) else 0)
+    if version >= 8 and request.include_topic_authorized_operations:
+        for topic in topics:
+            if topic.error_code != ErrorCode.TOPIC_AUTHORIZATION_FAILED and topic.name is not None:
+                topic.topic_authorized_operations = ctx.authorized_operations(ResourceType.TOPIC, topic.name)
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=brokers,
         cluster_id=broker.cluster_id,
         controller_id=cache.controller_id,
         topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+        cluster_authorized_operations=cluster_operations,
     )
 
 
@@ -104,9 +168,11 @@ async def _requested_topic(
     return _missing(name, topic_id, ErrorCode.LEADER_NOT_AVAILABLE)
 
 
-def _missing(name: str | None, topic_id: uuid.UUID, code: ErrorCode) -> MetadataResponse.MetadataResponseTopic:
+def _missing(
+    name: str | None, topic_id: uuid.UUID, code: ErrorCode, is_internal: bool = False
+) -> MetadataResponse.MetadataResponseTopic:
     return MetadataResponse.MetadataResponseTopic(
-        error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[],
+        error_code=code, name=name, topic_id=topic_id, is_internal=is_internal, partitions=[],
         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
 

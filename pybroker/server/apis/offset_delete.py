@@ -2,6 +2,9 @@
 
 Refused per partition (GROUP_SUBSCRIBED_TO_TOPIC) while a consumer group subscribes to the topic;
 NON_EMPTY_GROUP for a non-consumer group with members; GROUP_ID_NOT_FOUND for no such group.
+
+Needs DELETE on the group (else GROUP_AUTHORIZATION_FAILED for the request), then READ on each
+topic (else TOPIC_AUTHORIZATION_FAILED for its partitions, before the unknown-topic check).
 """
 
 from __future__ import annotations
@@ -9,17 +12,25 @@ from __future__ import annotations
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
+from pybroker.server.apis.group_response import denied_topics
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.OFFSET_DELETE
 VERSIONS = (0, 0)
+AUTHORIZES = frozenset({(AclOperation.DELETE, ResourceType.GROUP), (AclOperation.READ, ResourceType.TOPIC)})
 
 
 def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return error_response(request, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     cache = ctx.broker.metadata_cache
     order = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in order if not cache.contains(tp)}
+    denied = denied_topics(ctx, AclOperation.READ, (t.name for t in request.topics))
+    errors = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in order if tp.topic in denied}
+    errors.update((tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for tp in order
+                  if tp not in errors and not cache.contains(tp))
     known = [tp for tp in order if tp not in errors]
     group_error, results = ctx.broker.group_coordinator.handle_delete_offsets(request.group_id, known)
     if group_error != ErrorCode.NONE:

@@ -1,10 +1,16 @@
-"""OffsetForLeaderEpoch (23): the end offset of a leader epoch, for truncation decisions."""
+"""OffsetForLeaderEpoch (23): the end offset of a leader epoch, for truncation decisions.
+
+CLUSTER_ACTION on the cluster (a follower) answers every topic; otherwise (KIP-320, a consumer)
+each topic needs DESCRIBE, and a refused topic's partitions answer TOPIC_AUTHORIZATION_FAILED,
+after the authorized topics, as in Kafka's ``handleOffsetForLeaderEpochRequest``.
+"""
 
 from __future__ import annotations
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.partition import (
     FencedLeaderEpochError,
     NotLeaderError,
@@ -15,16 +21,34 @@ from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
 VERSIONS = (2, 4)
+AUTHORIZES = frozenset({(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER), (AclOperation.DESCRIBE, ResourceType.TOPIC)})
 
 _Result = OffsetForLeaderEpochResponse.EpochEndOffset
 
 
 def handle(ctx: RequestContext, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    denied = denied_topics(ctx, [t.topic for t in request.topics])
     topics = []
+    unauthorized = []
     for topic in request.topics:
+        if topic.topic in denied:
+            unauthorized.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=topic.topic, partitions=[
+                _Result(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partition=p.partition, leader_epoch=-1,
+                        end_offset=-1)
+                for p in topic.partitions
+            ]))
+            continue
         results = [_end_offset(ctx, TopicPartition(topic.topic, p.partition), p) for p in topic.partitions]
         topics.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=topic.topic, partitions=results))
-    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics + unauthorized)
+
+
+def denied_topics(ctx: RequestContext, names: list[str]) -> set[str]:
+    """The topics refused: none with CLUSTER_ACTION on the cluster (asked first), else those
+    without DESCRIBE. A handler calling this declares both pairs."""
+    if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return set()
+    return {name for name in dict.fromkeys(names) if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)}
 
 
 def _end_offset(ctx: RequestContext, tp: TopicPartition, p: object) -> _Result:

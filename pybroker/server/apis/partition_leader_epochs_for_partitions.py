@@ -4,6 +4,9 @@ Answered from this broker's metadata cache (UpdateMetadata carries each partitio
 ``leaderEpochAfterCreation`` and ``leaderEpochBeforeDeletion``): per partition asked about, both
 maps as (partition, leader epoch) lists, empty when the partition has none; a partition the
 cache does not know is UNKNOWN_TOPIC_OR_PARTITION.
+
+Authorized as OffsetForLeaderEpoch (pybroker's choice; Kafka has no such API): CLUSTER_ACTION on
+the cluster, else DESCRIBE per topic; a refused topic's partitions answer TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ from pybroker.protocol.messages import (
     PartitionLeaderEpochsForPartitionsRequest,
     PartitionLeaderEpochsForPartitionsResponse,
 )
+from pybroker.security.authorizer import AclOperation, ResourceType
+from pybroker.server.apis.offset_for_leader_epoch import denied_topics
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS
 VERSIONS = (0, 0)
+AUTHORIZES = frozenset({(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER), (AclOperation.DESCRIBE, ResourceType.TOPIC)})
 
 R = PartitionLeaderEpochsForPartitionsResponse
 
@@ -29,10 +35,15 @@ def _epochs(epochs: dict[int, int]) -> list[R.PartitionLeaderEpoch]:
 
 def handle(ctx: RequestContext, request: PartitionLeaderEpochsForPartitionsRequest) -> R:
     cache = ctx.broker.metadata_cache
+    denied = denied_topics(ctx, [t.name for t in request.topics])
     topics = []
     for topic in request.topics:
         partitions = []
         for index in topic.partition_indexes:
+            if topic.name in denied:
+                partitions.append(R.ResponsePartition(partition_index=index,
+                                                      error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             state = cache.partition(TopicPartition(topic.name, index))
             if state is None:
                 partitions.append(R.ResponsePartition(partition_index=index,

@@ -1,4 +1,11 @@
-"""Produce (0): append record batches to partition leaders; acks 0, 1 or all."""
+"""Produce (0): append record batches to partition leaders; acks 0, 1 or all.
+
+Authorization, in Kafka's order (``handleProduceRequest``): a request with transactional batches
+needs a transactional id with WRITE on it (else every partition answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then each topic needs WRITE (else its partitions answer
+TOPIC_AUTHORIZATION_FAILED, before any other check). There is no IDEMPOTENT_WRITE check here
+(InitProducerId has it). With acks=0 any error closes the connection.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,17 @@ from pybroker.network.connection import CloseConnection
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.replica_manager import PartitionAppendResult
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.PRODUCE
 VERSIONS = (3, 9)
+AUTHORIZES = frozenset({
+    (AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
+    (AclOperation.WRITE, ResourceType.TOPIC),
+})
 # The first batch header's int16 attributes: after baseOffset, batchLength, partitionLeaderEpoch,
 # magic and crc (8 + 4 + 4 + 1 + 4 bytes); bit 4 (of the low byte) is "transactional".
 _ATTRIBUTES_OFFSET = 21
@@ -31,13 +43,20 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
         for topic in request.topic_data
         for partition in topic.partition_data
     ]
-    if acks not in (-1, 0, 1):
-        results = {tp: PartitionAppendResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp, _ in entries}
-    elif request.transactional_id is None and any(_is_transactional(records) for _, records in entries):
-        # Kafka's KafkaApis: transactional batches need the request's transactional id.
+    if any(_is_transactional(records) for _, records in entries) and (
+        request.transactional_id is None
+        or not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+    ):
+        # Kafka's KafkaApis: transactional batches need the request's transactional id, and WRITE on it.
         results = {tp: PartitionAppendResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for tp, _ in entries}
+    elif acks not in (-1, 0, 1):
+        results = {tp: PartitionAppendResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp, _ in entries}
     else:
-        refused = _partition_count_errors(ctx, request)
+        denied = {name for name in dict.fromkeys(t.name for t in request.topic_data)
+                  if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)}
+        refused = _partition_count_errors(ctx, request, denied)
+        refused.update((tp, PartitionAppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                       for tp, _ in entries if tp.topic in denied)
         if refused:
             entries = [(tp, records) for tp, records in entries if tp not in refused]
         unverified = _unverified(ctx, request.transactional_id, entries)
@@ -124,12 +143,14 @@ def _release_records(request: ProduceRequest) -> None:
             partition.records = None
 
 
-def _partition_count_errors(ctx: RequestContext, request: ProduceRequest) -> dict[TopicPartition, PartitionAppendResult]:
-    """KIP-253: the partitions refused for the producer's partition count."""
+def _partition_count_errors(
+    ctx: RequestContext, request: ProduceRequest, denied: set[str]
+) -> dict[TopicPartition, PartitionAppendResult]:
+    """KIP-253: the partitions (of topics not ``denied``) refused for the producer's partition count."""
     replica_manager = ctx.broker.replica_manager
     errors = replica_manager.partition_count_errors(
         ((TopicPartition(t.name, p.index), t.undeleted_partition_count) for t in request.topic_data
-         for p in t.partition_data), producing=True)
+         if t.name not in denied for p in t.partition_data), producing=True)
     return {tp: PartitionAppendResult(error, _count_message(tp, replica_manager.partitions[tp].undeleted_partition_count))
             for tp, error in errors.items()}
 

@@ -1,4 +1,8 @@
-"""SyncGroup (14): the leader hands in the assignment; every member gets its share."""
+"""SyncGroup (14): the leader hands in the assignment; every member gets its share.
+
+From v5 a request without protocol type and name answers INCONSISTENT_GROUP_PROTOCOL, checked
+before READ on the group (else GROUP_AUTHORIZATION_FAILED), as in Kafka's ``handleSyncGroupRequest``.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +11,22 @@ import asyncio
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import SyncGroupRequest, SyncGroupResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.apis.group_response import answer
 from pybroker.server.group.coordinator import SyncResult
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.SYNC_GROUP
 VERSIONS = (0, 5)
+AUTHORIZES = frozenset({(AclOperation.READ, ResourceType.GROUP)})
 
 
 def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse | asyncio.Future[SyncGroupResponse]:
     version = ctx.api_version
+    if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        return error_response(request, version, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
 
     def build(result: SyncResult) -> SyncGroupResponse:
         return SyncGroupResponse(

@@ -5,6 +5,11 @@ the group coordinator, which writes them as a transactional batch of the produce
 the transaction's marker (KIP-98), and checks v3's member id, group instance id and generation
 (KIP-447). As Kafka, v0-v1 answer COORDINATOR_NOT_AVAILABLE instead of
 COORDINATOR_LOAD_IN_PROGRESS, which producers before 2.0 do not expect.
+
+Authorization, as Kafka's ``handleTxnOffsetCommitRequest``: WRITE on the transactional id (else
+every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else
+GROUP_AUTHORIZATION_FAILED), then READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its
+partitions, before the unknown-topic check).
 """
 
 from __future__ import annotations
@@ -14,22 +19,33 @@ import asyncio
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
-from pybroker.server.apis.group_response import answer, offset_commits
+from pybroker.security.authorizer import AclOperation, ResourceType
+from pybroker.server.apis.group_response import answer, denied_topics, offset_commits
 from pybroker.server.replica_manager import now_ms
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.TXN_OFFSET_COMMIT
 VERSIONS = (0, 3)
+AUTHORIZES = frozenset({
+    (AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
+    (AclOperation.READ, ResourceType.GROUP),
+    (AclOperation.READ, ResourceType.TOPIC),
+})
 
 
 def handle(
     ctx: RequestContext, request: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse | asyncio.Future[TxnOffsetCommitResponse]:
     version = ctx.api_version
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     cache = ctx.broker.metadata_cache
     now = now_ms()
-    commits = offset_commits(cache, request.topics, version >= 2, now)
+    commits = offset_commits(cache, request.topics, version >= 2, now,
+                             denied=denied_topics(ctx, AclOperation.READ, (t.name for t in request.topics)))
     offsets = commits.offsets
 
     def build(results: dict[TopicPartition, ErrorCode]) -> TxnOffsetCommitResponse:

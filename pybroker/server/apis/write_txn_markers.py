@@ -21,7 +21,7 @@ from pybroker.log.log import AppendOrigin
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-from pybroker.security.authorizer import AclOperation
+from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.group.metadata_manager import OFFSETS_TOPIC
 from pybroker.server.replica_manager import PartitionAppendResult, now_ms
 from pybroker.server.request_context import RequestContext
@@ -29,6 +29,7 @@ from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS
 VERSIONS = (0, 1)
+AUTHORIZES = frozenset({(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)})
 # Kafka appends markers with the broker's request.timeout.ms.
 MARKER_APPEND_TIMEOUT_MS = 30000
 
