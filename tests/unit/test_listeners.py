@@ -15,6 +15,7 @@ from pybroker.controller.wire import to_wire
 from pybroker.log.config import ConfigError
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeClusterRequest, MetadataRequest
+from pybroker.security.authorizer import AllowAllAuthorizer
 from pybroker.security.certificates import CertificateAuthority
 from pybroker.security.inter_broker import inter_broker_client
 from pybroker.server.apis import describe_cluster, metadata
@@ -22,6 +23,7 @@ from pybroker.server.config import BrokerConfig, Endpoint
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
+from tests.unit.handler_context import allowed_context
 
 # --- configuration ------------------------------------------------------------------------------
 
@@ -170,9 +172,11 @@ def _context(listener: str, version: int) -> RequestContext:
         PartitionState(TopicPartition("t", 2), 1, 3, 0, [3], 0, [3]),
     ]
     cache.update_metadata(UpdateMetadata(1, 1, 1, states, [both, plaintext_only], {"t": uuid.uuid4()}))
-    broker = SimpleNamespace(metadata_cache=cache, cluster_id="c", config=BrokerConfig({}))
-    connection = SimpleNamespace(listener_name=listener, attributes={})
-    return RequestContext(broker, SimpleNamespace(api_version=version, client_id="test"), connection)  # type: ignore[arg-type]
+    broker = SimpleNamespace(metadata_cache=cache, cluster_id="c", config=BrokerConfig({}),
+                             authorizer=AllowAllAuthorizer())
+    ctx = allowed_context(broker, version)
+    ctx.connection.listener_name = listener
+    return ctx
 
 
 def _metadata(listener: str, version: int):  # noqa: ANN202
