@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import resource
 import ssl
 import statistics
@@ -42,6 +41,7 @@ from broker_compare import (  # noqa: E402
     make_records_file,
     run_client,
     setup_tools,
+    wait_for_quiet,
 )
 from brokers import (  # noqa: E402
     REPO,
@@ -50,12 +50,11 @@ from brokers import (  # noqa: E402
     free_port,
     group_cpu_seconds,
     pybroker_import,
-    wait_for_quiet,
 )
 from harness import BenchRun  # noqa: E402
 
 sys.path.insert(0, str(REPO))
-from pybroker.client.admin import KafkaAdminClient, UserScramCredentialUpsertion  # noqa: E402
+from pybroker.client.admin import Admin, UserScramCredentialUpsertion  # noqa: E402
 from pybroker.client.connection import BrokerConnection  # noqa: E402
 from pybroker.client.security import ClientSecurity  # noqa: E402
 from pybroker.security.certificates import CertificateAuthority  # noqa: E402
@@ -116,14 +115,13 @@ def client_security(listener: str, mechanism: str | None, ca: Path) -> ClientSec
 
 
 async def create_users(port: int) -> None:
-    admin = KafkaAdminClient(f"127.0.0.1:{port}")
+    admin = Admin(f"127.0.0.1:{port}")
     try:
         await admin.connect()
         await admin.alter_user_scram_credentials([
             UserScramCredentialUpsertion(USER, mechanism, PASSWORD, iterations=4096)
             for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")
         ])
-        await admin.create_topics_simple if False else None  # noqa: B018 (kept simple: topics auto-created)
     finally:
         await admin.close()
 
@@ -253,7 +251,7 @@ def render_markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Security: throughput over each protocol, and connection set-up",
         "",
-        f"`{' '.join(result['provenance']['command'])}` at {result['provenance']['commit'][:12]}; "
+        f"`{result['provenance']['command']}` at {result['provenance']['commit'][:12]}; "
         f"{p['runs']} runs (medians), {p['records']:,} records of {p['size']} B per case, kcat with "
         f"{result['tools']['kcat_version']}; {p['connections']} connections per connection case.",
         "",

@@ -203,3 +203,15 @@ def test_cleaner(tmp_path):
     assert set(data["limits"]) == {"write_page_cache", "write_synced", "read_cold", "read_warm"}
     assert [c["dirty_mb_s"] is not None for c in data["summary"]["cases"]] == [True, True]
     assert (tmp_path / "cleaner.png").exists()
+
+
+def test_security(tmp_path):
+    run(tmp_path, "bench/security.py", "--records", "500", "--size", "512", "--runs", "1", "--connections", "5",
+        "--quiet-wait", "0")
+    data = result(tmp_path, "security")
+    (only,) = data["runs"]
+    assert only["ok"], only
+    assert set(only["throughput"]) == {"PLAINTEXT", "SSL", "SASL_PLAINTEXT SCRAM-SHA-256", "SASL_SSL SCRAM-SHA-256"}
+    assert all(case["consume"]["records_received"] == 500 for case in only["throughput"].values())
+    assert all(c["connections"] == 5 and c["p50_ms"] > 0 for c in only["connections"].values())
+    assert (tmp_path / "security.png").exists()
