@@ -222,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
     for warning in settings.warnings:
         print(f"Warning: --command-config {args.command_config}: {warning}", file=sys.stderr)
     client: dict[str, object] = {"client_id": settings.client_id or "pybroker-acls"}
+    client["security"] = settings.security
     if settings.request_timeout_ms is not None:
         client["request_timeout"] = settings.request_timeout_ms / 1000
     try:

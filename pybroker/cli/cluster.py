@@ -12,6 +12,7 @@ import asyncio
 import logging
 import signal
 import sys
+from pathlib import Path
 
 from pybroker.cli.local_cluster import (
     DEFAULT_BROKERS,
@@ -22,6 +23,7 @@ from pybroker.cli.local_cluster import (
     LocalCluster,
     run_cluster,
 )
+from pybroker.cli.secure_setup import SecureSetup
 from pybroker.zookeeper.server import ZooKeeperNotInstalledError
 
 
@@ -46,6 +48,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "--override", metavar="KEY=VALUE", action="append", default=[],
         help="set a broker property on every broker (repeatable), e.g. --override num.partitions=3",
     )
+    parser.add_argument("--secure", action="store_true",
+                        help="SASL_SSL listeners only (replication too), a generated CA and broker certificate, an "
+                             "admin user (SCRAM-SHA-512, random password), the ACL authorizer, and client files "
+                             "(client.properties, librdkafka.properties) in --secure-dir")
+    parser.add_argument("--secure-dir", metavar="DIR",
+                        help="where --secure keeps certificates, passwords and client files (default DIR/secure; "
+                             "reused on restart)")
     parser.set_defaults(run=run)
 
 
@@ -74,9 +83,13 @@ async def _main(cluster: LocalCluster) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        secure = None
+        if args.secure:
+            secure = SecureSetup.prepare(args.secure_dir or Path(args.dir) / "secure")
         cluster = LocalCluster(
             args.dir, args.brokers, args.port,
             zookeeper_connect=args.zookeeper, zookeeper_port=args.zookeeper_port, overrides=args.override,
+            secure=secure,
         )
         return asyncio.run(_main(cluster))
     except (ClusterError, ZooKeeperNotInstalledError, OSError) as e:

@@ -3,16 +3,28 @@
 Applied: ``client.id``, ``request.timeout.ms`` (how long one request waits for its answer) and
 ``default.api.timeout.ms`` (how long a call retries; a tool's own timeout option wins).
 ``bootstrap.servers`` is overridden by ``--bootstrap-server``, as in Kafka. Other Kafka admin
-client settings are accepted and have no effect here. Security settings (``security.protocol``
-other than PLAINTEXT, ``ssl.*``, ``sasl.*``) are not supported yet: they are ignored with a
-warning, and connections stay PLAINTEXT. Unknown names are ignored with a warning, as Kafka's
-clients log "supplied but isn't a known config".
+client settings are accepted and have no effect here. Security settings become the
+`ClientSecurity` every connection of the command uses (`security_from_properties`):
+``security.protocol``, the PEM forms of ``ssl.truststore.*``/``ssl.keystore.*``,
+``ssl.key.password``, ``ssl.endpoint.identification.algorithm``, ``ssl.enabled.protocols``,
+``sasl.mechanism`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) and ``sasl.jaas.config``; other
+``ssl.*``/``sasl.*`` names are ignored with a warning. Unknown names are ignored with a warning,
+as Kafka's clients log "supplied but isn't a known config".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pybroker.client.security import (
+    APPLIED_SECURITY_PROPERTIES,
+    PLAINTEXT,
+    ClientSecurity,
+    ClientSecurityError,
+    ignored_security_properties,
+    security_from_properties,
+)
 
 APPLIED = ("client.id", "request.timeout.ms", "default.api.timeout.ms")
 
@@ -26,10 +38,6 @@ ACCEPTED = frozenset({
     "send.buffer.bytes", "socket.connection.setup.timeout.max.ms", "socket.connection.setup.timeout.ms",
 })
 
-SECURITY_PREFIXES = ("ssl.", "sasl.")
-SECURITY_NAMES = frozenset({"security.providers"})
-
-
 class CommandConfigError(ValueError):
     """A --command-config file that cannot be read or holds a bad value."""
 
@@ -41,6 +49,7 @@ class ClientSettings:
     client_id: str | None = None
     request_timeout_ms: int | None = None
     default_api_timeout_ms: int | None = None
+    security: ClientSecurity = PLAINTEXT
     warnings: list[str] = field(default_factory=list)
 
 
@@ -117,25 +126,23 @@ def _positive_int(props: dict[str, str], name: str) -> int | None:
 
 def client_settings(props: dict[str, str]) -> ClientSettings:
     """Sort ``props`` into applied settings and warnings about ignored ones."""
+    try:
+        security = security_from_properties(props)
+    except ClientSecurityError as e:
+        raise CommandConfigError(f"--command-config: {e}") from None
     settings = ClientSettings(
         client_id=props.get("client.id") or None,
         request_timeout_ms=_positive_int(props, "request.timeout.ms"),
         default_api_timeout_ms=_positive_int(props, "default.api.timeout.ms"),
+        security=security,
     )
-    security, unknown = [], []
-    for name in props:
-        if name in APPLIED or name in ACCEPTED:
-            continue
-        if name == "security.protocol":
-            if props[name].strip().upper() != "PLAINTEXT":
-                security.append(f"{name}={props[name].strip()}")
-        elif name.startswith(SECURITY_PREFIXES) or name in SECURITY_NAMES:
-            security.append(name)
-        else:
-            unknown.append(name)
-    if security:
-        settings.warnings.append(
-            "security settings are not supported yet and were ignored (connections use PLAINTEXT): " + ", ".join(security))
+    ignored = ignored_security_properties(props)
+    unknown = [name for name in props
+               if name not in APPLIED and name not in ACCEPTED and name not in APPLIED_SECURITY_PROPERTIES
+               and name not in ignored]
+    if ignored:
+        settings.warnings.append("security settings pybroker's clients do not support were ignored: "
+                                 + ", ".join(ignored))
     if unknown:
         settings.warnings.append("unknown client settings were ignored: " + ", ".join(unknown))
     return settings

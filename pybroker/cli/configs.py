@@ -79,7 +79,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the server(s) to connect to")
     parser.add_argument("--command-config", metavar="FILE",
                         help="a properties file of admin client settings (client.id, request.timeout.ms, "
-                             "default.api.timeout.ms; security settings are not supported yet)")
+                             "default.api.timeout.ms, and security: security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config)")
     actions = parser.add_argument_group("actions (give one)")
     actions.add_argument("--describe", action="store_true", help="list the configs of the given entity")
     actions.add_argument("--alter", action="store_true", help="alter the configs of the given entity")
@@ -334,6 +334,7 @@ def run(args: argparse.Namespace) -> int:
     for warning in settings.warnings:
         print(f"Warning: --command-config {args.command_config}: {warning}", file=sys.stderr)
     client: dict[str, object] = {"client_id": settings.client_id or "pybroker-configs"}
+    client["security"] = settings.security
     if settings.request_timeout_ms is not None:
         client["request_timeout"] = settings.request_timeout_ms / 1000
     if settings.default_api_timeout_ms is not None:

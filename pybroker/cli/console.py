@@ -22,6 +22,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 
+from pybroker.cli.command_config import CommandConfigError, load_properties
 from pybroker.client.admin import AdminError
 from pybroker.client.connection import KafkaClientError
 from pybroker.client.kafka_consumer import ConsumerRecord, KafkaConsumer
@@ -62,6 +63,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                           help="line reader settings: parse.key (false), key.separator (tab), null.marker, ignore.error (false)")
     producer.add_argument("--producer-property", action="append", metavar="KEY=VALUE",
                           help="producer settings (acks, linger.ms, batch.size, compression.type, ...)")
+    producer.add_argument("--producer.config", "--command-config", dest="config_file", metavar="FILE",
+                          help="a properties file of producer settings, security included (security.protocol, "
+                               "ssl.*, sasl.mechanism, sasl.jaas.config); --producer-property wins")
     producer.add_argument("--request-required-acks", metavar="ACKS", help="acks (default all)")
     producer.add_argument("--compression-codec", metavar="CODEC", help="none, gzip, snappy, lz4 or zstd")
     producer.set_defaults(run=run_producer)
@@ -80,6 +84,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "print.value (true), key.separator (tab), line.separator (newline), null.literal")
     consumer.add_argument("--consumer-property", action="append", metavar="KEY=VALUE",
                           help="consumer settings (session.timeout.ms, isolation.level, ...)")
+    consumer.add_argument("--consumer.config", "--command-config", dest="config_file", metavar="FILE",
+                          help="a properties file of consumer settings, security included (security.protocol, "
+                               "ssl.*, sasl.mechanism, sasl.jaas.config); --consumer-property wins")
     consumer.add_argument("--max-messages", type=int, metavar="N", help="exit after N records")
     consumer.add_argument("--timeout-ms", type=int, metavar="MS", help="exit when no record came for MS milliseconds")
     consumer.set_defaults(run=run_consumer)
@@ -152,9 +159,20 @@ async def _produce(args: argparse.Namespace, reader: LineReader, props: dict[str
     return 1 if failures else 0
 
 
+def _config_file(path: str | None) -> dict[str, str]:
+    """The properties of ``--producer.config``/``--consumer.config`` (none without one)."""
+    if path is None:
+        return {}
+    try:
+        return load_properties(path)
+    except CommandConfigError as e:
+        raise ConsoleError(str(e)) from None
+
+
 def run_producer(args: argparse.Namespace) -> int:
     try:
-        props = {"bootstrap.servers": args.bootstrap_server, "client.id": "console-producer",
+        props = {"client.id": "console-producer", **_config_file(args.config_file),
+                 "bootstrap.servers": args.bootstrap_server,
                  **_properties(args.producer_property, "--producer-property")}
         if args.request_required_acks is not None:
             props["acks"] = args.request_required_acks
@@ -235,8 +253,10 @@ def run_consumer(args: argparse.Namespace) -> int:
         print("pybroker console-consumer: --max-messages must be at least 1", file=sys.stderr)
         return 2
     try:
-        props = {"bootstrap.servers": args.bootstrap_server, "client.id": "console-consumer",
-                 "group.id": args.group or f"console-consumer-{uuid.uuid4().int % 100000}",
+        from_file = _config_file(args.config_file)
+        props = {"client.id": "console-consumer", **from_file,
+                 "bootstrap.servers": args.bootstrap_server,
+                 "group.id": args.group or from_file.get("group.id") or f"console-consumer-{uuid.uuid4().int % 100000}",
                  "auto.offset.reset": "earliest" if args.from_beginning else "latest",
                  **_properties(args.consumer_property, "--consumer-property")}
         formatter = MessageFormatter(_properties(args.property, "--property"))

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
+from pybroker.cli.command_config import ClientSettings, CommandConfigError, read_client_settings
 from pybroker.client.admin import Admin, AdminError, GroupDescription
 from pybroker.client.connection import KafkaClientError
 from pybroker.types import TopicPartition
@@ -65,6 +66,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                          help="reset committed offsets of an inactive group (a dry run unless --execute)")
     actions.add_argument("--delete-offsets", action="store_true", help="delete a group's committed offsets of topics")
     parser.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="a properties file of admin client settings (client.id, request.timeout.ms, "
+                             "security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config)")
     parser.add_argument("--group", dest="groups", action="append", default=[], metavar="GROUP", help="a group (repeatable)")
     parser.add_argument("--all-groups", action="store_true", help="every consumer group")
     parser.add_argument("--topic", dest="topics", action="append", default=[], metavar="TOPIC[:P,P]",
@@ -528,8 +532,11 @@ RUNNERS = {
 }
 
 
-async def _run(args: argparse.Namespace, action: str) -> int:
-    async with Admin(args.bootstrap_server, "pybroker-consumer-groups", retry_timeout=args.timeout / 1000) as admin:
+async def _run(args: argparse.Namespace, action: str, settings: ClientSettings) -> int:
+    async with Admin(args.bootstrap_server, settings.client_id or "pybroker-consumer-groups",
+                     retry_timeout=args.timeout / 1000, security=settings.security,
+                     **({"request_timeout": settings.request_timeout_ms / 1000}
+                        if settings.request_timeout_ms else {})) as admin:
         return await RUNNERS[action](admin, args)
 
 
@@ -540,7 +547,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_run(args, action))
+        settings = read_client_settings(args.command_config)
+    except CommandConfigError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    for warning in settings.warnings:
+        print(f"Warning: --command-config {args.command_config}: {warning}", file=sys.stderr)
+    try:
+        return asyncio.run(_run(args, action, settings))
     except (AdminError, CommandError, KafkaClientError, ValueError, TimeoutError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1

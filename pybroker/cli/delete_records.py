@@ -48,7 +48,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help=f"REQUIRED: the JSON file with the offset per partition (-1: the high watermark): {JSON_FORMAT}")
     parser.add_argument("--command-config", metavar="FILE",
                         help="a properties file of admin client settings (client.id, request.timeout.ms, "
-                             "default.api.timeout.ms; security settings are not supported yet)")
+                             "default.api.timeout.ms, and security: security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config)")
     parser.add_argument("--leader-only", action="store_true",
                         help="answer once each leader has deleted, without waiting for the followers "
                              "(KIP-1343; needs brokers with DeleteRecords v3)")
@@ -141,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"Warning: --command-config {args.command_config}: {warning}", file=sys.stderr)
     timeout_ms = args.timeout_ms if args.timeout_ms is not None else (settings.default_api_timeout_ms or DEFAULT_TIMEOUT_MS)
     client: dict[str, object] = {"client_id": settings.client_id or "pybroker-delete-records"}
+    client["security"] = settings.security
     if settings.request_timeout_ms is not None:
         client["request_timeout"] = settings.request_timeout_ms / 1000
     try:

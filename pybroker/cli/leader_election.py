@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
     timeout_ms = settings.default_api_timeout_ms or TIMEOUT_MS
     client: dict[str, object] = {
         "client_id": settings.client_id or "pybroker-leader-election",
+        "security": settings.security,
         "request_timeout": (settings.request_timeout_ms or TIMEOUT_MS // 2) / 1000,
         "retry_timeout": timeout_ms / 1000,
     }

@@ -43,8 +43,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pybroker.child_process import terminated_with_parent
+from pybroker.cli.secure_setup import SecureSetup, create_admin_user
 from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import KafkaClientError
+from pybroker.client.security import PLAINTEXT
 from pybroker.log.config import ConfigError
 from pybroker.server.config import BrokerConfig
 from pybroker.zookeeper.client import KazooException, ZooKeeperClient, ZooKeeperConnectionError
@@ -258,6 +260,7 @@ class LocalCluster:
         python: str = sys.executable,
         out: TextIO | None = None,
         install: ZooKeeperInstall | None = None,
+        secure: SecureSetup | None = None,
     ) -> None:
         if brokers < 1:
             raise ClusterError(f"--brokers {brokers}: a cluster needs at least one broker")
@@ -271,6 +274,8 @@ class LocalCluster:
             for node_id in range(1, brokers + 1)
         ]
         self.overrides = parse_overrides(overrides)
+        self.secure = secure  # --secure: SASL_SSL listeners, ACLs, an admin user (`pybroker.cli.secure_setup`)
+        self.security = secure.broker_security() if secure is not None else PLAINTEXT
         self.python = python
         self.out = out if out is not None else sys.stdout
         self.zookeeper: ZooKeeperServer | None = None
@@ -303,6 +308,7 @@ class LocalCluster:
             "log.dirs": str(broker.data_dir),
             "zookeeper.connect": self.zookeeper_connect,
             **cluster_defaults(len(self.brokers)),
+            **(self.secure.broker_properties(HOST, broker.port) if self.secure is not None else {}),
             **self.overrides,
         }
 
@@ -318,6 +324,10 @@ class LocalCluster:
         ]
         for key in ("node.id", "listeners", "log.dirs", "zookeeper.connect"):
             lines.append(f"{key}={props[key]}")
+        if self.secure is not None:
+            lines.append(f"# --secure (certificates and passwords in {self.secure.directory}):")
+            lines += [f"{key}={value}" for key, value in self.secure.broker_properties(HOST, broker.port).items()
+                      if key not in self.overrides and key != "listeners"]
         kept = [key for key in defaults if key not in self.overrides]
         if kept:
             lines.append("# The defaults of a local cluster (see the README):")
@@ -501,7 +511,8 @@ class LocalCluster:
 
     async def _answers_with_whole_cluster(self, broker: LocalBroker, ids: set[int]) -> bool:
         try:
-            async with Admin(broker.address, "pybroker-cluster", retry_timeout=1.0, request_timeout=5.0) as admin:
+            async with Admin(broker.address, "pybroker-cluster", retry_timeout=1.0, request_timeout=5.0,
+                             security=self.security) as admin:
                 return ids <= {node.node_id for node in await admin.brokers()}
         except (OSError, TimeoutError, KafkaClientError, AdminError):
             return False
@@ -558,6 +569,18 @@ class LocalCluster:
         self.say(f"Bootstrap servers: {self.bootstrap_servers}")
         self.say(f"PIDs, configs and logs: {_shown(self.manifest_path)}. "
                  "Ctrl-C stops the brokers (controlled shutdown), then ZooKeeper.")
+        if self.secure is not None:
+            self.say(self.secure.usage_line(self.bootstrap_servers))
+
+    async def create_secure_clients(self) -> None:
+        """--secure: the admin user (AlterUserScramCredentials, as the broker user) and the client files."""
+        if self.secure is None:
+            return
+        try:
+            await create_admin_user(self.bootstrap_servers, self.secure)
+        except (OSError, TimeoutError, KafkaClientError, AdminError) as e:
+            raise ClusterError(f"--secure: could not create the admin user: {e}") from None
+        self.secure.write_client_files(self.bootstrap_servers)
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -714,6 +737,7 @@ async def run_cluster(
         cluster.write_manifest()
         if not await cluster.wait_until_ready(stop):
             return
+        await cluster.create_secure_clients()
         started = True
         cluster.write_manifest("running")
         cluster.print_summary()

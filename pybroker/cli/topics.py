@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import sys
 
+from pybroker.cli.command_config import ClientSettings, CommandConfigError, read_client_settings
 from pybroker.client.admin import Admin, AdminError, PartitionInfo, TopicDescription
 from pybroker.client.connection import KafkaClientError
 
@@ -38,6 +39,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     for action in ACTIONS:
         parser.add_argument(f"--{action}", dest="flag_" + action, action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="a properties file of admin client settings (client.id, request.timeout.ms, "
+                             "security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config)")
     parser.add_argument("--topic", help="topic name")
     parser.add_argument("--partitions", type=int, default=-1, help="partition count (create) or new total (alter)")
     parser.add_argument("--replication-factor", type=int, default=-1)
@@ -133,8 +137,10 @@ def _configs(items: list[str]) -> dict[str, str]:
     return out
 
 
-async def _run(args: argparse.Namespace, action: str) -> int:
-    async with Admin(args.bootstrap_server, "pybroker-topics") as admin:
+async def _run(args: argparse.Namespace, action: str, settings: ClientSettings) -> int:
+    async with Admin(args.bootstrap_server, settings.client_id or "pybroker-topics", security=settings.security,
+                     **({"request_timeout": settings.request_timeout_ms / 1000}
+                        if settings.request_timeout_ms else {})) as admin:
         if action == "list":
             for name in await admin.list_topics():
                 print(name)
@@ -194,7 +200,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"pybroker topics: {problem}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_run(args, chosen[0]))
+        settings = read_client_settings(args.command_config)
+    except CommandConfigError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return 1
+    for warning in settings.warnings:
+        print(f"Warning: --command-config {args.command_config}: {warning}", file=sys.stderr)
+    try:
+        return asyncio.run(_run(args, chosen[0], settings))
     except (AdminError, KafkaClientError, ValueError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError, UnsupportedVersionError
+from pybroker.client.security import PLAINTEXT, ClientSecurity
 from pybroker.client.topic_layout import TopicLayout
 from pybroker.controller.metadata import topic_id_to_string
 from pybroker.protocol import consumer_protocol
@@ -344,10 +345,13 @@ class Admin:
 
     def __init__(
         self, bootstrap_servers: str, client_id: str = "pybroker-admin", retry_timeout: float = 30.0,
-        request_timeout: float = 30.0,
+        request_timeout: float = 30.0, security: ClientSecurity = PLAINTEXT,
     ) -> None:
         """``retry_timeout``: how long retriable errors are retried (seconds); ``request_timeout``:
-        how long one request waits for its response (seconds, Kafka's request.timeout.ms)."""
+        how long one request waits for its response (seconds, Kafka's request.timeout.ms);
+        ``security``: how every connection secures itself (TLS, SASL; `security_from_properties`
+        builds it from Kafka client properties)."""
+        self._security = security
         self._bootstrap = parse_bootstrap(bootstrap_servers)
         self._client_id = client_id
         self._retry_timeout = retry_timeout
@@ -368,7 +372,7 @@ class Admin:
     async def connect(self) -> None:
         errors = []
         for host, port in self._bootstrap:
-            connection = BrokerConnection(host, port, self._client_id)
+            connection = BrokerConnection(host, port, self._client_id, security=self._security)
             try:
                 await connection.connect()
             except (OSError, KafkaClientError, TimeoutError) as e:
@@ -400,7 +404,7 @@ class Admin:
         async with self._connect_lock:
             connection = self._connections.get((host, port))
             if connection is None:
-                connection = BrokerConnection(host, port, self._client_id)
+                connection = BrokerConnection(host, port, self._client_id, security=self._security)
                 try:
                     await connection.connect()
                 except (OSError, KafkaClientError, TimeoutError) as e:

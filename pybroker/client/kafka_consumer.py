@@ -65,6 +65,7 @@ from pybroker.client.consumer_coordinator import (
 from pybroker.client.fetcher import READ_COMMITTED, FetcherConfig, aborted_ranges, drop_ranges
 from pybroker.client.gating import GateKeeper
 from pybroker.client.properties import int_property
+from pybroker.client.security import PLAINTEXT, ClientSecurity, security_from_properties
 from pybroker.client.topic_layout import TopicLayout
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
@@ -139,6 +140,7 @@ class ConsumerConfig:
     retry_backoff_ms: int = 100
     request_timeout_ms: int = 30000
     fetch: FetcherConfig | None = None
+    security: ClientSecurity = PLAINTEXT  # security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> ConsumerConfig:
@@ -165,6 +167,7 @@ class ConsumerConfig:
             retry_backoff_ms=int_property(text, "retry.backoff.ms", cls.retry_backoff_ms, 0),
             request_timeout_ms=int_property(text, "request.timeout.ms", cls.request_timeout_ms, 1),
             fetch=FetcherConfig.from_properties(text),
+            security=security_from_properties(text),
         )
 
 
@@ -195,7 +198,7 @@ class KafkaConsumer:
         self.fetch_config = self.config.fetch or FetcherConfig()
         self.time = time
         self.admin = Admin(self.config.bootstrap_servers, client_id=self.config.client_id,
-                           request_timeout=self.config.request_timeout_ms / 1000 + 5)
+                           request_timeout=self.config.request_timeout_ms / 1000 + 5, security=self.config.security)
         self._coordinator: ConsumerCoordinator | None = None
         self._topics: list[str] = []
         self._rebalance_listener = ConsumerRebalanceListener()

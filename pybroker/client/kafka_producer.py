@@ -60,6 +60,7 @@ from pybroker.client.consumer_coordinator import ConsumerGroupMetadata
 from pybroker.client.producer import ACKS, ProduceError
 from pybroker.client.properties import int_property
 from pybroker.client.record_columns import BATCH_OVERHEAD, HeaderList, RecordColumns
+from pybroker.client.security import PLAINTEXT, ClientSecurity, security_from_properties
 from pybroker.client.topic_layout import TopicLayout
 from pybroker.client.transaction_manager import (
     TransactionAbortedError,
@@ -121,6 +122,7 @@ class KafkaProducerConfig:
     metadata_max_age_ms: int = 300000  # metadata.max.age.ms
     transactional_id: str | None = None  # transactional.id (implies enable.idempotence)
     transaction_timeout_ms: int = 60000  # transaction.timeout.ms
+    security: ClientSecurity = PLAINTEXT  # security.protocol, ssl.*, sasl.mechanism, sasl.jaas.config
 
     @classmethod
     def from_properties(cls, props: Mapping[str, object]) -> KafkaProducerConfig:
@@ -165,6 +167,7 @@ class KafkaProducerConfig:
             metadata_max_age_ms=int_property(text, "metadata.max.age.ms", cls.metadata_max_age_ms, 0),
             transactional_id=transactional_id,
             transaction_timeout_ms=int_property(text, "transaction.timeout.ms", cls.transaction_timeout_ms, 1),
+            security=security_from_properties(text),
         )
 
 
@@ -252,7 +255,7 @@ class KafkaProducer:
         self._own_admin = admin is None
         self.admin = admin if admin is not None else Admin(
             self.config.bootstrap_servers, client_id=self.config.client_id,
-            request_timeout=self.config.request_timeout_ms / 1000 + 5)
+            request_timeout=self.config.request_timeout_ms / 1000 + 5, security=self.config.security)
         self.time = time
         self._topics: dict[str, _Topic] = {}
         self._sequence = 0

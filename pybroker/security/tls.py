@@ -8,9 +8,11 @@ Owns turning a broker's configuration into Python ``ssl.SSLContext`` objects:
   and ``ssl.enabled.protocols``;
 - `client_context`: what the broker's own connections to other brokers use: the trust store, the
   key store if one is configured (for brokers that require client certificates) and the host
-  name check of ``ssl.endpoint.identification.algorithm``.
+  name check of ``ssl.endpoint.identification.algorithm``;
+- `client_context_from`: the same from any getter of ``ssl.*`` settings, which is how the
+  project's clients and CLI build theirs from Kafka client properties.
 
-Every ``ssl.*`` value is read with `BrokerConfig.listener_get`, so ``listener.name.<l>.ssl.*``
+A broker's ``ssl.*`` values are read with `BrokerConfig.listener_get`, so ``listener.name.<l>.ssl.*``
 wins over the broker-wide value. Only PEM stores are read (``ssl.keystore.type=PEM`` and
 ``ssl.truststore.type=PEM``, as files or inline); the rules and messages are Kafka's
 ``DefaultSslEngineFactory``'s. Inline keys are handed to OpenSSL through a private temporary
@@ -25,7 +27,9 @@ import os
 import re
 import ssl
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 
@@ -33,6 +37,8 @@ from pybroker.log.config import ConfigError
 from pybroker.server.config import BrokerConfig, Endpoint
 
 log = logging.getLogger(__name__)
+
+DEFAULT_PROTOCOLS = ("TLSv1.2", "TLSv1.3")  # Kafka's ssl.enabled.protocols default (Java 11+)
 
 PEM = "PEM"
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -114,9 +120,17 @@ class _KeyStore:
     password: str | None
 
 
-def _key_store(config: BrokerConfig, listener: str) -> _KeyStore | None:
+Getter = Callable[[str], Any]
+"""Reads one ``ssl.*`` setting by name (None when unset): a broker listener's view of its
+configuration (`BrokerConfig.listener_get`) or a client's Kafka properties."""
+
+
+def _listener_getter(config: BrokerConfig, listener: str) -> Getter:
+    return lambda name: config.listener_get(listener, name)
+
+
+def _key_store(get: Getter) -> _KeyStore | None:
     """Kafka's ``createKeystore`` for PEM: a file (key + chain) or inline key and chain."""
-    get = lambda name: config.listener_get(listener, name)  # noqa: E731
     store_type = (get("ssl.keystore.type") or "JKS").upper()
     path, password = get("ssl.keystore.location"), get("ssl.keystore.password")
     key, chain, key_password = get("ssl.keystore.key"), get("ssl.keystore.certificate.chain"), get("ssl.key.password")
@@ -154,9 +168,8 @@ def _key_store(config: BrokerConfig, listener: str) -> _KeyStore | None:
         raise SslConfigError(f"Failed to load PEM SSL keystore {path}: {e}") from None
 
 
-def _trust_store(config: BrokerConfig, listener: str) -> str | None:
+def _trust_store(get: Getter) -> str | None:
     """Kafka's ``createTruststore`` for PEM: the trusted certificates, or None if none configured."""
-    get = lambda name: config.listener_get(listener, name)  # noqa: E731
     store_type = (get("ssl.truststore.type") or "JKS").upper()
     path, password, certificates = (
         get("ssl.truststore.location"), get("ssl.truststore.password"), get("ssl.truststore.certificates"))
@@ -200,8 +213,12 @@ def _load_key_store(context: ssl.SSLContext, store: _KeyStore) -> None:
         os.unlink(path)
 
 
-def _protocols(config: BrokerConfig, listener: str, context: ssl.SSLContext) -> None:
-    enabled = config.listener_get(listener, "ssl.enabled.protocols") or []
+def _protocols(get: Getter, context: ssl.SSLContext) -> None:
+    enabled = get("ssl.enabled.protocols")
+    if enabled is None:
+        enabled = DEFAULT_PROTOCOLS
+    if isinstance(enabled, str):  # a client property: a comma-separated list
+        enabled = [p.strip() for p in enabled.split(",") if p.strip()]
     versions = []
     for name in enabled:
         if name not in _PROTOCOLS:
@@ -234,20 +251,21 @@ def client_auth(config: BrokerConfig, endpoint: Endpoint) -> str:
 def server_context(config: BrokerConfig, endpoint: Endpoint) -> ssl.SSLContext:
     """The context an SSL or SASL_SSL listener accepts connections with."""
     listener = endpoint.listener_name
-    key_store = _key_store(config, listener)
+    get = _listener_getter(config, listener)
+    key_store = _key_store(get)
     if key_store is None:
         raise SslConfigError(f"Listener {listener} ({endpoint.security_protocol}) has no key store: set "
                              f"ssl.keystore.type=PEM and ssl.keystore.location (or listener.name.{listener.lower()}."
                              "ssl.keystore.location), or ssl.keystore.certificate.chain and ssl.keystore.key")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    _protocols(config, listener, context)
+    _protocols(get, context)
     _load_key_store(context, key_store)
     mode = client_auth(config, endpoint)
     if mode not in _CLIENT_AUTH:
         log.warning("Unrecognized client authentication configuration %s. Falling back to NONE.", mode)
         mode = "none"
     context.verify_mode = _CLIENT_AUTH[mode]
-    trusted = _trust_store(config, listener)
+    trusted = _trust_store(get)
     if trusted is not None:
         context.load_verify_locations(cadata=trusted)
     elif mode != "none":
@@ -259,23 +277,31 @@ def server_context(config: BrokerConfig, endpoint: Endpoint) -> ssl.SSLContext:
 
 
 def client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
-    """The context the broker connects to other brokers' ``listener`` with: the listener's trust
-    store (the system's CAs when none is configured), its key store when one is configured, and
-    the host name check unless ``ssl.endpoint.identification.algorithm`` is empty."""
+    """The context the broker connects to other brokers' ``listener`` with (`client_context_from`
+    reading the listener's ``ssl.*`` configuration)."""
+    return client_context_from(_listener_getter(config, listener))
+
+
+def client_context_from(get: Getter) -> ssl.SSLContext:
+    """A client's context from its ``ssl.*`` settings (read with ``get``): the trust store (the
+    system's CAs when none is configured), the key store when one is configured (for listeners
+    that require client certificates), ``ssl.enabled.protocols`` and the host name check unless
+    ``ssl.endpoint.identification.algorithm`` is empty (Kafka's default is ``https``)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    _protocols(config, listener, context)
-    algorithm = (config.listener_get(listener, "ssl.endpoint.identification.algorithm") or "").strip()
+    _protocols(get, context)
+    algorithm = get("ssl.endpoint.identification.algorithm")
+    algorithm = "https" if algorithm is None else algorithm.strip()
     if algorithm and algorithm.lower() != "https":
         raise SslConfigError(f"ssl.endpoint.identification.algorithm: unsupported algorithm {algorithm} "
                              "(https, or empty for none)")
     context.check_hostname = bool(algorithm)
     context.verify_mode = ssl.CERT_REQUIRED
-    trusted = _trust_store(config, listener)
+    trusted = _trust_store(get)
     if trusted is not None:
         context.load_verify_locations(cadata=trusted)
     else:
         context.load_default_certs(ssl.Purpose.SERVER_AUTH)
-    key_store = _key_store(config, listener)
+    key_store = _key_store(get)
     if key_store is not None:
         _load_key_store(context, key_store)
     return context

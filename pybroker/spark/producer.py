@@ -73,7 +73,8 @@ class ArrowProducer:
         self.compression = _compression(parsed.kafka)
         self.records = 0
         self.started = time.monotonic()
-        self._client = BlockingClient(parsed.bootstrap_servers, self.config.client_id, self.config.request_timeout_ms / 1000)
+        self._client = BlockingClient(parsed.bootstrap_servers, self.config.client_id, self.config.request_timeout_ms / 1000,
+                                      kafka=parsed.kafka)
         self._producer = Producer(self._client.admin, self.config)
         self._sticky: dict[str, int] = {}
 

@@ -31,7 +31,7 @@ from pybroker.types import TopicPartition
 def read_range(options: SourceOptions, r: planning.OffsetRange) -> Iterator[pa.RecordBatch]:
     """Every record of ``r`` as Arrow batches, in offset order."""
     tp = TopicPartition(r.topic, r.partition)
-    with BlockingClient(options.bootstrap_servers, "pybroker-spark-reader") as client:
+    with BlockingClient(options.bootstrap_servers, "pybroker-spark-reader", kafka=options.kafka) as client:
         fetcher = Fetcher(client.admin, FetcherConfig.from_properties(options.kafka))
         offset = r.start
         while offset < r.end:
@@ -70,7 +70,7 @@ class KafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
-        with BlockingClient(o.bootstrap_servers, "pybroker-spark-planner") as client:
+        with BlockingClient(o.bootstrap_servers, "pybroker-spark-planner", kafka=o.kafka) as client:
             tps = planning.topic_partitions(client, o)
             earliest, latest = planning.offset_bounds(client, tps, o.isolation_level)
             start = planning.resolve(client, o.starting, "startingOffsets", tps, earliest, latest, o.isolation_level)

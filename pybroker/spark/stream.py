@@ -71,13 +71,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.available_now: dict[TopicPartition, int] | None = None
 
     def _latest(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-        with BlockingClient(self.options.bootstrap_servers, "pybroker-spark-planner") as client:
+        with BlockingClient(self.options.bootstrap_servers, "pybroker-spark-planner", kafka=self.options.kafka) as client:
             tps = planning.topic_partitions(client, self.options)
             return planning.offset_bounds(client, tps, self.options.isolation_level)
 
     def initialOffset(self) -> Offsets:  # noqa: N802 (Spark's names)
         o = self.options
-        with BlockingClient(o.bootstrap_servers, "pybroker-spark-planner") as client:
+        with BlockingClient(o.bootstrap_servers, "pybroker-spark-planner", kafka=o.kafka) as client:
             tps = planning.topic_partitions(client, o)
             earliest, latest = planning.offset_bounds(client, tps, o.isolation_level)
             return to_json(planning.resolve(client, o.starting, "startingOffsets", tps, earliest, latest,
@@ -108,7 +108,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: Offsets, end: Offsets) -> Sequence[InputPartition]:
         first, last = from_json(start), from_json(end)
         tps = sorted(last)
-        with BlockingClient(self.options.bootstrap_servers, "pybroker-spark-planner") as client:
+        with BlockingClient(self.options.bootstrap_servers, "pybroker-spark-planner", kafka=self.options.kafka) as client:
             earliest, _ = planning.offset_bounds(client, tps, self.options.isolation_level)
         first = {tp: first.get(tp, earliest[tp]) for tp in tps}
         ranges = planning.offset_ranges(tps, first, last, earliest, self.options.fail_on_data_loss)

@@ -149,7 +149,7 @@ def test_command_config_applies_client_settings_and_warns_about_security(broker,
     produce(broker.bootstrap, topic_name, 2)
     config = tmp_path / "admin.properties"
     config.write_text("# admin client settings\nclient.id = ops-tool\nrequest.timeout.ms: 5000\nretries=3\n"
-                      "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nmystery.setting=1\n")
+                      "security.protocol=PLAINTEXT\nssl.cipher.suites=TLS_AES_128_GCM_SHA256\nmystery.setting=1\n")
     path = offset_file(tmp_path, [(topic_name, 0, 1)])
     with proxy_in_thread(broker.bootstrap) as proxy:
         result = delete_records(proxy.bootstrap, "--offset-json-file", path, "--command-config", str(config))
@@ -158,8 +158,8 @@ def test_command_config_applies_client_settings_and_warns_about_security(broker,
     assert client_ids == {"ops-tool"}
     warnings = result.stderr.splitlines()
     assert warnings == [
-        f"Warning: --command-config {config}: security settings are not supported yet and were ignored "
-        "(connections use PLAINTEXT): security.protocol=SASL_SSL, sasl.mechanism",
+        f"Warning: --command-config {config}: security settings pybroker's clients do not support were ignored: "
+        "ssl.cipher.suites",
         f"Warning: --command-config {config}: unknown client settings were ignored: mystery.setting",
     ]
     bad = tmp_path / "bad.properties"
