@@ -255,7 +255,7 @@ def test_wrong_password_kafka_python(sasl_broker: tuple[BrokerProcess, int], cap
     from kafka.errors import KafkaTimeoutError
 
     with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaTimeoutError):
-        KafkaProducer(bootstrap_servers=sasl_broker[0].bootstrap, bootstrap_timeout_ms=3000,
+        KafkaProducer(bootstrap_servers=sasl_broker[0].bootstrap, bootstrap_timeout_ms=6000,
                       **python_config(password="wrong"))
     # kafka-python names the error twice: "[Error 58] SaslAuthenticationFailedError: SaslAuthentica…: <text>"
     assert f"[Error 58] SaslAuthenticationFailedError: SaslAuthenticationFailedError: {WRONG_PASSWORD_TEXT}" \
