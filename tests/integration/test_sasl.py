@@ -9,10 +9,10 @@ listener's JAAS config) and a PLAINTEXT one.
   the broker goes on serving;
 - KIP-368 (connections.max.reauth.ms=2000): kafka-python, confluent-kafka and the project's
   connection keep producing across re-authentications; a client that does not re-authenticate is
-  closed on its first request after expiry (aiokafka then reconnects and retries);
-- SCRAM-SHA-256/512 with every real client against a broker run in this process, whose credential
-  cache the test fills through its ordinary API (the credential store that fills it in a real
-  broker is another part of issue 17).
+  closed on its first request after expiry (aiokafka then reconnects and retries).
+
+SCRAM with every real client, over SASL_PLAINTEXT and SASL_SSL, with users created through
+AlterUserScramCredentials, is in tests/integration/test_security_clients.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import asyncio
 import logging
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,9 +34,6 @@ from pybroker.client.security import ClientSecurity
 from pybroker.protocol import codec
 from pybroker.protocol import messages as m
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.security.scram import ScramMechanism, credential_from_password
-from pybroker.server.broker import Broker
-from pybroker.server.config import BrokerConfig
 from tests.conftest import BrokerProcess, wait_until
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -534,85 +530,3 @@ def test_the_projects_connection_reauthenticates(reauth_broker: BrokerProcess) -
     with open(reauth_broker.log_path, "rb") as f:
         f.seek(mark)
         assert "did not re-authenticate" not in f.read().decode(errors="replace")
-
-
-# --- SCRAM, with a broker in this process -----------------------------------------------------------
-
-
-class InProcessBroker:
-    """A Broker run by an event loop in a thread of the test process, so the test can fill its
-    credential cache (what the SCRAM credential store does in a real broker)."""
-
-    def __init__(self, data_dir: Path, props: dict[str, str], users: dict[str, str]) -> None:
-        self.props = {**props, "log.dirs": str(data_dir)}
-        self.users = users
-        self.broker: Broker | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self._started = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="in-process-broker", daemon=True)
-
-    def start(self) -> InProcessBroker:
-        self._thread.start()
-        assert self._started.wait(30), "the in-process broker did not start"
-        if self._error is not None:
-            raise self._error
-        return self
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._serve())
-        except BaseException as e:
-            self._error = e
-            self._started.set()
-
-    async def _serve(self) -> None:
-        broker = Broker(BrokerConfig(self.props))
-        for user, password in self.users.items():
-            broker.credential_cache.update_user(user, {
-                mechanism.mechanism_name: credential_from_password(mechanism, password, 4096).format()
-                for mechanism in ScramMechanism})
-        self.broker, self.loop = broker, asyncio.get_running_loop()
-        await broker.start()
-        self._started.set()
-        try:
-            await broker.wait_for_shutdown()
-        finally:
-            await broker.shutdown()
-
-    def stop(self) -> None:
-        if self.loop is not None and self.broker is not None and self._thread.is_alive():
-            self.loop.call_soon_threadsafe(self.broker.request_shutdown)
-        self._thread.join(30)
-        assert not self._thread.is_alive(), "the in-process broker did not stop"
-
-
-@pytest.fixture(scope="module")
-def scram_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port, plain_port = free_port(), free_port()
-    server = InProcessBroker(tmp_path_factory.mktemp("scram") / "data", {
-        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{plain_port}",
-        # Per listener only (the broker-wide list stays Kafka's GSSAPI default).
-        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-        "num.partitions": "1",
-    }, {"alice": "alice-secret"}).start()
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
-@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
-@pytest.mark.parametrize("client", sorted({**ROUNDTRIPS, "pybroker": roundtrip_pybroker}))
-def test_scram_produce_and_consume(scram_broker: str, topic_name: str, client: str, mechanism: str) -> None:
-    topic = f"{topic_name}-{mechanism}"
-    expected = [b"127.0.0.1"] if client == "pybroker" else VALUES
-    assert {**ROUNDTRIPS, "pybroker": roundtrip_pybroker}[client](scram_broker, topic, mechanism) == expected
-
-
-def test_scram_wrong_password(scram_broker: str) -> None:
-    result = subprocess.run(["kcat", "-L", "-b", scram_broker, "-m", "3",
-                             *kcat_args("SCRAM-SHA-256", password="wrong")], capture_output=True, timeout=30)
-    assert result.returncode != 0
-    assert ("SASL authentication error: Authentication failed during authentication due to invalid credentials "
-            "with SASL mechanism SCRAM-SHA-256") in result.stderr.decode(errors="replace")
