@@ -1,7 +1,7 @@
 """What security costs: produce and consume throughput over PLAINTEXT, SSL, SASL_PLAINTEXT and
 SASL_SSL in one run, and the time to open an authenticated connection.
 
-    python bench/security.py [--records 200000] [--size 1024] [--runs 3]
+    python bench/security.py [--records 1000000] [--size 1024] [--runs 3]
 
 One fresh pybroker per run, listening on four listeners at once (PLAINTEXT, SSL, SASL_PLAINTEXT,
 SASL_SSL; PEM certificates from a private CA made for the run; SCRAM-SHA-256 and SCRAM-SHA-512
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import resource
+import shutil
 import ssl
 import statistics
 import sys
@@ -184,6 +185,8 @@ def run_one(run_no: int, args: argparse.Namespace, tools: Any, records_file: Pat
     finally:
         if broker is not None:
             out["exit_code"] = broker.stop()
+        if not args.keep_workdir:
+            shutil.rmtree(run_dir, ignore_errors=True)
     return out
 
 
@@ -309,7 +312,7 @@ def plot(result: dict[str, Any], path: Path) -> bool:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--records", type=int, default=200_000, help="records per throughput case")
+    ap.add_argument("--records", type=int, default=1_000_000, help="records per throughput case")
     ap.add_argument("--size", type=int, default=1024, help="record size, bytes")
     ap.add_argument("--runs", type=int, default=3, help="runs, each on a fresh broker")
     ap.add_argument("--connections", type=int, default=200, help="connections per connection case")
