@@ -25,7 +25,7 @@ import argparse
 import asyncio
 import sys
 
-from pybroker.cli.command_config import CommandConfigError, read_client_settings
+from pybroker.cli.command_config import settings_for_command
 from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import KafkaClientError
 from pybroker.security.acl_authorizer import (
@@ -212,15 +212,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("The --principal option is only available if --list is set")
         if args.list and (args.allow_principal or args.deny_principal or args.allow_host or args.deny_host):
             raise UsageError("--list does not take --allow-principal, --deny-principal, --allow-host or --deny-host")
-        settings = read_client_settings(args.command_config)
     except UsageError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
-    except CommandConfigError as e:
-        print(f"Error: {e}", file=sys.stderr)
+    settings = settings_for_command(args.command_config)
+    if settings is None:
         return 1
-    for warning in settings.warnings:
-        print(f"Warning: --command-config {args.command_config}: {warning}", file=sys.stderr)
     client: dict[str, object] = {"client_id": settings.client_id or "pybroker-acls"}
     client["security"] = settings.security
     if settings.request_timeout_ms is not None:

@@ -14,6 +14,7 @@ as Kafka's clients log "supplied but isn't a known config".
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,6 +146,19 @@ def client_settings(props: dict[str, str]) -> ClientSettings:
                                  + ", ".join(ignored))
     if unknown:
         settings.warnings.append("unknown client settings were ignored: " + ", ".join(unknown))
+    return settings
+
+
+def settings_for_command(path: str | None) -> ClientSettings | None:
+    """A command's ``--command-config``: its warnings printed to stderr; None, after printing
+    ``Error: …``, when it cannot be used (the command then exits 1)."""
+    try:
+        settings = read_client_settings(path)
+    except CommandConfigError as e:
+        print(f"Error: {e}", file=sys.stderr)
+        return None
+    for warning in settings.warnings:
+        print(f"Warning: --command-config {path}: {warning}", file=sys.stderr)
     return settings
 
 

@@ -26,7 +26,7 @@ import asyncio
 import re
 import sys
 
-from pybroker.cli.command_config import CommandConfigError, load_properties, read_client_settings
+from pybroker.cli.command_config import CommandConfigError, load_properties, settings_for_command
 from pybroker.client.admin import (
     BROKER_RESOURCE,
     DEFAULT_SCRAM_ITERATIONS,
@@ -326,13 +326,9 @@ def run(args: argparse.Namespace) -> int:
     except CommandError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
-    try:
-        settings = read_client_settings(args.command_config)
-    except CommandConfigError as e:
-        print(f"Error: {e}", file=sys.stderr)
+    settings = settings_for_command(args.command_config)
+    if settings is None:
         return 1
-    for warning in settings.warnings:
-        print(f"Warning: --command-config {args.command_config}: {warning}", file=sys.stderr)
     client: dict[str, object] = {"client_id": settings.client_id or "pybroker-configs"}
     client["security"] = settings.security
     if settings.request_timeout_ms is not None:

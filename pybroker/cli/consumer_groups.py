@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
-from pybroker.cli.command_config import ClientSettings, CommandConfigError, read_client_settings
+from pybroker.cli.command_config import ClientSettings, settings_for_command
 from pybroker.client.admin import Admin, AdminError, GroupDescription
 from pybroker.client.connection import KafkaClientError
 from pybroker.types import TopicPartition
@@ -546,13 +546,9 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
-    try:
-        settings = read_client_settings(args.command_config)
-    except CommandConfigError as e:
-        print(f"Error: {e}", file=sys.stderr)
+    settings = settings_for_command(args.command_config)
+    if settings is None:
         return 1
-    for warning in settings.warnings:
-        print(f"Warning: --command-config {args.command_config}: {warning}", file=sys.stderr)
     try:
         return asyncio.run(_run(args, action, settings))
     except (AdminError, CommandError, KafkaClientError, ValueError, TimeoutError) as e:

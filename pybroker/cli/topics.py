@@ -25,7 +25,7 @@ import argparse
 import asyncio
 import sys
 
-from pybroker.cli.command_config import ClientSettings, CommandConfigError, read_client_settings
+from pybroker.cli.command_config import ClientSettings, settings_for_command
 from pybroker.client.admin import Admin, AdminError, PartitionInfo, TopicDescription
 from pybroker.client.connection import KafkaClientError
 
@@ -199,13 +199,9 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"pybroker topics: {problem}", file=sys.stderr)
         return 2
-    try:
-        settings = read_client_settings(args.command_config)
-    except CommandConfigError as e:
-        print(f"Error: {e}", file=sys.stderr)
+    settings = settings_for_command(args.command_config)
+    if settings is None:
         return 1
-    for warning in settings.warnings:
-        print(f"Warning: --command-config {args.command_config}: {warning}", file=sys.stderr)
     try:
         return asyncio.run(_run(args, chosen[0], settings))
     except (AdminError, KafkaClientError, ValueError) as e:
