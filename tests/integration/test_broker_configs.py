@@ -20,7 +20,9 @@ from confluent_kafka.admin import (
 )
 
 from pybroker.client.admin import BROKER_RESOURCE, Admin
-from tests.conftest import wait_until
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from tests.conftest import broker_connection, wait_until
 
 DEFAULT_CONFIG = ConfigSource.DEFAULT_CONFIG.value
 STATIC = ConfigSource.STATIC_BROKER_CONFIG.value
@@ -228,3 +230,102 @@ def test_kafka_python_describe_and_alter_broker_configs(broker):
         assert client.describe_configs([KpConfigResource("BROKER", "1")])["broker"]["1"] == {}
     finally:
         client.close()
+
+
+def test_cli_brokers_and_broker_loggers(start_broker):
+    from tests.integration.test_cli import failed, ok, pybroker
+
+    broker = start_broker()
+
+    def configs(*args: str):
+        return pybroker("configs", "--bootstrap-server", broker.bootstrap, *args)
+
+    assert ok(configs("--entity-type", "brokers", "--entity-default", "--alter", "--add-config",
+                      "log.retention.ms=3600000,log.cleaner.backoff.ms=2000")) == \
+        "Completed updating default config for brokers in the cluster.\n"
+    assert ok(configs("--entity-type", "brokers", "--entity-name", "1", "--alter", "--add-config",
+                      "log.cleaner.threads=2")) == "Completed updating config for broker 1.\n"
+    assert ok(configs("--entity-type", "brokers", "--entity-name", "1", "--describe")).splitlines() == [
+        "Dynamic configs for broker 1 are:",
+        "  log.cleaner.threads=2 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2, "
+        "DEFAULT_CONFIG:log.cleaner.threads=1}",
+    ]
+    assert ok(configs("--entity-type", "brokers", "--entity-default", "--describe")).splitlines() == [
+        "Default configs for brokers in the cluster are:",
+        "  log.cleaner.backoff.ms=2000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=2000}",
+        "  log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}",
+    ]
+    # The whole set is sent again: a deletion keeps the others.
+    assert ok(configs("--broker-defaults", "--alter", "--delete-config", "log.cleaner.backoff.ms")) == \
+        "Completed updating default config for brokers in the cluster.\n"
+    assert [line.split("=")[0] for line in ok(configs("--broker-defaults", "--describe")).splitlines()[1:]] == \
+        ["  log.retention.ms"]
+    assert "Invalid config(s): log.segment.bytes" in failed(configs("--broker", "1", "--alter", "--delete-config",
+                                                                   "log.segment.bytes"))
+    assert "Cannot update these configs dynamically: Set(log.dirs)" in failed(
+        configs("--broker", "1", "--alter", "--add-config", "log.dirs=/tmp/x"))
+
+    out = ok(configs("--entity-type", "broker-loggers", "--entity-name", "1", "--describe")).splitlines()
+    assert out[0] == "Dynamic configs for broker-logger 1 are:"
+    assert "  root=INFO sensitive=false synonyms={}" in out
+    assert ok(configs("--entity-type", "broker-loggers", "--entity-name", "1", "--alter", "--add-config",
+                      "pybroker.controller=DEBUG")) == "Completed updating config for broker-logger 1.\n"
+    assert "  pybroker.controller=DEBUG sensitive=false synonyms={}" in ok(
+        configs("--entity-type", "broker-loggers", "--entity-name", "1", "--describe")).splitlines()
+    assert "Invalid broker logger(s): no.such" in failed(
+        configs("--entity-type", "broker-loggers", "--entity-name", "1", "--alter", "--add-config", "no.such=DEBUG"))
+
+
+def test_three_brokers_follow_the_cluster_default_and_their_own(zookeeper, tmp_path, topic_name, request):
+    from tests.integration.cluster import start_cluster
+    from tests.zookeeper import chroot_for
+
+    cluster = start_cluster(chroot_for(zookeeper, request.node.name), tmp_path, **FAST_RETENTION)
+    try:
+        admin = cluster.admin()
+        create(admin, NewTopic(topic_name, 3, 3, config={"segment.bytes": "1024"}))
+        wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in cluster.partitions(topic_name).values()), timeout=20)
+        for partition in range(3):
+            produce_old(cluster.bootstrap, topic_name, 8, partition)
+        project_admin(cluster.broker(1).bootstrap,
+                      lambda a: a.alter_configs(BROKER_RESOURCE, "", {"log.retention.ms": "60000"}))
+        assert incremental(admin, ResourceType.BROKER, "2", ("log.retention.ms", "120000", AlterConfigOpType.SET),
+                           ("num.replica.fetchers", "2", AlterConfigOpType.SET)) is None
+
+        def sources() -> dict[int, tuple[str, int]]:
+            out = {}
+            for node in (1, 2, 3):
+                entry = describe(admin, ResourceType.BROKER, str(node))["log.retention.ms"]
+                out[node] = (entry.value, entry.source)
+            return out
+
+        wait_until(lambda: sources() == {1: ("60000", DYNAMIC_DEFAULT), 2: ("120000", DYNAMIC),
+                                         3: ("60000", DYNAMIC_DEFAULT)}, timeout=15, message="every broker told")
+        # Every partition's leader deleted its old segments under the new retention, whichever broker leads it.
+        wait_until(lambda: all(earliest(cluster.bootstrap, topic_name, p) > 0 for p in range(3)), timeout=20,
+                   message="old segments deleted on every leader")
+        # Broker 2 resized its fetcher pool; replication goes on.
+        for partition in range(3):
+            produce_old(cluster.bootstrap, topic_name, 2, partition)
+        wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in cluster.partitions(topic_name).values()), timeout=20)
+        assert describe(admin, ResourceType.BROKER, "2")["num.replica.fetchers"].value == "2"
+        # A broker's configs are answered by that broker only (Kafka's message otherwise).
+        async def ask_broker_1() -> object:
+            connection = await broker_connection(cluster.broker(1).bootstrap)
+            try:
+                return await connection.send(ApiKey.DESCRIBE_CONFIGS, _describe_request("2"))
+            finally:
+                await connection.close()
+
+        answer = asyncio.run(ask_broker_1()).results[0]
+        assert (answer.error_code, answer.error_message) == (
+            ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 1 or empty string, but received 2")
+    finally:
+        cluster.kill()
+
+
+def _describe_request(name: str):
+    from pybroker.protocol.messages import DescribeConfigsRequest
+
+    return DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=4, resource_name=name, configuration_keys=None)], include_synonyms=False)
