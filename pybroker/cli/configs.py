@@ -1,5 +1,6 @@
-"""``pybroker configs``: describe and alter topic configs, describe broker configs, describe and
-alter users' SCRAM credentials (like kafka-configs.sh: the same options, output and messages).
+"""``pybroker configs``: describe and alter topic configs, dynamic broker configs (a broker's id or
+``--entity-default``) and broker loggers, describe and alter users' SCRAM credentials (like
+kafka-configs.sh: the same options, output and messages).
 
 Describe prints Kafka's layout: a header per entity, then one line per config, sorted by name,
 only the dynamic ones (topic overrides) unless ``--all``::
@@ -8,7 +9,9 @@ only the dynamic ones (topic overrides) unless ``--all``::
       retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000, DEFAULT_CONFIG:log.retention.ms=604800000}
 
 Alter sends one IncrementalAlterConfigs (deletes, then sets) and prints "Completed updating
-config for topic t.". Errors exit 1 with one ``Error: …`` line on stderr; usage errors exit 2.
+config for topic t.". Brokers, as kafka-configs does, send the whole new dynamic set with the
+legacy AlterConfigs ("Completed updating config for broker 1." / "Completed updating default
+config for brokers in the cluster."); broker loggers one IncrementalAlterConfigs to that broker. Errors exit 1 with one ``Error: …`` line on stderr; usage errors exit 2.
 
 Users (``--entity-type users`` or ``--user``) have only SCRAM credentials here (pybroker has no
 client quotas): ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=secret]'`` upserts (the
@@ -28,6 +31,7 @@ import sys
 
 from pybroker.cli.command_config import CommandConfigError, load_properties, settings_for_command
 from pybroker.client.admin import (
+    BROKER_LOGGER_RESOURCE,
     BROKER_RESOURCE,
     DEFAULT_SCRAM_ITERATIONS,
     TOPIC_RESOURCE,
@@ -42,8 +46,8 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.security.scram import ScramMechanism
 
 PROG = "pybroker configs"
-ENTITY_TYPES = ("topics", "brokers", "users")
-RESOURCE_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE}
+ENTITY_TYPES = ("topics", "brokers", "broker-loggers", "users")
+RESOURCE_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE, "broker-loggers": BROKER_LOGGER_RESOURCE}
 # The config source that is "dynamic" for each entity (what describe shows without --all).
 DYNAMIC_SOURCES = {"topics": 1, "brokers": 2}  # DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG
 DYNAMIC_DEFAULT_BROKER_SOURCE = 3
@@ -71,10 +75,10 @@ class CommandError(Exception):
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "configs", help="describe and alter topic configs and users' SCRAM credentials, describe broker configs "
+        "configs", help="describe and alter topic, broker and broker-logger configs and users' SCRAM credentials "
                         "(like kafka-configs.sh)",
-        description="Describe and alter entity configs (like kafka-configs.sh): topics, brokers (describe), and "
-                    "users' SCRAM credentials.",
+        description="Describe and alter entity configs (like kafka-configs.sh): topics, brokers (dynamic broker "
+                    "configs), broker-loggers, and users' SCRAM credentials.",
     )
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the server(s) to connect to")
     parser.add_argument("--command-config", metavar="FILE",
@@ -84,7 +88,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     actions.add_argument("--describe", action="store_true", help="list the configs of the given entity")
     actions.add_argument("--alter", action="store_true", help="alter the configs of the given entity")
     entity = parser.add_argument_group("entity")
-    entity.add_argument("--entity-type", choices=ENTITY_TYPES, help="the entity type: topics, brokers or users")
+    entity.add_argument("--entity-type", choices=ENTITY_TYPES,
+                        help="the entity type: topics, brokers, broker-loggers or users")
     entity.add_argument("--entity-name", metavar="NAME",
                         help="the topic name, broker id or user principal (describe: all when omitted)")
     entity.add_argument("--entity-default", action="store_true", help="the cluster-wide default broker configs")
@@ -129,8 +134,10 @@ def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
     kind, name = given[0]
     if kind == "topics" and name == "":
         raise UsageError("--entity-default applies to brokers and users, not topics")
-    if kind == "brokers" and name and not name.isdigit():
-        raise CommandError(f"The entity name for brokers must be a valid integer broker id, found: {name}")
+    if kind in ("brokers", "broker-loggers") and name and not name.isdigit():
+        raise CommandError(f"The entity name for {kind} must be a valid integer broker id, but it is: {name}")
+    if kind == "broker-loggers" and name == "":
+        raise UsageError("--entity-default applies to brokers, clients and users, not broker-loggers")
     return kind, name
 
 
@@ -158,6 +165,8 @@ def _validate(args: argparse.Namespace) -> tuple[str, tuple[str, str | None]]:
     if action == "alter" and args.all:
         raise UsageError("--all can only be used with --describe")
     kind, name = _entity(args)
+    if action == "describe" and kind == "broker-loggers" and name is None:
+        raise UsageError("an entity name must be specified with --describe of broker-loggers")
     if action == "alter" and name is None:
         raise UsageError("An entity name must be specified with --alter")
     return action, (kind, name)
@@ -212,7 +221,9 @@ async def _describe(admin: Admin, kind: str, name: str | None, describe_all: boo
             wanted = None if describe_all else DYNAMIC_DEFAULT_BROKER_SOURCE
         else:
             print(f"{'All' if describe_all else 'Dynamic'} configs for {kind[:-1]} {entity} are:")
-            wanted = None if describe_all else DYNAMIC_SOURCES[kind]
+            wanted = None if describe_all else DYNAMIC_SOURCES.get(kind)
+        if kind == "broker-loggers":
+            wanted = None  # every logger: kafka-configs filters no source for them
         for entry in await admin.describe_configs(RESOURCE_TYPES[kind], entity, include_synonyms=True):
             if wanted is None or entry.source == wanted:
                 print(format_entry(entry))
@@ -220,6 +231,20 @@ async def _describe(admin: Admin, kind: str, name: str | None, describe_all: boo
 
 async def _alter(admin: Admin, kind: str, name: str, to_set: dict[str, str], to_delete: list[str]) -> None:
     resource = RESOURCE_TYPES[kind]
+    if kind == "brokers":
+        await _alter_brokers(admin, name, to_set, to_delete)
+    elif kind == "broker-loggers":
+        await _alter_broker_loggers(admin, name, to_set, to_delete)
+    else:
+        await _alter_topic(admin, resource, name, to_set, to_delete)
+    if name:
+        print(f"Completed updating config for {kind[:-1]} {name}.")
+    else:
+        print(f"Completed updating default config for {kind} in the cluster.")
+
+
+async def _alter_topic(admin: Admin, resource: int, name: str, to_set: dict[str, str], to_delete: list[str]) -> None:
+    kind = "topics"
     if to_delete:
         dynamic = DYNAMIC_SOURCES[kind] if name else DYNAMIC_DEFAULT_BROKER_SOURCE
         current = {e.name for e in await admin.describe_configs(resource, name, include_synonyms=False) if e.source == dynamic}
@@ -227,10 +252,35 @@ async def _alter(admin: Admin, kind: str, name: str, to_set: dict[str, str], to_
         if invalid:
             raise CommandError(f"Invalid config(s): {','.join(invalid)}")
     await admin.incremental_alter_configs(resource, name, to_set, to_delete)
-    if name:
-        print(f"Completed updating config for {kind[:-1]} {name}.")
-    else:
-        print(f"Completed updating default config for {kind} in the cluster.")
+
+
+# --- brokers and broker loggers ------------------------------------------------------------------
+
+async def _alter_brokers(admin: Admin, name: str, to_set: dict[str, str], to_delete: list[str]) -> None:
+    """kafka-configs' brokers alter: the broker's (or the cluster defaults') dynamic configs as
+    described, plus the additions, minus the deletions, sent whole with the legacy AlterConfigs."""
+    dynamic = DYNAMIC_SOURCES["brokers"] if name else DYNAMIC_DEFAULT_BROKER_SOURCE
+    old = {e.name: e.value for e in await admin.describe_configs(BROKER_RESOURCE, name, include_synonyms=False)
+           if e.source == dynamic}
+    invalid = [key for key in to_delete if key not in old]
+    if invalid:
+        raise CommandError(f"Invalid config(s): {','.join(invalid)}")
+    new = {k: v for k, v in {**old, **to_set}.items() if k not in to_delete}
+    sensitive = [k for k, v in new.items() if v is None]
+    if sensitive:
+        raise CommandError("All sensitive broker config entries must be specified for --alter, missing entries: "
+                           f"Set({', '.join(sensitive)})")
+    await admin.alter_configs(BROKER_RESOURCE, name, {k: v for k, v in new.items() if v is not None})
+
+
+async def _alter_broker_loggers(admin: Admin, name: str, to_set: dict[str, str], to_delete: list[str]) -> None:
+    """kafka-configs' broker-loggers alter: every logger named must exist; SETs and DELETEs in one
+    IncrementalAlterConfigs to that broker."""
+    valid = {e.name for e in await admin.describe_configs(BROKER_LOGGER_RESOURCE, name, include_synonyms=True)}
+    invalid = [k for k in to_delete if k not in valid] + [k for k in to_set if k not in valid]
+    if invalid:
+        raise CommandError(f"Invalid broker logger(s): {','.join(invalid)}")
+    await admin.incremental_alter_configs(BROKER_LOGGER_RESOURCE, name, to_set, to_delete)
 
 
 # --- users: SCRAM credentials --------------------------------------------------------------------

@@ -37,6 +37,7 @@ from pybroker.protocol import consumer_protocol
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
+    AlterConfigsRequest,
     AlterUserScramCredentialsRequest,
     CreateAclsRequest,
     CreatePartitionsRequest,
@@ -773,6 +774,23 @@ class Admin:
         label = _resource_label(resource_type, name)
         if result is None:
             raise AdminError(label, ErrorCode.UNKNOWN_SERVER_ERROR, "IncrementalAlterConfigs did not answer for it")
+        if result.error_code != ErrorCode.NONE:
+            raise AdminError(label, result.error_code, result.error_message)
+
+    async def alter_configs(
+        self, resource_type: int, name: str, configs: Mapping[str, str], validate_only: bool = False,
+    ) -> None:
+        """The legacy AlterConfigs of one resource: its whole set of dynamic configs replaced by
+        ``configs`` (a broker's id, or "" for the cluster-wide broker defaults; or a topic)."""
+        request = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+            resource_type=resource_type, resource_name=name,
+            configs=[AlterConfigsRequest.AlterableConfig(name=k, value=v) for k, v in configs.items()])],
+            validate_only=validate_only)
+        response = await self._send_for_resource(resource_type, name, ApiKey.ALTER_CONFIGS, request)
+        result = next((r for r in response.responses if r.resource_name == name), None)
+        label = _resource_label(resource_type, name)
+        if result is None:
+            raise AdminError(label, ErrorCode.UNKNOWN_SERVER_ERROR, "AlterConfigs did not answer for it")
         if result.error_code != ErrorCode.NONE:
             raise AdminError(label, result.error_code, result.error_message)
 

@@ -240,6 +240,8 @@ class LogCleaner:
         self._executor: ThreadPoolExecutor | None = None
         self._tasks: list[ScheduledTask] = []
         self._running = False
+        self._reconfiguring = asyncio.Lock()
+        self._closed = False
         # Metrics (Kafka's max-dirty-percent, time-since-last-run-ms, ... per cleaner; the last
         # clean of each log).
         self.max_dirty_ratio = 0.0
@@ -310,7 +312,13 @@ class LogCleaner:
                 f"kafka-log-cleaner-thread-{thread_id}", self._work, 0, max(self.config.backoff_ms, 1)))
 
     async def stop(self) -> None:
-        """Stop the workers: a clean under way stops at its next segment and is dropped."""
+        """Stop the workers: a clean under way stops at its next segment and is dropped. A
+        reconfiguration under way finishes first and none starts the threads again."""
+        async with self._reconfiguring:
+            self._closed = True
+            await self._stop_threads()
+
+    async def _stop_threads(self) -> None:
         self._running = False
         for task in self._tasks:
             task.cancel()
@@ -319,6 +327,21 @@ class LogCleaner:
         if self._executor is not None:
             self._executor.shutdown(wait=False)
             self._executor = None
+
+    async def reconfigure(self, config: CleanerConfig) -> None:
+        """New log.cleaner.* settings (a dynamic broker config change): the threads stop (a
+        clean under way is dropped and tried again) and start again with them, with a new I/O
+        throttle (Kafka's ``LogCleaner.reconfigure``). Changes are applied one at a time."""
+        async with self._reconfiguring:
+            running = self._running and not self._closed
+            if running:
+                await self._stop_threads()
+            self.config = config
+            self.throttler = _native.Throttler(config.io_max_bytes_per_second)
+            log.info("Log cleaner reconfigured: %d thread(s), backoff %d ms, I/O limit %s bytes/s",
+                     config.threads, config.backoff_ms, config.io_max_bytes_per_second)
+            if running:
+                self.start()
 
     async def _work(self) -> None:
         while self._running and await self.clean_filthiest_log():

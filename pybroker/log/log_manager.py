@@ -368,6 +368,23 @@ class LogManager:
         for tp in self._logs_of_topic.get(topic, ()):
             self.logs[tp].config = config
 
+    # --- dynamic broker configs (pybroker/server/dynamic_broker_config.py) ----------------------
+
+    def update_all_configs(self) -> None:
+        """A broker default of topic configs changed: every topic's logs take their config
+        again (a log without an override follows the new default; Kafka's ``updateLogsConfig``)."""
+        for topic in list(self._logs_of_topic):
+            self.update_config(topic)
+
+    def reconfigure_cleaner(self, config: CleanerConfig) -> None:
+        """The log.cleaner.* settings changed: the cleaner restarts its threads with them (none
+        exists when log.cleaner.enable was false at start, as in Kafka)."""
+        if self.cleaner is None:
+            return
+        task = asyncio.get_running_loop().create_task(self.cleaner.reconfigure(config), name="log-cleaner-reconfigure")
+        self._pending_flushes.add(task)
+        task.add_done_callback(self._pending_flushes.discard)
+
     # --- retention -----------------------------------------------------------------------------
 
     async def cleanup_logs(self) -> int:

@@ -19,6 +19,7 @@ process) and a mock clock. Nothing here touches records one by one.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -509,6 +510,7 @@ class ReplicaFetcherManager:
     on_high_watermark_changed: Callable[[TopicPartition], None] | None = None
     start_fetchers: bool = True
     fetchers: dict[tuple[int, int], ReplicaFetcher] = field(default_factory=dict)
+    _resizing: set[asyncio.Task[None]] = field(default_factory=set)
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         return abs(31 * java_string_hash(tp.topic) + tp.partition) % self.config.num_fetchers
@@ -536,6 +538,32 @@ class ReplicaFetcherManager:
         for fetcher in self.fetchers.values():
             removed.update(fetcher.remove_partitions(wanted))
         return removed
+
+    def resize_thread_pool(self, new_size: int) -> None:
+        """num.replica.fetchers changed (a dynamic broker config): every followed partition
+        moves, with its fetch offset and leader epoch, to the fetcher its id gives with the new
+        count, and fetchers left without partitions stop (Kafka's ``resizeThreadPool``; a
+        partition whose fetch had failed waits for its next LeaderAndIsr, as it would have)."""
+        current = self.config.num_fetchers
+        log.info("Resizing fetcher thread pool size from %d to %d", current, new_size)
+        self.config = dataclasses.replace(self.config, num_fetchers=new_size)
+        if new_size != current:
+            for (source, _fetcher_id), fetcher in list(self.fetchers.items()):
+                states = fetcher.remove_partitions(list(fetcher.states))
+                self.add_fetcher_for_partitions({
+                    tp: InitialFetchState(state.topic_id, source, state.current_leader_epoch, state.fetch_offset,
+                                          state.last_fetched_epoch if state.state == FetchStateKind.FETCHING else None)
+                    for tp, state in states.items() if state.state != FetchStateKind.FAILED
+                })
+        for fetcher in self.fetchers.values():
+            fetcher.config = self.config
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a test driving the manager by hand): idle fetchers stay until asked
+        task = loop.create_task(self.shutdown_idle_fetchers(), name="replica-fetcher-resize")
+        self._resizing.add(task)
+        task.add_done_callback(self._resizing.discard)
 
     async def shutdown_idle_fetchers(self) -> None:
         for key, fetcher in list(self.fetchers.items()):

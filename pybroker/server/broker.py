@@ -66,6 +66,7 @@ from pybroker.server.alter_partition_manager import AlterPartitionManager, Contr
 from pybroker.server.broker_control import BrokerControl, InProcessBrokerChannel
 from pybroker.server.config import BrokerConfig
 from pybroker.server.dispatcher import RequestDispatcher
+from pybroker.server.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.server.group.coordinator import GroupConfig, GroupCoordinator
 from pybroker.server.group.metadata_manager import GroupMetadataManager
 from pybroker.server.metadata_cache import MetadataCache
@@ -219,6 +220,10 @@ class Broker:
                                                     self.credential_cache, self.time, self.scheduler)
              for e in config.listeners if e.security_protocol in SASL_PROTOCOLS},
         )
+        # Dynamic broker configs (/config/brokers/<id> and <default>): applied as they are told.
+        self.dynamic_config = DynamicBrokerConfig(self.node_id, config)
+        self.dynamic_config.add_reconfigurables(self)
+        self.entity_config_handlers["brokers"].append(self.dynamic_config.on_broker_configs)
         self._stopped = asyncio.Event()
         # Per topic, the ignored-config warnings last logged (a change notification can repeat).
         self._config_warnings: dict[str, list[str]] = {}

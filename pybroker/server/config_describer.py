@@ -1,20 +1,28 @@
 """Describing configs the way DescribeConfigs and CreateTopics (v5+) report them.
 
 Owns Kafka's ConfigSource and ConfigType codes and the rules for a config entry's value, source,
-read-only flag and synonyms, for topics (overrides over broker defaults) and for this broker.
+read-only flag and synonyms (Kafka's ``ConfigHelper``), for topics (overrides over broker
+defaults), for this broker (dynamic per-broker configs over the cluster defaults over
+``server.properties`` over the built-in defaults), the cluster-wide defaults, and this broker's
+loggers. Unlike Kafka in ZooKeeper mode (and like Kafka in KRaft mode), a topic config's
+synonyms keep every broker name of its chain (``log.retention.hours`` for ``retention.ms``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pybroker.log.config import TOPIC_CONFIGS, ConfigDef, format_value
-from pybroker.server.config import BROKER_CONFIGS
+from pybroker.server import broker_loggers
+from pybroker.server.config import BROKER_CONFIGS, SYNONYM_CHAINS
+from pybroker.server.dynamic_broker_config import broker_synonyms, is_dynamic
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
+    from pybroker.server.config import BrokerConfig
 
 
 class ConfigSource(IntEnum):
@@ -24,6 +32,7 @@ class ConfigSource(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 class ConfigType(IntEnum):
@@ -66,39 +75,96 @@ def _type(definition: ConfigDef) -> ConfigType:
     return ConfigType[definition.type]
 
 
+def _synonym_layers(config: BrokerConfig, names: tuple[str, ...], sensitive: bool) -> list[tuple[str, str | None, ConfigSource]]:
+    """Kafka's ``configSynonyms``: every name of ``names`` with a value, layer by layer — this
+    broker's dynamic configs, the cluster defaults, ``server.properties`` (as written), the
+    built-in defaults (None when sensitive)."""
+    layers: list[tuple[Mapping[str, Any], ConfigSource]] = [
+        (config.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (config.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (config.originals, ConfigSource.STATIC_BROKER_CONFIG),
+    ]
+    out: list[tuple[str, str | None, ConfigSource]] = []
+    for layer, source in layers:
+        for name in names:
+            if name in layer:
+                out.append((name, None if sensitive else format_value(layer[name]), source))
+    for name in names:
+        definition = BROKER_CONFIGS.get(name)
+        if definition is not None and definition.default is not None:
+            out.append((name, None if sensitive else format_value(definition.default), ConfigSource.DEFAULT_CONFIG))
+    return out
+
+
 def describe_topic(broker: Broker, topic: str, keys: list[str] | None = None) -> list[ConfigEntry]:
-    """Every topic config (or those named in ``keys``) with value, source and synonyms."""
+    """Every topic config (or those named in ``keys``) with value, source and synonyms: the
+    topic's override, then the broker names behind its default layer by layer (a dynamic broker
+    default shows as DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG)."""
     overrides = broker.admin_manager.topic_configs(topic)
     entries = []
     for name in sorted(TOPIC_CONFIGS):
         if keys is not None and name not in keys:
             continue
         definition = TOPIC_CONFIGS[name]
-        broker_synonyms = broker.config.topic_default_synonyms(name)
-        synonyms = [(n, v, ConfigSource.STATIC_BROKER_CONFIG if set_ else ConfigSource.DEFAULT_CONFIG)
-                    for n, v, set_ in broker_synonyms]
+        chain: tuple[str, ...] = ()
+        if definition.synonym is not None:
+            chain = tuple(n for n in SYNONYM_CHAINS.get(definition.synonym, (definition.synonym,)) if n in BROKER_CONFIGS)
+        synonyms = _synonym_layers(broker.config, chain, definition.type == "PASSWORD")
         if name in overrides:
-            value, source = overrides[name], ConfigSource.TOPIC_CONFIG
+            value = overrides[name]
             synonyms.insert(0, (name, value, ConfigSource.TOPIC_CONFIG))
         else:
             value = format_value(broker.config.topic_default(name))
-            explicit = any(set_ for _, _, set_ in broker_synonyms)
-            source = ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(name, value, source, False, _type(definition), definition.doc, synonyms))
     return entries
 
 
+def _broker_entry(broker: Broker, name: str, per_broker: bool) -> ConfigEntry:
+    """Kafka's ``createBrokerConfigEntry``: the resolved value, synonyms from the most specific
+    layer (those of more specific synonym names before ``name`` itself dropped, as Kafka drops
+    them), read-only unless dynamic."""
+    definition = BROKER_CONFIGS.get(name)
+    sensitive = definition is not None and definition.type == "PASSWORD"
+    synonyms = _synonym_layers(broker.config, broker_synonyms(name), sensitive)
+    if not per_broker:
+        synonyms = [s for s in synonyms if s[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+    while synonyms and synonyms[0][0] != name:
+        synonyms.pop(0)
+    dynamic = broker.dynamic_config
+    if definition is None:  # a custom name, stored as given
+        value: str | None = (dynamic.broker_props if per_broker else {}).get(name, dynamic.default_props.get(name))
+        layers = [(dynamic.broker_props, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                  (dynamic.default_props, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)][0 if per_broker else 1:]
+        synonyms = [(name, layer[name], source) for layer, source in layers if name in layer]
+        config_type, doc = ConfigType.UNKNOWN, ""
+    else:
+        if per_broker:
+            resolved = broker.config.get(name)
+            value = None if resolved is None else format_value(resolved)
+        else:
+            value = dynamic.default_props.get(name)
+        value = None if sensitive else value
+        config_type, doc = _type(definition), definition.doc
+    source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+    return ConfigEntry(name, value, source, not is_dynamic(name), config_type, doc, synonyms)
+
+
 def describe_broker(broker: Broker, keys: list[str] | None = None) -> list[ConfigEntry]:
-    """This broker's static configuration (read-only: pybroker has no dynamic broker configs)."""
-    entries: list[ConfigEntry] = []
-    for name in sorted(BROKER_CONFIGS):
-        if keys is not None and name not in keys:
-            continue
-        definition = BROKER_CONFIGS[name]
-        value = broker.config.get(name)
-        rendered = None if value is None or definition.type == "PASSWORD" else format_value(value)
-        source = ConfigSource.STATIC_BROKER_CONFIG if broker.config.is_set(name) else ConfigSource.DEFAULT_CONFIG
-        entries.append(
-            ConfigEntry(name, rendered, source, True, _type(definition), definition.doc, [(name, rendered, source)])
-        )
-    return entries
+    """This broker's configuration (the resource named by its id): every broker config and
+    every custom name stored for it, with Kafka's sources and synonyms."""
+    names = set(BROKER_CONFIGS) | set(broker.dynamic_config.broker_props) | set(broker.dynamic_config.default_props)
+    return [_broker_entry(broker, name, True) for name in sorted(names) if keys is None or name in keys]
+
+
+def describe_broker_defaults(broker: Broker, keys: list[str] | None = None) -> list[ConfigEntry]:
+    """The cluster-wide dynamic defaults (the resource named ""): only the names set there."""
+    return [_broker_entry(broker, name, False) for name in sorted(broker.dynamic_config.default_props)
+            if keys is None or name in keys]
+
+
+def describe_broker_loggers(keys: list[str] | None = None) -> list[ConfigEntry]:
+    """Every logger with its effective level (Kafka: DYNAMIC_BROKER_LOGGER_CONFIG, not
+    read-only, no synonyms, no type)."""
+    return [ConfigEntry(name, level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False, ConfigType.UNKNOWN, "", [])
+            for name, level in sorted(broker_loggers.loggers().items()) if keys is None or name in keys]

@@ -97,7 +97,7 @@ def test_errors(broker, topic_name):
         (("--topic", topic_name, "--alter", "--add-config", "retention.ms"), ("Invalid entity config",)),
         (("--topic", topic_name, "--alter", "--add-config", "bad key=1"), ("Invalid character found for config key: bad key",)),
         (("--broker", "one", "--describe"), ("must be a valid integer broker id",)),
-        (("--broker", "1", "--alter", "--add-config", "log.retention.ms=1"), ("INVALID_REQUEST",)),
+        (("--broker", "1", "--alter", "--add-config", "log.dirs=/x"), ("INVALID_REQUEST", "Set(log.dirs)")),
         # Usage errors (exit 2).
         (("--topic", topic_name, "--describe", "--alter"), ("exactly one action",)),
         (("--topic", topic_name, "--alter"), ("At least one of --add-config",)),

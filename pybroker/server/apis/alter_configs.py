@@ -1,8 +1,11 @@
-"""AlterConfigs (33): replace a topic's whole set of config overrides (the legacy, non-incremental API).
+"""AlterConfigs (33): replace a topic's whole set of config overrides, or a broker's (its id) or the
+cluster's ("") whole set of dynamic broker configs (the legacy, non-incremental API).
 
-Authorization: a BROKER (or BROKER_LOGGER) resource needs ALTER_CONFIGS on the cluster (else
-CLUSTER_AUTHORIZATION_FAILED), a TOPIC ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED,
-before the existence check); the error message is null, as in Kafka.
+Authorization: a BROKER resource needs ALTER_CONFIGS on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED, after Kafka's checks of the change itself: see
+``pybroker/server/broker_config_changes.py``), a TOPIC ALTER_CONFIGS on the topic (else
+TOPIC_AUTHORIZATION_FAILED, before the existence check); the error message is null, as in Kafka.
+BROKER_LOGGER is refused (INVALID_REQUEST), as Kafka refuses it on this API.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pybroker.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 from pybroker.security.authorizer import AclOperation
 from pybroker.security.authorizer import ResourceType as AclResource
 from pybroker.server.apis.describe_configs import config_authorization_error
+from pybroker.server.broker_config_changes import alter_broker
 from pybroker.server.config_describer import ResourceType
 from pybroker.server.request_context import RequestContext
 
@@ -26,8 +30,15 @@ _Result = AlterConfigsResponse.AlterConfigsResourceResponse
 
 async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
     responses = []
+    repeated = repeated_resources(request.resources)
     for resource in request.resources:
-        code, message = await _alter(ctx, resource, {c.name: c.value for c in resource.configs}, request.validate_only)
+        if (resource.resource_type, resource.resource_name) in repeated:
+            code, message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
+        elif resource.resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+            code, message = await alter_broker(ctx, resource, request.validate_only)
+        else:
+            code, message = await _alter(ctx, resource, {c.name: c.value for c in resource.configs},
+                                         request.validate_only)
         responses.append(_Result(error_code=code, error_message=message,
                                  resource_type=resource.resource_type, resource_name=resource.resource_name))
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
@@ -39,8 +50,6 @@ async def _alter(ctx: RequestContext, resource: object, configs: dict[str, str |
     refused = config_authorization_error(ctx, AclOperation.ALTER_CONFIGS, resource)
     if refused is not None:
         return refused, None
-    if kind == ResourceType.BROKER:
-        return ErrorCode.INVALID_REQUEST, "pybroker has no dynamic broker configs; set them in server.properties"
     if kind != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
     if broker.metadata_cache.topic(name) is None:
@@ -52,6 +61,16 @@ async def _alter(ctx: RequestContext, resource: object, configs: dict[str, str |
     if not validate_only:
         await broker.admin_manager.set_topic_configs(name, checked)
     return ErrorCode.NONE, None
+
+
+def repeated_resources(resources: list[object]) -> set[tuple[int, str]]:
+    """The (type, name) pairs named more than once in a request (Kafka refuses each copy)."""
+    seen: set[tuple[int, str]] = set()
+    repeated = set()
+    for resource in resources:
+        key = (resource.resource_type, resource.resource_name)  # type: ignore[attr-defined]
+        (repeated if key in seen else seen).add(key)
+    return repeated
 
 
 def error_response(request: AlterConfigsRequest, version: int, error: ErrorCode) -> AlterConfigsResponse:

@@ -1,4 +1,7 @@
-"""DescribeConfigs (32): topic configs (overrides over broker defaults) and this broker's configs.
+"""DescribeConfigs (32): topic configs (overrides over broker defaults), this broker's configs (its
+id: every config with Kafka's sources and synonyms), the cluster-wide dynamic defaults (""), and
+this broker's loggers (BROKER_LOGGER, its id). Another broker's id is refused with Kafka's
+INVALID_REQUEST: clients send a broker resource to that broker.
 
 Authorization (Kafka's ``handleDescribeConfigsRequest``): a BROKER or BROKER_LOGGER resource needs
 DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED), a TOPIC DESCRIBE_CONFIGS on
@@ -61,11 +64,24 @@ def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: ob
             return error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
         entries = config_describer.describe_topic(broker, name, keys)
     elif kind == ResourceType.BROKER:
-        if name not in ("", str(broker.node_id)):
+        # "" names the cluster-wide dynamic defaults (only those set there are answered).
+        if not name:
+            entries = config_describer.describe_broker_defaults(broker, keys)
+        elif not _is_int(name):
+            return error(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}")
+        elif int(name) != broker.node_id:
             return error(ErrorCode.INVALID_REQUEST,
                          f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}")
-        # "" names the cluster-wide dynamic defaults, of which pybroker has none.
-        entries = config_describer.describe_broker(broker, keys) if name else []
+        else:
+            entries = config_describer.describe_broker(broker, keys)
+    elif kind == ResourceType.BROKER_LOGGER:
+        if not name:
+            return error(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+        if not _is_int(name):
+            return error(ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}")
+        if int(name) != broker.node_id:
+            return error(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} but received {name}")
+        entries = config_describer.describe_broker_loggers(keys)
     else:
         return error(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
     include_synonyms = request.include_synonyms
@@ -80,12 +96,17 @@ def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: ob
             synonyms=[
                 DescribeConfigsResponse.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in e.synonyms
             ] if include_synonyms else [],
-            config_type=e.type,
-            documentation=e.documentation if include_docs else None,
+            config_type=e.type,  # BROKER_LOGGER entries: 0 (UNKNOWN), as Kafka leaves it
+            documentation=(e.documentation or None) if include_docs else None,
         )
         for e in entries
     ]
     return _Result(error_code=ErrorCode.NONE, error_message=None, resource_type=kind, resource_name=name, configs=configs)
+
+
+def _is_int(name: str) -> bool:
+    """Java's ``Integer.parseInt`` accepts it (a sign, then digits)."""
+    return name.lstrip("+-").isdigit() and -(2**31) <= int(name) < 2**31
 
 
 def error_response(request: DescribeConfigsRequest, version: int, error: ErrorCode) -> DescribeConfigsResponse:

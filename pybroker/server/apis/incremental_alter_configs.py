@@ -1,8 +1,11 @@
-"""IncrementalAlterConfigs (44): SET, DELETE, APPEND or SUBTRACT individual topic configs.
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND or SUBTRACT individual topic configs, dynamic
+broker configs (a broker's id, or "" for the cluster defaults) and this broker's logger levels
+(BROKER_LOGGER).
 
-Authorization: a BROKER (or BROKER_LOGGER) resource needs ALTER_CONFIGS on the cluster (else
-CLUSTER_AUTHORIZATION_FAILED), a TOPIC ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED,
-before the existence check); the error message is null, as in Kafka.
+Authorization: a BROKER or BROKER_LOGGER resource needs ALTER_CONFIGS on the cluster (else
+CLUSTER_AUTHORIZATION_FAILED; for BROKER after Kafka's checks of the change itself, see
+``pybroker/server/broker_config_changes.py``), a TOPIC ALTER_CONFIGS on the topic (else
+TOPIC_AUTHORIZATION_FAILED, before the existence check); the error message is null, as in Kafka.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from pybroker.protocol.messages import (
 )
 from pybroker.security.authorizer import AclOperation
 from pybroker.security.authorizer import ResourceType as AclResource
+from pybroker.server.apis.alter_configs import repeated_resources
 from pybroker.server.apis.describe_configs import config_authorization_error
+from pybroker.server.broker_config_changes import incremental_alter_broker
 from pybroker.server.config_describer import ResourceType
 from pybroker.server.request_context import RequestContext
 
@@ -42,8 +47,14 @@ class _RequestError(Exception):
 
 async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     responses = []
+    repeated = repeated_resources(request.resources)
     for resource in request.resources:
-        code, message = await _alter(ctx, resource, request.validate_only)
+        if (resource.resource_type, resource.resource_name) in repeated:
+            code, message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
+        elif resource.resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
+            code, message = await incremental_alter_broker(ctx, resource, request.validate_only)
+        else:
+            code, message = await _alter(ctx, resource, request.validate_only)
         responses.append(_Result(error_code=code, error_message=message,
                                  resource_type=resource.resource_type, resource_name=resource.resource_name))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
@@ -87,8 +98,6 @@ async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> 
     refused = config_authorization_error(ctx, AclOperation.ALTER_CONFIGS, resource)
     if refused is not None:
         return refused, None
-    if kind == ResourceType.BROKER:
-        return ErrorCode.INVALID_REQUEST, "pybroker has no dynamic broker configs; set them in server.properties"
     if kind != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
     if broker.metadata_cache.topic(name) is None:
