@@ -38,6 +38,7 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     AlterConfigsRequest,
+    AlterClientQuotasRequest,
     AlterUserScramCredentialsRequest,
     CreateAclsRequest,
     CreatePartitionsRequest,
@@ -47,8 +48,10 @@ from pybroker.protocol.messages import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
+    DescribeClientQuotasRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeProducersRequest,
     DescribeUserScramCredentialsRequest,
     ElectLeadersRequest,
     FindCoordinatorRequest,
@@ -113,6 +116,18 @@ PARTITION_COMMIT_ERRORS = frozenset({
 })
 
 OffsetSpec = Literal["earliest", "latest", "max_timestamp"] | int
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """One active producer of a partition (DescribeProducers; Kafka's ``ProducerState``)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_transaction_start_offset: int  # -1: no open transaction
 
 
 class AdminError(Exception):
@@ -722,6 +737,83 @@ class Admin:
             r.user: AdminError(f"user {r.user}", r.error_code, r.error_message)
             for r in response.results if r.error_code != ErrorCode.NONE
         })
+
+    # --- client quotas (KIP-546) and producers (KIP-664) -----------------------------------------
+
+    async def describe_client_quotas(
+        self, components: Iterable[tuple[str, int, str | None]] = (), strict: bool = False,
+    ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """DescribeClientQuotas: every quota entity matching the filter, each as (its entity types
+        and names, None for a default: ``{"user": "alice", "client-id": None}``, its quota values).
+        A component is (entity type, match type: 0 exact name, 1 the default, 2 any name, the name
+        for 0). A top-level error raises AdminError."""
+        request = DescribeClientQuotasRequest(components=[
+            DescribeClientQuotasRequest.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components
+        ], strict=strict)
+        response = await self._send(ApiKey.DESCRIBE_CLIENT_QUOTAS, request)
+        if response.error_code != ErrorCode.NONE:
+            raise AdminError("client quotas", response.error_code, response.error_message)
+        return [({e.entity_type: e.entity_name for e in entry.entity}, {v.key: v.value for v in entry.values})
+                for entry in response.entries or []]
+
+    async def alter_client_quotas(
+        self, alterations: Iterable[tuple[Mapping[str, str | None], Mapping[str, float | None]]],
+        validate_only: bool = False,
+    ) -> None:
+        """AlterClientQuotas: per entity (``{"user": name or None for the default, ...}``), the
+        quota keys to set (a number) or remove (None). Entity-level failures raise AdminError
+        for the first, with every failure in ``failures`` (by entity, as a sorted tuple)."""
+        entries = [
+            AlterClientQuotasRequest.EntryData(
+                entity=[AlterClientQuotasRequest.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()],
+                ops=[AlterClientQuotasRequest.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None)
+                     for k, v in ops.items()])
+            for entity, ops in alterations
+        ]
+        if not entries:
+            return
+        response = await self._send(ApiKey.ALTER_CLIENT_QUOTAS,
+                                    AlterClientQuotasRequest(entries=entries, validate_only=validate_only))
+        failures: dict[Any, AdminError] = {}
+        for entry in response.entries:
+            if entry.error_code != ErrorCode.NONE:
+                key = tuple(sorted((e.entity_type, e.entity_name or "<default>") for e in entry.entity))
+                failures[key] = AdminError(f"client quota entity {dict(key)}", entry.error_code, entry.error_message)
+        _raise_failures(failures)
+
+    async def describe_producers(
+        self, partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, list[ProducerState] | AdminError]:
+        """DescribeProducers, sent to each partition's leader: its active producers, or its
+        error. A topic that does not exist raises AdminError."""
+        wanted = list(dict.fromkeys(partitions))
+        leaders = await self.partition_leaders({tp.topic for tp in wanted})
+        by_node: dict[Node, list[TopicPartition]] = {}
+        out: dict[TopicPartition, list[ProducerState] | AdminError] = {}
+        for tp in wanted:
+            node = leaders[tp.topic].get(tp.partition)
+            if node is None:
+                out[tp] = AdminError(str(tp), ErrorCode.LEADER_NOT_AVAILABLE if tp.partition in leaders[tp.topic]
+                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                by_node.setdefault(node, []).append(tp)
+        for node, tps in by_node.items():
+            topics: dict[str, list[int]] = {}
+            for tp in tps:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+            request = DescribeProducersRequest(topics=[
+                DescribeProducersRequest.TopicRequest(name=t, partition_indexes=p) for t, p in topics.items()])
+            response, _ = await self._send_to(node, ApiKey.DESCRIBE_PRODUCERS, lambda _v, r=request: r)
+            for topic in response.topics:
+                for p in topic.partitions:
+                    tp = TopicPartition(topic.name, p.partition_index)
+                    if p.error_code != ErrorCode.NONE:
+                        out[tp] = AdminError(str(tp), p.error_code, p.error_message)
+                        continue
+                    out[tp] = [ProducerState(s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp,
+                                             s.coordinator_epoch, s.current_txn_start_offset)
+                               for s in p.active_producers]
+        return {tp: out[tp] for tp in wanted if tp in out}
 
     # --- configs -------------------------------------------------------------------------------
 

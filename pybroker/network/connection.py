@@ -18,6 +18,9 @@ finish a region. (Over TLS a region is read and written through the transport.)
 It knows nothing of Kafka's APIs: the dispatcher returns, per frame, the encoded reply, a future
 of it, or None (no reply, e.g. Produce with acks=0).
 
+A client over its quota is throttled (`throttle`, KIP-219): the connection reads no more frames
+for that long (frames already read wait, in order) while replies owed are still written.
+
 On a SASL listener an `Authenticator` (``pybroker.security.authenticator``) stands in front of the
 dispatcher: every frame goes to it first, and it answers like the dispatcher, or says `FORWARD`
 (pass the frame to the dispatcher), or raises `CloseConnection`. It detaches itself
@@ -102,6 +105,9 @@ class KafkaConnection(FrameReader):
         self._tls_principal = tls_principal  # SSL listeners: the principal of a client certificate
         self.authenticator: Authenticator | None = None  # SASL listeners: sees every frame first
         self._finishing = False  # `finish` was called: close once every reply owed is written
+        self._muted_until: float | None = None  # throttled (monotonic ms): frames wait in _held
+        self._mute_timer: Any = None
+        self._held: deque[bytearray] = deque()
 
     # --- asyncio callbacks ---------------------------------------------------------------------
 
@@ -132,6 +138,10 @@ class KafkaConnection(FrameReader):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+            self._mute_timer = None
+        self._held.clear()
         self._stop_watching_writable()
         for item in self._pending:
             if isinstance(item, asyncio.Future):
@@ -167,6 +177,9 @@ class KafkaConnection(FrameReader):
     def frame_received(self, frame: bytearray) -> None:
         if self._finishing:
             return
+        if self._muted_until is not None:
+            self._held.append(frame)  # read with the frame that got throttled: handled after
+            return
         try:
             authenticator = self.authenticator
             reply = FORWARD if authenticator is None else authenticator.frame_received(frame)
@@ -195,6 +208,36 @@ class KafkaConnection(FrameReader):
             self._pending.append(reply)
         else:
             self._out.append(reply)
+
+    # --- throttling (client quotas) ------------------------------------------------------------
+
+    def throttle(self, delay_ms: float, scheduler: Any, now_ms: float) -> None:
+        """Kafka's channel muting for a quota violation: read and handle nothing more from this
+        client for ``delay_ms`` from ``now_ms`` (a later end extends it), timed by ``scheduler``
+        (``pybroker.scheduler.Scheduler.call_later``; ``now_ms`` is its clock's monotonic ms)."""
+        if self.closed or delay_ms <= 0:
+            return
+        until = now_ms + delay_ms
+        if self._muted_until is not None and self._muted_until >= until:
+            return
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+        self._muted_until = until
+        self._mute_timer = scheduler.call_later(delay_ms, self._end_throttle)
+        self._update_reading()
+
+    @property
+    def throttled(self) -> bool:
+        return self._muted_until is not None
+
+    def _end_throttle(self) -> None:
+        self._muted_until = None
+        self._mute_timer = None
+        held = self._held
+        while held and self._muted_until is None and not self.closed:
+            self.frame_received(held.popleft())
+        self._flush()
+        self._update_reading()
 
     # --- replies -------------------------------------------------------------------------------
 
@@ -357,7 +400,7 @@ class KafkaConnection(FrameReader):
         if self.transport is None or self.closed:
             return
         should_pause = (self._writing_paused or self._region is not None or self._finishing
-                        or len(self._pending) >= _MAX_PENDING)
+                        or len(self._pending) >= _MAX_PENDING or self._muted_until is not None)
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()

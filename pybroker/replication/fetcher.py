@@ -74,6 +74,7 @@ class PartitionFetchState:
     last_fetched_epoch: int | None
     state: FetchStateKind = FetchStateKind.FETCHING
     delayed_until_ms: float | None = None  # monotonic; back-off after an error
+    lag: int | None = None  # the leader's high watermark minus our fetch offset, after a fetch
 
     def is_ready(self, now_ms: float) -> bool:
         return self.delayed_until_ms is None or now_ms >= self.delayed_until_ms
@@ -170,6 +171,24 @@ class LeaderEndPoint(Protocol):
     async def close(self) -> None: ...
 
 
+class ReplicaQuota(Protocol):
+    """Kafka's ``ReplicaQuota`` (`pybroker.server.quota.replication_quota_manager`)."""
+
+    @property
+    def active(self) -> bool: ...
+
+    def is_throttled(self, tp: TopicPartition, throttled_replicas: list[str]) -> bool: ...
+
+    def is_quota_exceeded(self) -> bool: ...
+
+    def record(self, value: int) -> None: ...
+
+
+def log_config_list(log_: Log | None, name: str) -> list[str]:
+    """A list-valued topic config of a log (empty without a log)."""
+    return [] if log_ is None else getattr(log_.config, name, [])
+
+
 _TRANSPORT_ERRORS = (OSError, ConnectionError, asyncio.TimeoutError, LeaderEndPointError)
 
 
@@ -203,6 +222,8 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._running = False
+        #: The follower replication throttle (Kafka's ReplicaFetcherThread ``quota``), or None.
+        self.quota: ReplicaQuota | None = None
 
     # --- partitions ---------------------------------------------------------------------------
 
@@ -301,6 +322,18 @@ class ReplicaFetcher:
                     or state.fetch_offset != p.fetch_offset or state.current_leader_epoch != p.current_leader_epoch:
                 continue
             await self._process(tp, state, response, p)
+            if self.quota is not None and self.quota.active and len(response.records) and self.quota.is_throttled(
+                    tp, log_config_list(self.get_log(tp), "follower_replication_throttled_replicas")):
+                self.quota.record(len(response.records))
+
+    def _should_follower_throttle(self, tp: TopicPartition, state: PartitionFetchState, log_: Log) -> bool:
+        """Kafka's ``shouldFollowerThrottle``: not in sync, throttled, and the follower
+        replication rate over its bound: left out of this fetch."""
+        quota = self.quota
+        assert quota is not None
+        in_sync = state.lag is not None and state.lag <= 0
+        return (not in_sync and quota.is_throttled(tp, log_config_list(log_, "follower_replication_throttled_replicas"))
+                and quota.is_quota_exceeded())
 
     def build_fetch(self) -> FetchRequestData | None:
         """A sessionless fetch of every Fetching, not delayed partition."""
@@ -313,6 +346,8 @@ class ReplicaFetcher:
             if log_ is None:
                 continue
             state.delayed_until_ms = None
+            if self.quota is not None and self.quota.active and self._should_follower_throttle(tp, state, log_):
+                continue
             partitions.append(FetchRequestPartition(
                 tp, state.topic_id, state.fetch_offset, state.current_leader_epoch,
                 -1 if state.last_fetched_epoch is None else state.last_fetched_epoch,
@@ -373,6 +408,7 @@ class ReplicaFetcher:
                 state.fetch_offset = info.last_offset + 1
                 if info.last_leader_epoch >= 0:
                     state.last_fetched_epoch = info.last_leader_epoch
+        state.lag = max(0, response.high_watermark - state.fetch_offset)
         hw_changed = log_.maybe_update_high_watermark(response.high_watermark) is not None
         lso_changed = False
         if response.log_start_offset >= 0:
@@ -511,6 +547,7 @@ class ReplicaFetcherManager:
     start_fetchers: bool = True
     fetchers: dict[tuple[int, int], ReplicaFetcher] = field(default_factory=dict)
     _resizing: set[asyncio.Task[None]] = field(default_factory=set)
+    quota: ReplicaQuota | None = None  # the follower replication throttle, given to every fetcher
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         return abs(31 * java_string_hash(tp.topic) + tp.partition) % self.config.num_fetchers
@@ -527,6 +564,7 @@ class ReplicaFetcherManager:
                     on_log_start_offset_changed=self.on_log_start_offset_changed,
                     on_high_watermark_changed=self.on_high_watermark_changed,
                 )
+                fetcher.quota = self.quota
                 self.fetchers[key] = fetcher
                 if self.start_fetchers:
                     fetcher.start()

@@ -70,6 +70,7 @@ from pybroker.server.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.server.group.coordinator import GroupConfig, GroupCoordinator
 from pybroker.server.group.metadata_manager import GroupMetadataManager
 from pybroker.server.metadata_cache import MetadataCache
+from pybroker.server.quota.quota_managers import QuotaManagers
 from pybroker.server.replica_manager import ReplicaManager
 from pybroker.server.transaction.coordinator import TransactionCoordinator
 from pybroker.server.transaction.marker_channel import TransactionMarkerChannelManager
@@ -198,6 +199,7 @@ class Broker:
             transaction_coordinator=self.transaction_coordinator,
         )
         self.admin_manager = AdminManager(self.node_id, config, self.store, self.metadata_cache)
+        self.quotas = QuotaManagers.install(self)  # client quotas and replication throttles
         self.controller = Controller(
             self.node_id, self.store, ControllerChannelManager(self._channel_to),
             unclean_leader_election_default=config.get("unclean.leader.election.enable"),

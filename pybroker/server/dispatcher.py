@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.server.apis import HANDLERS
+from pybroker.server.quota.throttling import RequestThrottler
 from pybroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
@@ -71,7 +73,7 @@ class RequestDispatcher:
             request = codec.decode_request(api_key, version, view, body_offset)
         except codec.MalformedRequestError as e:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} v{version} request ({e})") from None
-        call = _Call(handler, header, request, connection)
+        call = _Call(handler, header, request, connection, len(frame))
         if api_key not in _BEFORE_METADATA and not self.broker.metadata_cache.initialized.is_set():
             return asyncio.ensure_future(self._when_initialized(call))
         return self._handle(call)
@@ -85,10 +87,18 @@ class RequestDispatcher:
 
     def _handle(self, call: _Call) -> Any:
         handler, header, request, connection = call.handler, call.header, call.request, call.connection
+        quotas = getattr(self.broker, "quotas", None)
+        if quotas is not None and quotas.enabled:  # client quotas (pybroker.server.quota.throttling)
+            call.throttler = quotas.throttler
+            started = time.perf_counter_ns()
         try:
             ctx = RequestContext(self.broker, header, connection, getattr(handler, "AUTHORIZES", frozenset()))
             response = handler.handle(ctx, request)
+            if call.throttler is not None:
+                call.handler_ns = time.perf_counter_ns() - started
             if response is None:
+                if call.throttler is not None:
+                    call.throttled(None)
                 return None
             if asyncio.isfuture(response) or asyncio.iscoroutine(response):
                 reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -105,16 +115,30 @@ class RequestDispatcher:
 class _Call:
     """One decoded request on its way to a reply: encoding, and Kafka's answer to an internal error."""
 
-    __slots__ = ("handler", "header", "request", "connection")
+    __slots__ = ("handler", "header", "request", "connection", "size", "throttler", "handler_ns")
 
-    def __init__(self, handler: ModuleType, header: Any, request: Any, connection: KafkaConnection) -> None:
+    def __init__(
+        self, handler: ModuleType, header: Any, request: Any, connection: KafkaConnection, size: int = 0,
+    ) -> None:
         self.handler = handler
         self.header = header
         self.request = request
         self.connection = connection
+        self.size = size  # the request frame's bytes (Kafka's request.sizeInBytes)
+        self.throttler: RequestThrottler | None = None  # set while client quotas are enabled
+        self.handler_ns = 0
+
+    def throttled(self, response: Any) -> Any:
+        """The response after the client quotas recorded this request (throttle_time_ms set)."""
+        assert self.throttler is not None
+        header = self.header
+        return self.throttler.complete(header.api_key, self.request, response, self.connection, header.client_id,
+                                       self.size, self.handler_ns)
 
     def encode(self, response: Any) -> bytearray | codec.FrameWithRegions:
         header = self.header
+        if self.throttler is not None:
+            response = self.throttled(response)
         return codec.encode_response(header.api_key, header.api_version, header.correlation_id, response)
 
     def complete(self, task: asyncio.Future[Any], reply: asyncio.Future[Any]) -> None:

@@ -67,6 +67,7 @@ from pybroker.server.partition import (
     UnknownLeaderEpochError,
 )
 from pybroker.server.purgatory import DelayedOperation, Purgatory
+from pybroker.server.quota.replication_quota_manager import ReplicationQuotaManager
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -334,6 +335,21 @@ class ReplicaManager:
                 on_high_watermark_changed=self.complete_delayed_operations,
             )
         self._isr_expiration: ScheduledTask | None = None
+        # --- replication throttle (pybroker.server.quota): set by QuotaManagers.install ---
+        self.leader_replication_quota: ReplicationQuotaManager | None = None
+
+    def is_leader_throttled(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is in its topic's leader.replication.throttled.replicas for this broker."""
+        quota, partition = self.leader_replication_quota, self.partitions.get(tp)
+        return quota is not None and partition is not None and partition.log is not None and quota.is_throttled(
+            tp, partition.log.config.leader_replication_throttled_replicas)
+
+    def _should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's ``shouldLeaderThrottle``: a follower out of the ISR, a throttled partition,
+        and the leader replication rate over its bound: the follower gets no records now."""
+        quota = self.leader_replication_quota
+        return (quota is not None and quota.active and replica_id not in partition.isr
+                and self.is_leader_throttled(partition.topic_partition) and quota.is_quota_exceeded())
 
     def startup(self) -> None:
         """Start the ISR expiration task (every replica.lag.time.max.ms / 2, as Kafka)."""
@@ -680,6 +696,9 @@ class ReplicaManager:
                         continue
                 max_offset = partition_log.log_end_offset if follower else lso if read_committed else hw
                 limit = min(request.max_bytes, remaining)
+                if follower and self.leader_replication_quota is not None \
+                        and self._should_leader_throttle(partition, replica_id):
+                    limit, min_one = 0, False  # throttled: no records (Kafka's MemoryRecords.EMPTY)
                 region = (
                     partition_log.read_region(request.fetch_offset, limit, max_offset, min_one)
                     if limit > 0 or min_one

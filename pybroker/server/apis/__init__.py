@@ -25,6 +25,7 @@ from types import ModuleType
 from pybroker.server.apis import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_partition,
     alter_user_scram_credentials,
@@ -39,9 +40,11 @@ from pybroker.server.apis import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -122,6 +125,9 @@ _MODULES: list[ModuleType] = [
     partition_leader_epochs_for_partitions,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    describe_client_quotas,
+    alter_client_quotas,
+    describe_producers,
 ]
 
 HANDLERS: dict[int, ModuleType] = {int(module.API_KEY): module for module in _MODULES}

@@ -1,0 +1,48 @@
+"""DescribeClientQuotas (48): the client quotas matching a filter (KIP-546).
+
+As Kafka's ``KafkaApis.handleDescribeClientQuotasRequest``: DESCRIBE_CONFIGS on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED; any broker answers, reading the store itself. A bad filter is
+answered with its error and message at the top level and null entries. The semantics are
+`pybroker.server.quota.admin`'s.
+"""
+
+from __future__ import annotations
+
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.errors import ErrorCode
+from pybroker.protocol.messages import DescribeClientQuotasRequest, DescribeClientQuotasResponse
+from pybroker.security.authorizer import AclOperation, ResourceType
+from pybroker.server.quota.admin import FilterComponent, QuotaRequestError, describe_client_quotas
+from pybroker.server.request_context import RequestContext
+
+API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
+VERSIONS = (0, 1)
+AUTHORIZES = frozenset({(AclOperation.DESCRIBE_CONFIGS, ResourceType.CLUSTER)})
+
+_Entry = DescribeClientQuotasResponse.EntryData
+_Entity = DescribeClientQuotasResponse.EntityData
+_Value = DescribeClientQuotasResponse.ValueData
+
+
+async def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse:
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+        return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in request.components]
+    try:
+        found = await describe_client_quotas(ctx.broker.store, components, request.strict)
+    except QuotaRequestError as e:
+        return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=e.error, error_message=str(e),
+                                            entries=None)
+    return DescribeClientQuotasResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        entries=[
+            _Entry(entity=[_Entity(entity_type=t, entity_name=n) for t, n in names.items()],
+                   values=[_Value(key=k, value=v) for k, v in values.items()])
+            for names, values in found
+        ],
+    )
+
+
+def error_response(request: DescribeClientQuotasRequest, version: int, error: ErrorCode) -> DescribeClientQuotasResponse:
+    """Kafka's getErrorResponse: the error at the top level, no entries (null)."""
+    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=error, error_message=None, entries=None)
