@@ -37,8 +37,8 @@ from pybroker.protocol import consumer_protocol
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
-    AlterConfigsRequest,
     AlterClientQuotasRequest,
+    AlterConfigsRequest,
     AlterUserScramCredentialsRequest,
     CreateAclsRequest,
     CreatePartitionsRequest,
