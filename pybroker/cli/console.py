@@ -12,6 +12,8 @@ separated by ``key.separator`` and ended by ``line.separator``; a null key or va
 ``null.literal`` (default ``null``). It stops after ``--max-messages`` records or when no record
 came for ``--timeout-ms``, then prints ``Processed a total of N messages`` to stderr, as Kafka's
 does. Client settings go through ``--producer-property``/``--consumer-property KEY=VALUE``.
+``--partition P`` (with ``--offset earliest|latest|N``) reads one partition without a group, as
+Kafka's consumer does with those options.
 """
 
 from __future__ import annotations
@@ -22,12 +24,23 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 
+from pybroker import _native
 from pybroker.cli.command_config import CommandConfigError, load_properties
-from pybroker.client.admin import AdminError
+from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import KafkaClientError
+from pybroker.client.fetcher import (
+    READ_COMMITTED,
+    Fetcher,
+    FetcherConfig,
+    FetchError,
+    aborted_ranges,
+    drop_ranges,
+)
 from pybroker.client.kafka_consumer import ConsumerRecord, KafkaConsumer
 from pybroker.client.kafka_producer import KafkaProducer, KafkaTimeoutError, RecordMetadata
 from pybroker.client.producer import ProduceError
+from pybroker.client.security import security_from_properties
+from pybroker.types import TopicPartition
 
 READ_CHUNK = 65536
 
@@ -89,6 +102,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                "ssl.*, sasl.mechanism, sasl.jaas.config); --consumer-property wins")
     consumer.add_argument("--max-messages", type=int, metavar="N", help="exit after N records")
     consumer.add_argument("--timeout-ms", type=int, metavar="MS", help="exit when no record came for MS milliseconds")
+    add_partition_arguments(consumer)
     consumer.set_defaults(run=run_consumer)
 
 
@@ -248,9 +262,88 @@ async def _consume(args: argparse.Namespace, formatter: MessageFormatter, props:
     return 0
 
 
+# --- console-consumer --partition/--offset (issue 18: kafka-console-consumer.sh's options) ---------
+
+def add_partition_arguments(consumer: argparse.ArgumentParser) -> None:
+    consumer.add_argument("--partition", type=int, metavar="P",
+                          help="read only this partition, without a group (from --offset, else the end, or the "
+                               "start with --from-beginning)")
+    consumer.add_argument("--offset", metavar="OFFSET",
+                          help="with --partition: where to start: earliest, latest (default) or an offset")
+
+
+def partition_usage_error(args: argparse.Namespace) -> str | None:
+    """ConsoleConsumer's checks of --partition and --offset, with its messages."""
+    if args.partition is not None:
+        if args.from_beginning and args.offset is not None:
+            return "Options from-beginning and offset cannot be specified together."
+        if args.group is not None:
+            return "Options group and partition cannot be specified together."
+    elif args.offset is not None:
+        return "The partition is required when offset is specified."
+    if args.offset is not None and args.offset.lower() not in ("earliest", "latest") and (
+            not args.offset.isdigit()):
+        return (f"The provided offset value '{args.offset}' is incorrect. Valid values are 'earliest', 'latest', "
+                "or a non-negative long.")
+    return None
+
+
+async def _consume_partition(args: argparse.Namespace, formatter: MessageFormatter, props: dict[str, str]) -> int:
+    """Kafka's ConsumerWrapper with a partition: assign it, seek, fetch (no group, no commits)."""
+    tp = TopicPartition(args.topic, args.partition)
+    start = (args.offset or ("earliest" if args.from_beginning else "latest")).lower()
+    count = 0
+    out = sys.stdout.buffer
+    loop = asyncio.get_running_loop()
+    config = FetcherConfig.from_properties(props)
+    try:
+        async with Admin(args.bootstrap_server, props.get("client.id", "console-consumer"),
+                         security=security_from_properties(props)) as admin:
+            if start.isdigit():
+                offset = int(start)
+            else:
+                listed = await admin.list_offsets([tp], start, config.isolation_level)
+                offset = listed[tp].offset
+            fetcher = Fetcher(admin, config)
+            last = loop.time()
+            while args.max_messages is None or count < args.max_messages:
+                wait = 100 if args.timeout_ms is None else min(100, args.timeout_ms)
+                fetched = await fetcher.fetch(tp, offset, max_wait_ms=wait)
+                info = _native.validate_replicated_batches(fetched.records, -1) if fetched.records else None
+                records = []
+                if info is not None and info.batch_count:
+                    records = _native.read_records(memoryview(fetched.records)[:info.valid_bytes])
+                    if config.isolation_level == READ_COMMITTED:
+                        records = drop_ranges(records, aborted_ranges(info.producer_batches,
+                                                                      fetched.aborted_transactions or []))
+                    records = [r for r in records if r[0] >= offset]
+                    offset = max(offset, info.last_offset + 1)
+                if args.max_messages is not None:
+                    records = records[:args.max_messages - count]
+                if not records:
+                    if args.timeout_ms is not None and (loop.time() - last) * 1000 >= args.timeout_ms:
+                        break
+                    continue
+                last = loop.time()
+                out.write(b"".join(formatter.format(ConsumerRecord(tp.topic, tp.partition, o, ts, k, v))
+                                   for o, ts, k, v in records))
+                out.flush()
+                count += len(records)
+    finally:
+        print(f"Processed a total of {count} messages", file=sys.stderr, flush=True)
+    return 0
+
+
+# --- end of console-consumer --partition/--offset ---------------------------------------------------
+
+
 def run_consumer(args: argparse.Namespace) -> int:
     if args.max_messages is not None and args.max_messages < 1:
         print("pybroker console-consumer: --max-messages must be at least 1", file=sys.stderr)
+        return 2
+    problem = partition_usage_error(args)
+    if problem:
+        print(f"pybroker console-consumer: {problem}", file=sys.stderr)
         return 2
     try:
         from_file = _config_file(args.config_file)
@@ -260,8 +353,10 @@ def run_consumer(args: argparse.Namespace) -> int:
                  "auto.offset.reset": "earliest" if args.from_beginning else "latest",
                  **_properties(args.consumer_property, "--consumer-property")}
         formatter = MessageFormatter(_properties(args.property, "--property"))
+        if args.partition is not None:
+            return asyncio.run(_consume_partition(args, formatter, props))
         return asyncio.run(_consume(args, formatter, props))
-    except (ConsoleError, ValueError, AdminError, KafkaClientError, TimeoutError) as e:
+    except (ConsoleError, ValueError, AdminError, KafkaClientError, TimeoutError, FetchError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -13,6 +13,8 @@ from pybroker.cli import (
     console,
     consumer_groups,
     delete_records,
+    kafka_home,
+    kafka_scripts,
     leader_election,
     serve,
     topics,
@@ -20,6 +22,9 @@ from pybroker.cli import (
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in kafka_scripts.SCRIPT_NAMES:  # `pybroker kafka-topics.sh …` (the bin/ wrappers)
+        return kafka_scripts.run_script(argv[0], argv[1:])
     parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parser(commands)
@@ -32,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     leader_election.add_parser(commands)
     apis.add_parser(commands)
     acls.add_parser(commands)
+    kafka_home.add_parser(commands)
     args = parser.parse_args(argv)
     return int(args.run(args) or 0)
 

@@ -17,17 +17,24 @@ N`` below the current count shrinks a topic with ``enable.ordered.delivery`` (KI
 ``--unavailable-partitions`` (no live leader) print only the matching partition lines, without
 headers. ``create --replica-assignment 1:2,2:3`` places each partition's replicas by hand (the
 first of each is its preferred leader), instead of ``--partitions``/``--replication-factor``.
+
+Kafka's other options (``--if-exists``, ``--if-not-exists``, ``--exclude-internal``,
+``--topics-with-overrides``, ``--under-min-isr-partitions``, ``--at-min-isr-partitions``) and
+the hidden ``--kafka-tool`` of ``kafka-topics.sh`` (TopicCommand's exact behaviour) are in their
+own block, `add_kafka_arguments`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 
 from pybroker.cli.command_config import ClientSettings, settings_for_command
 from pybroker.client.admin import Admin, AdminError, PartitionInfo, TopicDescription
 from pybroker.client.connection import KafkaClientError
+from pybroker.protocol.errors import ErrorCode
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID, printed
@@ -54,7 +61,114 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="describe: only partitions with fewer in-sync replicas than replicas")
     parser.add_argument("--unavailable-partitions", action="store_true",
                         help="describe: only partitions whose leader is not available")
+    add_kafka_arguments(parser)
     parser.set_defaults(run=run)
+
+
+# --- kafka-topics.sh's other options (issue 18: the Kafka script names) -------------------------
+
+def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
+    """TopicCommand's options beyond the ones above, and the hidden ``--kafka-tool`` that
+    ``kafka-topics.sh`` (`pybroker.cli.kafka_scripts`) passes to get TopicCommand's exact
+    behaviour: ``--topic`` a regular expression (commas for ``|``), alter and delete silent,
+    errors as ``Error while executing topic command : …`` on stdout, static broker configs among
+    a topic's ``Configs:``."""
+    parser.add_argument("--if-exists", action="store_true",
+                        help="alter, delete, describe: do nothing when the topic does not exist")
+    parser.add_argument("--if-not-exists", action="store_true",
+                        help="create: do nothing when the topic already exists")
+    parser.add_argument("--exclude-internal", action="store_true", help="list, describe: leave out internal topics")
+    parser.add_argument("--topics-with-overrides", action="store_true",
+                        help="describe: only the headers of topics with config overrides")
+    parser.add_argument("--under-min-isr-partitions", action="store_true",
+                        help="describe: only partitions with fewer in-sync replicas than min.insync.replicas")
+    parser.add_argument("--at-min-isr-partitions", action="store_true",
+                        help="describe: only partitions with exactly min.insync.replicas in-sync replicas")
+    parser.add_argument("--kafka-tool", action="store_true", help=argparse.SUPPRESS)
+
+
+def include_list(pattern: str) -> re.Pattern[str]:
+    """Kafka's ``IncludeList``: commas mean ``|``, blanks and enclosing quotes are dropped, and
+    a topic must match the whole expression."""
+    regex = re.sub(r"[\"']+$", "", re.sub(r"^[\"']+", "", pattern.strip().replace(",", "|").replace(" ", "")))
+    try:
+        return re.compile(regex)
+    except re.error:
+        raise ValueError(f"{pattern} is an invalid regex.") from None
+
+
+async def _matching_topics(admin: Admin, args: argparse.Namespace) -> list[TopicDescription]:
+    """The topics ``--topic`` names (every topic without it), sorted; a regular expression with
+    --kafka-tool; internal ones left out with --exclude-internal; "does not exist as expected"
+    unless --if-exists."""
+    if args.topic and not args.kafka_tool:
+        try:
+            found = await admin.describe_topics([args.topic])
+        except AdminError as e:
+            if e.error != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or not args.if_exists:
+                raise
+            found = []
+    else:
+        found = await admin.describe_topics(None)
+        if args.topic:
+            pattern = include_list(args.topic)
+            found = [t for t in found if pattern.fullmatch(t.name)]
+    found = sorted((t for t in found if not (args.exclude_internal and t.internal)), key=lambda t: t.name)
+    if args.topic and not found and not args.if_exists:
+        raise ValueError(f"Topic '{args.topic}' does not exist as expected")
+    return found
+
+
+def min_isr_lines(topic: TopicDescription, min_isr: int, live_brokers: set[int], under: bool, at: bool) -> list[str]:
+    """``--under-min-isr-partitions`` (no leader, or fewer in sync than ``min_isr``) and
+    ``--at-min-isr-partitions`` (exactly ``min_isr`` in sync) partition lines."""
+    return [
+        partition_line(topic.name, p, live_brokers) for p in topic.partitions
+        if (under and (p.leader < 0 or len(p.isr) < min_isr)) or (at and len(p.isr) == min_isr)
+    ]
+
+
+async def _kafka_describe(admin: Admin, args: argparse.Namespace, topics: list[TopicDescription]) -> None:
+    """TopicCommand.describeTopic for the options pybroker's describe does not take."""
+    live = {node.node_id for node in await admin.brokers()}
+    reports = (args.under_replicated_partitions, args.unavailable_partitions,
+               args.under_min_isr_partitions, args.at_min_isr_partitions)
+    # A topic's Configs: every non-default value (Kafka's ``!isDefault``) with --kafka-tool,
+    # only its overrides otherwise.
+    shown = (lambda source: source != 5) if args.kafka_tool else (lambda source: source == 1)
+    for topic in topics:
+        configs = await admin.describe_topic_configs(topic.name)
+        overrides = ",".join(f"{k}={v}" for k, (v, source) in sorted(configs.items()) if shown(source))
+        if not any(reports):
+            if not args.topics_with_overrides or any(source == 1 for _, source in configs.values()):
+                print(topic_line(topic, overrides))
+            if not args.topics_with_overrides:
+                for line in describe_lines(topic, overrides, live)[1:]:
+                    print(line)
+            continue
+        lines = describe_lines(topic, overrides, live, args.under_replicated_partitions, args.unavailable_partitions) \
+            if args.under_replicated_partitions or args.unavailable_partitions else []
+        min_isr = int(configs.get("min.insync.replicas", ("1", 5))[0] or 1)
+        for line in lines + min_isr_lines(topic, min_isr, live, args.under_min_isr_partitions,
+                                          args.at_min_isr_partitions):
+            print(line)
+
+
+def _kafka_usage_error(args: argparse.Namespace, action: str) -> str | None:
+    """TopicCommand's checks of the options of this block."""
+    if args.if_exists and action not in ("alter", "delete", "describe"):
+        return 'Option "[if-exists]" can\'t be used with option "[' + action + ']"'
+    if args.if_not_exists and action != "create":
+        return 'Option "[if-not-exists]" can\'t be used with option "[' + action + ']"'
+    if args.exclude_internal and action not in ("list", "describe"):
+        return 'Option "[exclude-internal]" can\'t be used with option "[' + action + ']"'
+    for flag in ("topics_with_overrides", "under_min_isr_partitions", "at_min_isr_partitions"):
+        if getattr(args, flag) and action != "describe":
+            return f'Option "[{flag.replace("_", "-")}]" can\'t be used with option "[{action}]"'
+    return None
+
+
+# --- end of kafka-topics.sh's other options ------------------------------------------------------
 
 
 def parse_replica_assignment(text: str) -> list[list[int]]:
@@ -141,27 +255,52 @@ async def _run(args: argparse.Namespace, action: str, settings: ClientSettings) 
     async with Admin(args.bootstrap_server, settings.client_id or "pybroker-topics", security=settings.security,
                      **({"request_timeout": settings.request_timeout_ms / 1000}
                         if settings.request_timeout_ms else {})) as admin:
+        kafka = args.kafka_tool
         if action == "list":
-            for name in await admin.list_topics():
-                print(name)
+            if kafka or args.topic or args.exclude_internal:
+                names = [t.name for t in await _matching_topics(admin, args)]
+                if kafka or names:  # TopicCommand prints one (maybe empty) line
+                    print("\n".join(names))
+            else:
+                for name in await admin.list_topics():
+                    print(name)
             return 0
         if action != "describe" and not args.topic:
             print(f"pybroker topics {action}: --topic is required", file=sys.stderr)
             return 2
         if action == "create":
+            if kafka and ("." in args.topic or "_" in args.topic):
+                print("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore ('_') "
+                      "could collide. To avoid issues it is best to use either, but not both.")
             assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
-            await admin.create_topic(args.topic, args.partitions, args.replication_factor, _configs(args.config),
-                                     replica_assignment=assignment)
+            try:
+                await admin.create_topic(args.topic, args.partitions, args.replication_factor, _configs(args.config),
+                                         replica_assignment=assignment)
+            except AdminError as e:
+                if e.error == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
+                    return 0
+                raise
             print(f"Created topic {args.topic}.")
         elif action == "delete":
-            await admin.delete_topic(args.topic)
-            print(f"Deleted topic {args.topic}.")
+            names = [t.name for t in await _matching_topics(admin, args)] \
+                if kafka or args.if_exists else [args.topic]
+            for name in names:
+                await admin.delete_topic(name)
+                if not kafka:
+                    print(f"Deleted topic {name}.")
         elif action == "alter":
-            if args.partitions > 0:
-                await admin.create_partitions(args.topic, args.partitions)
-            if args.config or args.delete_config:
-                await admin.alter_topic_configs(args.topic, _configs(args.config), args.delete_config)
-            print(f"Altered topic {args.topic}.")
+            names = [t.name for t in await _matching_topics(admin, args)] \
+                if kafka or args.if_exists else [args.topic]
+            for name in names:
+                if args.partitions > 0:
+                    await admin.create_partitions(name, args.partitions)
+                if args.config or args.delete_config:
+                    await admin.alter_topic_configs(name, _configs(args.config), args.delete_config)
+                if not kafka:
+                    print(f"Altered topic {name}.")
+        elif action == "describe" and (kafka or args.if_exists or args.exclude_internal or args.topics_with_overrides
+                                       or args.under_min_isr_partitions or args.at_min_isr_partitions):
+            await _kafka_describe(admin, args, await _matching_topics(admin, args))
         elif action == "describe":
             filtered = args.under_replicated_partitions or args.unavailable_partitions
             live = {node.node_id for node in await admin.brokers()}
@@ -195,7 +334,7 @@ def run(args: argparse.Namespace) -> int:
     if len(set(chosen)) != 1:
         print("pybroker topics: give exactly one of " + ", ".join(ACTIONS), file=sys.stderr)
         return 2
-    problem = _usage_error(args, chosen[0])
+    problem = _usage_error(args, chosen[0]) or _kafka_usage_error(args, chosen[0])
     if problem:
         print(f"pybroker topics: {problem}", file=sys.stderr)
         return 2
@@ -205,5 +344,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_run(args, chosen[0], settings))
     except (AdminError, KafkaClientError, ValueError) as e:
-        print(f"Error: {e}", file=sys.stderr)
+        if args.kafka_tool:  # TopicCommand.printException
+            print(f"Error while executing topic command : {e.message if isinstance(e, AdminError) else e}")
+        else:
+            print(f"Error: {e}", file=sys.stderr)
         return 1
