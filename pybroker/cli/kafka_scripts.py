@@ -507,18 +507,6 @@ def _server_arguments(argv: list[str], script: str) -> tuple[bool, str, list[str
     return daemon, path, overrides
 
 
-def broker_id_overrides(properties: dict[str, str], overrides: list[str]) -> list[str]:
-    """Kafka's ZooKeeper-mode ``broker.id`` is pybroker's ``node.id``: each ``broker.id`` (file
-    or override) becomes a ``node.id`` override unless ``node.id`` is set next to it."""
-    given = dict(item.partition("=")[::2] for item in overrides)
-    out = list(overrides)
-    if "broker.id" in properties and "node.id" not in properties and "node.id" not in given:
-        out.insert(0, f"node.id={properties['broker.id']}")
-    if "broker.id" in given and "node.id" not in given:
-        out.append(f"node.id={given['broker.id']}")
-    return out
-
-
 def kafka_server_start_main(argv: list[str]) -> int:
     """``kafka-server-start.sh [-daemon] server.properties [--override property=value]*``:
     ``pybroker serve`` in the foreground (until SIGTERM/SIGINT), or with ``-daemon`` in the
@@ -531,13 +519,12 @@ def kafka_server_start_main(argv: list[str]) -> int:
     try:
         daemon, path, overrides = _server_arguments(argv, script)
         try:
-            properties = load_properties(path)
+            load_properties(path)  # an unreadable file stops here, in one line
         except CommandConfigError as e:
             raise ScriptError(str(e).replace("--command-config file", "properties file")) from None
     except ScriptError as e:
         print(str(e), file=sys.stderr)
         return 1
-    overrides = broker_id_overrides(properties, overrides)
     if daemon:
         out_path = run_dir() / "kafkaServer.out"
         out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ from pybroker.log.config import (
 
 _BROKER_DEFS = [
     ConfigDef("node.id", "INT", 1, "This broker's id."),
+    ConfigDef("broker.id", "INT", -1, "ZooKeeper-mode Kafka's name of node.id (either may be set; both: equal)."),
     ConfigDef("broker.rack", "STRING", None, "The rack of this broker (for rack-aware replica assignment)."),
     # pybroker default: one broker on loopback, so `pybroker serve` just works locally.
     ConfigDef("listeners", "LIST", ["PLAINTEXT://127.0.0.1:9092"], "Listener URIs."),
@@ -347,6 +348,20 @@ def read_properties(path: str) -> dict[str, str]:
     return props
 
 
+def _populate_synonyms(props: Mapping[str, str]) -> dict[str, str]:
+    """Kafka's ``KafkaConfig.populateSynonyms``: ``broker.id`` and ``node.id`` each stand for
+    the other when only one is set; both set must be equal."""
+    out = dict(props)
+    broker_id, node_id = out.get("broker.id"), out.get("node.id")
+    if broker_id is None and node_id is not None:
+        out["broker.id"] = node_id
+    elif broker_id is not None and node_id is None:
+        out["node.id"] = broker_id
+    elif broker_id is not None and node_id is not None and broker_id.strip() != node_id.strip():
+        raise ConfigError("You must set `node.id` to the same value as `broker.id`.")
+    return out
+
+
 class BrokerConfig:
     """Resolved broker configuration. Unknown keys are kept (and reported) but not used.
 
@@ -358,7 +373,7 @@ class BrokerConfig:
     names may be dynamic is for the caller to check."""
 
     def __init__(self, props: Mapping[str, str] | None = None) -> None:
-        self.originals: dict[str, str] = dict(props or {})
+        self.originals: dict[str, str] = _populate_synonyms(props or {})
         self.unknown: list[str] = []
         self._values: dict[str, Any] = {}
         self._static: dict[str, Any] = self._values

@@ -19,12 +19,13 @@ from pybroker.cli.kafka_scripts import (
     SCRIPTS,
     ScriptError,
     acl_invocations,
-    broker_id_overrides,
     entry_point_name,
     parse_kafka_args,
     subcommand_parser,
     translate,
 )
+from pybroker.log.config import ConfigError
+from pybroker.server.config import BrokerConfig
 from tests.conftest import REPO
 
 # Sub-commands other engineers are adding (issue 18); until they land the scripts say so.
@@ -146,10 +147,11 @@ def test_acl_conveniences() -> None:
         acl_invocations(script, [("add", None), ("consumer", None), ("topic", "t")])
 
 
-def test_broker_id_becomes_node_id() -> None:
-    assert broker_id_overrides({"broker.id": "3"}, ["a=b"]) == ["node.id=3", "a=b"]
-    assert broker_id_overrides({"broker.id": "3", "node.id": "4"}, []) == []
-    assert broker_id_overrides({"broker.id": "3"}, ["broker.id=5"]) == ["node.id=3", "broker.id=5", "node.id=5"]
+def test_broker_id_and_node_id_are_synonyms() -> None:
+    assert BrokerConfig({"broker.id": "3"}).node_id == 3
+    assert BrokerConfig({"node.id": "4"}).get("broker.id") == 4
+    with pytest.raises(ConfigError, match="You must set `node.id` to the same value as `broker.id`."):
+        BrokerConfig({"broker.id": "3", "node.id": "4"})
 
 
 def test_run_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
