@@ -215,6 +215,11 @@ _BROKER_DEFS = [
     ConfigDef("super.users", "STRING", "", "Principals allowed everything, ';'-separated (User:admin;User:bob)."),
     ConfigDef("allow.everyone.if.no.acl.found", "BOOLEAN", False,
               "Allow an operation on a resource that has no ACL at all."),
+    # --- metrics (pybroker's own: Kafka has no Prometheus endpoint; see docs/metrics.md) ---
+    ConfigDef("metrics.prometheus.port", "INT", None,
+              "Port of the Prometheus endpoint (GET /metrics); unset: no endpoint; 0: a free port, logged.",
+              minimum=0),
+    ConfigDef("metrics.prometheus.host", "STRING", "127.0.0.1", "Address the Prometheus endpoint binds."),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
