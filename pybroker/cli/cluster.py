@@ -2,7 +2,8 @@
 
 Parses the arguments, installs the signal handlers (the first SIGINT/SIGTERM stops the cluster
 in order, a second one kills what is left) and turns failures into one message and exit code 1.
-The work itself is `pybroker.cli.local_cluster`.
+The work itself is `pybroker.cli.local_cluster`; ``pybroker cluster status`` is
+`pybroker.cli.cluster_status`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
+from pybroker.cli import cluster_status
 from pybroker.cli.local_cluster import (
     DEFAULT_BROKERS,
     DEFAULT_DIR,
@@ -24,6 +26,7 @@ from pybroker.cli.local_cluster import (
     run_cluster,
 )
 from pybroker.cli.secure_setup import SecureSetup
+from pybroker.cli.serve import LOG_FORMATS
 from pybroker.zookeeper.server import ZooKeeperNotInstalledError
 
 
@@ -55,7 +58,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--secure-dir", metavar="DIR",
                         help="where --secure keeps certificates, passwords and client files (default DIR/secure; "
                              "reused on restart)")
+    parser.add_argument("--metrics-port", type=int, metavar="FIRST",
+                        help="Prometheus endpoint of broker 1; broker i serves http://127.0.0.1:FIRST+i-1/metrics "
+                             "(default: free ports, recorded in DIR/cluster.json)")
+    parser.add_argument("--no-metrics", action="store_true", help="no Prometheus endpoint on the brokers")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                        help="the brokers' log format in DIR/broker-<id>/broker.log (see pybroker serve)")
     parser.set_defaults(run=run)
+    # `pybroker cluster status`: a live view of a running cluster (pybroker.cli.cluster_status).
+    cluster_status.add_parser(parser.add_subparsers(dest="cluster_command", metavar="{status}"))
 
 
 async def _main(cluster: LocalCluster) -> int:
@@ -89,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
         cluster = LocalCluster(
             args.dir, args.brokers, args.port,
             zookeeper_connect=args.zookeeper, zookeeper_port=args.zookeeper_port, overrides=args.override,
-            secure=secure,
+            secure=secure, metrics=not args.no_metrics, metrics_port=args.metrics_port,
+            log_format=args.log_format,
         )
         return asyncio.run(_main(cluster))
     except (ClusterError, ZooKeeperNotInstalledError, OSError) as e:

@@ -7,7 +7,8 @@ Owns what ``pybroker cluster`` does, apart from parsing its arguments:
   broker's ``server.properties``, its log directory ``data/`` and its output ``broker.log``,
   and ``DIR/cluster.json``, the manifest scripts and tests read (`LocalCluster.manifest`).
 - **The brokers' configuration**: node ids 1..N on ``127.0.0.1`` ports ``FIRST..FIRST+N-1``,
-  ``zookeeper.connect``, the defaults of a local cluster (`cluster_defaults`) and the user's
+  each with a Prometheus endpoint (``metrics.prometheus.port``, recorded in cluster.json for
+  ``pybroker cluster status``), ``zookeeper.connect``, the defaults of a local cluster (`cluster_defaults`) and the user's
   ``--override``s, in Kafka's property names. Every start rewrites the files; data is kept.
 - **The processes**: checks before anything starts (ZooKeeper installed, ports free, every
   property valid), ZooKeeper started and stopped through `ZooKeeperServer`, one broker child
@@ -60,7 +61,8 @@ DEFAULT_FIRST_PORT = 9092
 DEFAULT_ZOOKEEPER_PORT = 2181  # clientPort of Kafka's shipped config/zookeeper.properties
 MANIFEST = "cluster.json"
 # Set per broker by the command; an --override of them would break the cluster.
-MANAGED_PROPERTIES = ("node.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect")
+MANAGED_PROPERTIES = ("node.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect",
+                      "metrics.prometheus.port")
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0  # per broker: controlled shutdown, then a clean stop
 FAILED_START_STOP_TIMEOUT_S = 5.0  # a start that failed has no controller to shut down with
@@ -197,6 +199,7 @@ class LocalBroker:
     port: int
     directory: Path
     proc: subprocess.Popen[bytes] | None = None
+    metrics_port: int | None = None  # its Prometheus endpoint (metrics.prometheus.port), None: off
     # A broker restarted by hand (``pybroker serve --config ...``): not a child of ours.
     adopted_pid: int | None = None
     exit_reported: bool = False
@@ -261,6 +264,9 @@ class LocalCluster:
         out: TextIO | None = None,
         install: ZooKeeperInstall | None = None,
         secure: SecureSetup | None = None,
+        metrics: bool = True,
+        metrics_port: int | None = None,
+        log_format: str = "text",
     ) -> None:
         if brokers < 1:
             raise ClusterError(f"--brokers {brokers}: a cluster needs at least one broker")
@@ -274,6 +280,18 @@ class LocalCluster:
             for node_id in range(1, brokers + 1)
         ]
         self.overrides = parse_overrides(overrides)
+        # Each broker's Prometheus endpoint: ports FIRST..FIRST+N-1 (--metrics-port), else ports
+        # free now, written into its server.properties and cluster.json (`pybroker cluster status`).
+        if metrics:
+            if metrics_port is not None and not 1 <= metrics_port <= 65535 - brokers + 1:
+                raise ClusterError(f"--metrics-port {metrics_port}: ports {metrics_port}..{metrics_port + brokers - 1} "
+                                   "are not all valid")
+            taken = {b.port for b in self.brokers}
+            for broker in self.brokers:
+                broker.metrics_port = (metrics_port + broker.node_id - 1 if metrics_port is not None
+                                       else _free_port(taken))
+                taken.add(broker.metrics_port)
+        self.log_format = log_format
         self.secure = secure  # --secure: SASL_SSL listeners, ACLs, an admin user (`pybroker.cli.secure_setup`)
         self.security = secure.broker_security() if secure is not None else PLAINTEXT
         self.python = python
@@ -307,6 +325,7 @@ class LocalCluster:
             "listeners": f"PLAINTEXT://{broker.address}",
             "log.dirs": str(broker.data_dir),
             "zookeeper.connect": self.zookeeper_connect,
+            **({"metrics.prometheus.port": str(broker.metrics_port)} if broker.metrics_port is not None else {}),
             **cluster_defaults(len(self.brokers)),
             **(self.secure.broker_properties(HOST, broker.port) if self.secure is not None else {}),
             **self.overrides,
@@ -322,8 +341,9 @@ class LocalCluster:
             "# Restart this broker alone, while the cluster runs, with:",
             f"#   pybroker serve --config {broker.config_path}",
         ]
-        for key in ("node.id", "listeners", "log.dirs", "zookeeper.connect"):
-            lines.append(f"{key}={props[key]}")
+        for key in ("node.id", "listeners", "log.dirs", "zookeeper.connect", "metrics.prometheus.port"):
+            if key in props:
+                lines.append(f"{key}={props[key]}")
         if self.secure is not None:
             lines.append(f"# --secure (certificates and passwords in {self.secure.directory}):")
             lines += [f"{key}={value}" for key, value in self.secure.broker_properties(HOST, broker.port).items()
@@ -359,6 +379,12 @@ class LocalCluster:
                 raise ClusterError(
                     f"port {broker.port} on {HOST} (broker {broker.node_id}) is in use: is a cluster already "
                     f"running (see {_shown(self.manifest_path)})? Choose other ports with --port"
+                )
+            if broker.metrics_port is not None and (
+                    port_in_use(broker.metrics_port) or broker.metrics_port in {b.port for b in self.brokers}):
+                raise ClusterError(
+                    f"port {broker.metrics_port} on {HOST} (broker {broker.node_id}'s metrics) is in use: choose "
+                    "other ports with --metrics-port, or --no-metrics"
                 )
         ours = {b.directory.name for b in self.brokers}
         if self.directory.is_dir():
@@ -398,6 +424,7 @@ class LocalCluster:
                 {
                     "node_id": b.node_id,
                     "address": b.address,
+                    "metrics_port": b.metrics_port,
                     "pid": b.pid,
                     "config": str(b.config_path),
                     "data_dir": str(b.data_dir),
@@ -488,7 +515,8 @@ class LocalCluster:
         for broker in self.brokers:
             with open(broker.log_path, "ab") as log_file:
                 broker.proc = subprocess.Popen(
-                    [self.python, "-m", "pybroker", "serve", "--config", str(broker.config_path)],
+                    [self.python, "-m", "pybroker", "serve", "--config", str(broker.config_path),
+                     *(["--log-format", self.log_format] if self.log_format != "text" else [])],
                     cwd=self.directory,
                     stdin=subprocess.DEVNULL,
                     stdout=log_file,
@@ -567,6 +595,9 @@ class LocalCluster:
             self.say(f"{name:<10} {address:<16} pid {pid!s:<8} log {_shown(log_path)}")
         self.say(f"Controller: broker {self.controller_id}")
         self.say(f"Bootstrap servers: {self.bootstrap_servers}")
+        if any(b.metrics_port is not None for b in self.brokers):
+            self.say("Prometheus metrics: " + ", ".join(f"http://{HOST}:{b.metrics_port}/metrics" for b in self.brokers)
+                     + f"; live view: pybroker cluster status --dir {_shown(self.directory)}")
         self.say(f"PIDs, configs and logs: {_shown(self.manifest_path)}. "
                  "Ctrl-C stops the brokers (controlled shutdown), then ZooKeeper.")
         if self.secure is not None:
@@ -692,6 +723,16 @@ class LocalCluster:
             self.say(f"Broker {broker.node_id} exited with code {child.returncode}; see {_shown(broker.log_path)}")
         if broker.adopted_pid == pid:
             broker.adopted_pid = None
+
+
+def _free_port(taken: set[int]) -> int:
+    """A port free on ``HOST`` now, not in ``taken``."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((HOST, 0))
+            port = int(s.getsockname()[1])
+        if port not in taken:
+            return port
 
 
 def _signal(pid: int, sig: int) -> bool:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import faulthandler
 import io
+import json
 import logging
 import signal
 import sys
@@ -30,6 +32,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="set a broker property (repeatable), e.g. --override log.dirs=/tmp/data",
     )
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                        help="text: Kafka-style lines (default); json: one JSON object per line with time, level, "
+                             "logger, message and, when there is one, exception")
     parser.add_argument("--secure", action="store_true",
                         help="one SASL_SSL listener (no PLAINTEXT), a generated CA and broker certificate, an admin "
                              "user (SCRAM-SHA-512, random password), the ACL authorizer, and client files in "
@@ -39,6 +44,39 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help=f"where --secure keeps its certificates, passwords and client files "
                              f"(default ./{DEFAULT_SECURE_DIR}/; reused on restart)")
     parser.set_defaults(run=run)
+
+
+LOG_FORMATS = ("text", "json")
+TEXT_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+
+
+class JsonLogFormatter(logging.Formatter):
+    """``--log-format json``: each record as one JSON object on one line — ``time`` (ISO 8601,
+    local time with its offset, milliseconds), ``level``, ``logger``, ``message``, and
+    ``exception`` (the formatted traceback) when the record carries one. A message's own
+    newlines are escaped by JSON, so a line is always a whole record."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, str] = {
+            "time": datetime.datetime.fromtimestamp(record.created).astimezone().isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure_logging(level: str, log_format: str = "text") -> None:
+    """The broker's logging on stderr: Kafka-style text lines, or JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
 def _log_tasks() -> None:
@@ -82,11 +120,7 @@ def _port(listeners: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level, args.log_format)
     # A fatal signal (a crash in native code) prints every thread's Python stack to the log
     # before the process dies, as the JVM writes its hs_err file.
     faulthandler.enable(sys.stderr)

@@ -73,6 +73,8 @@ from pybroker.scheduler import AsyncioScheduler, ScheduledTask, Scheduler
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
+# Kafka's state change logger: "[Controller id=N epoch=E] Changed partition ..." lines.
+state_change_log = logging.getLogger("state.change.logger")
 
 AUTO_REBALANCE_FIRST_DELAY_MS = 5000
 """The first leader imbalance check comes this long after becoming controller (Kafka: 5 s)."""
@@ -239,12 +241,13 @@ class Controller:
             return
         self.context = ControllerContext(epoch=epoch)
         self.active = True
-        log.info("Broker %d became the controller (epoch %d)", self.broker_id, epoch)
+        log.info("[Controller id=%d] %d successfully elected as the controller. Epoch incremented to %d",
+                 self.broker_id, self.broker_id, epoch)
         await self._on_controller_failover()
 
     def _resign(self) -> None:
         if self.active:
-            log.info("Broker %d resigned as controller", self.broker_id)
+            log.info("[Controller id=%d] Resigned", self.broker_id)
         self.active = False
         if self._rebalance_task is not None:
             self._rebalance_task.cancel()
@@ -616,11 +619,15 @@ class Controller:
         bounced = {b for b in before & after if ctx.broker_epochs[b] > before_epochs.get(b, -1)}
         dead, started = (before - after) | bounced, (after - before) | bounced
         ctx.shutting_down -= dead
+        if dead or started:
+            log.info("[Controller id=%d] Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live "
+                     "brokers: %s", self.broker_id, _ids(after - before), _ids(before - after), _ids(bounced),
+                     _ids(after))
         if dead:
-            log.info("Broker(s) %s failed%s", sorted(dead), f" ({sorted(bounced)} bounced)" if bounced else "")
+            log.info("[Controller id=%d] Broker failure callback for %s", self.broker_id, _ids(dead))
             await self._on_broker_failure(dead)
         if started:
-            log.info("Broker(s) %s started", sorted(started))
+            log.info("[Controller id=%d] New broker startup callback for %s", self.broker_id, _ids(started))
             await self._on_broker_startup(started)
         if not dead and not started and before != after:
             batch = self._batch()
@@ -737,10 +744,21 @@ class Controller:
         for topic, index, _, recipients in decided:
             if (topic.name, index) in conflicts:
                 continue
+            self._log_partition_change(topic.name, index, topic.partitions[index], writes[topic.name][index])
             topic.partitions[index] = writes[topic.name][index]
             batch.add_leader_and_isr(list(recipients), ctx.state(topic, index), set(ctx.live_brokers))
         self._send(batch)
         return conflicts
+
+    def _log_partition_change(self, topic: str, index: int, old: PartitionAssignment, new: PartitionAssignment) -> None:
+        """Kafka's partition state machine line for a decided state (the state change log)."""
+        live = self.context.live_brokers
+        state_change_log.info(
+            "[Controller id=%d epoch=%d] Changed partition %s-%d from %s to %s with state LeaderAndIsr(leader=%d, "
+            "leaderEpoch=%d, isr=%s, partitionEpoch=%d)", self.broker_id, self.context.epoch, topic, index,
+            "OnlinePartition" if old.leader in live else "OfflinePartition",
+            "OnlinePartition" if new.leader >= 0 else "OfflinePartition", new.leader, new.leader_epoch,
+            _ids(new.isr), new.partition_epoch)
 
     def _unclean_enabled(self, topic: str) -> bool:
         value = self.store.topic_configs(topic).get("unclean.leader.election.enable")
@@ -1101,3 +1119,8 @@ class Controller:
             return {}
         ctx = self.context
         return batch.send(self.channels, ctx.live_brokers, ctx.broker_epochs, ctx.topic_ids, ctx.partition_counts)
+
+
+def _ids(brokers: Collection[int]) -> str:
+    """Broker ids as Kafka's controller lines write them: ``1,2,3``."""
+    return ",".join(map(str, sorted(brokers)))

@@ -36,6 +36,7 @@ from pybroker.log.cleaner import CleanerConfig
 from pybroker.log.config import LogConfig, ignored_config_warnings
 from pybroker.log.file_descriptors import raise_open_file_limit
 from pybroker.log.log_manager import LogManager, read_meta_properties
+from pybroker.metrics.collector import metrics_server
 from pybroker.network.listener import SocketServer
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
@@ -214,7 +215,8 @@ class Broker:
         self._network_log_offsets = NetworkLogOffsets(
             self.node_id, config.get("controller.socket.timeout.ms") / 1000, self.inter_broker)
         self.controller.listener(self.store_listener)
-        dispatcher = RequestDispatcher(self)
+        self.dispatcher = dispatcher = RequestDispatcher(self)
+        self.metrics_server = metrics_server(self)  # metrics.prometheus.port: GET /metrics (pybroker.metrics)
         self.socket_server = SocketServer(
             config.listeners, dispatcher, config.get("socket.request.max.bytes"),
             self.ssl_contexts, SslPrincipalBuilder(config.get("ssl.principal.mapping.rules")),
@@ -436,6 +438,8 @@ class Broker:
         await self.socket_server.enable_request_processing()
         self.log_manager.start_background_tasks()
         self.replica_manager.startup()
+        if self.metrics_server is not None:
+            await self.metrics_server.start()
         log.info("pybroker node %d started (cluster id %s)", self.node_id, self.cluster_id)
 
     async def _register(self) -> int:
@@ -466,6 +470,8 @@ class Broker:
 
     async def shutdown(self) -> None:
         log.info("Shutting down node %d", self.node_id)
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         if self.zookeeper_connect and self.config.get("controlled.shutdown.enable"):
             await self._controlled_shutdown()
         await self.socket_server.stop()

@@ -233,6 +233,11 @@ _BROKER_DEFS = [
               "Samples kept for log dir move quotas.", minimum=1),
     ConfigDef("alter.log.dirs.replication.quota.window.size.seconds", "INT", 1,
               "Time span of a log dir move quota sample.", minimum=1),
+    # --- metrics (pybroker's own: Kafka has no Prometheus endpoint; see docs/metrics.md) ---
+    ConfigDef("metrics.prometheus.port", "INT", None,
+              "Port of the Prometheus endpoint (GET /metrics); unset: no endpoint; 0: a free port, logged.",
+              minimum=0),
+    ConfigDef("metrics.prometheus.host", "STRING", "127.0.0.1", "Address the Prometheus endpoint binds."),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}

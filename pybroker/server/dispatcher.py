@@ -23,6 +23,7 @@ import time
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from pybroker.metrics.stats import RequestMetrics
 from pybroker.network.connection import CloseConnection, KafkaConnection
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
@@ -55,8 +56,10 @@ class RequestDispatcher:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.request_metrics = RequestMetrics()  # read by pybroker.metrics.collector
 
     def __call__(self, frame: bytearray, connection: KafkaConnection) -> Any:
+        started_ns = time.perf_counter_ns()
         view = memoryview(frame)
         try:
             header, body_offset = codec.decode_request_header(view)
@@ -75,8 +78,10 @@ class RequestDispatcher:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} v{version} request ({e})") from None
         call = _Call(handler, header, request, connection, len(frame))
         if api_key not in _BEFORE_METADATA and not self.broker.metadata_cache.initialized.is_set():
-            return asyncio.ensure_future(self._when_initialized(call))
-        return self._handle(call)
+            reply = asyncio.ensure_future(self._when_initialized(call))
+        else:
+            reply = self._handle(call)
+        return self.request_metrics.completed(api_key, version, request, started_ns, reply)
 
     async def _when_initialized(self, call: _Call) -> Any:
         """A client request that arrived before the controller's first UpdateMetadata: handled

@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 from pybroker.controller.requests import PartitionState
 from pybroker.log.log import AppendOrigin, Log, LogAppendInfo, OffsetOutOfRangeError
+from pybroker.metrics.stats import IsrStats
 from pybroker.protocol.errors import ErrorCode
 from pybroker.scheduler import SystemTime, Time
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
+# Kafka's state change logger: leader and follower transitions, "[Broker id=N] ..." lines.
+state_change_log = logging.getLogger("state.change.logger")
 
 UNKNOWN_OFFSET = -1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
@@ -165,6 +168,8 @@ class Partition:
         # Told (with the partition) when a committed ISR change moved the high watermark, so the
         # replica manager completes delayed operations; set by the replica manager.
         self.on_high_watermark_changed: Callable[[Partition], None] | None = None
+        self.isr_stats = IsrStats()  # the replica manager's, once hosted (metrics)
+        self.log_ident = f"[Partition {topic_partition} broker={local_broker_id}] "
 
     # --- leadership ----------------------------------------------------------------------------
 
@@ -177,6 +182,7 @@ class Partition:
         the leader epoch is new. A new epoch starts at the log end offset, and the leader
         forgets what it knew of the followers (they report again in their next fetch)."""
         new_epoch = state.leader_epoch > self.leader_epoch
+        previous_leader, previous_epoch = self.leader_id, self.leader_epoch
         self.leader_id = self.local_broker_id
         self.undeleted_partition_count = state.undeleted_partition_count
         self.partition_epoch = state.partition_epoch
@@ -192,6 +198,13 @@ class Partition:
             }
             for replica in self.remote_replicas.values():
                 replica.reset(replica.broker_id in self.isr, now_ms)
+            state_change_log.info(
+                "[Broker id=%d] Leader %s with topic id %s starts at leader epoch %d from offset %d with partition "
+                "epoch %d, high watermark %d, ISR [%s], adding replicas [] and removing replicas [] %s. Previous "
+                "leader %s and previous leader epoch was %d.", self.local_broker_id, self.topic_partition,
+                self.topic_id or None, self.leader_epoch, self.leader_epoch_start_offset, self.partition_epoch,
+                self.log.high_watermark, _ids(self.isr), "(under-min-isr)" if self.is_under_min_isr else "",
+                _option(previous_leader), previous_epoch)
         self.maybe_increment_high_watermark()
         return new_epoch
 
@@ -200,6 +213,7 @@ class Partition:
         (the fetcher then starts again from this log). A follower keeps no ISR and no replica
         states."""
         new_epoch = state.leader_epoch > self.leader_epoch
+        previous_leader, previous_epoch = self.leader_id, self.leader_epoch
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
         self.undeleted_partition_count = state.undeleted_partition_count
@@ -209,6 +223,13 @@ class Partition:
         self.pending_isr = None
         self.remote_replicas = {}
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        if new_epoch:
+            state_change_log.info(
+                "[Broker id=%d] Follower %s starts at leader epoch %d from offset %d with partition epoch %d and high "
+                "watermark %d. Current leader is %d. Previous leader %s and previous leader epoch was %d.",
+                self.local_broker_id, self.topic_partition, self.leader_epoch, self.log.log_end_offset,
+                self.partition_epoch, self.log.high_watermark, self.leader_id, _option(previous_leader),
+                previous_epoch)
         return new_epoch
 
     def partition_count_error(self, client_count: int, producing: bool) -> ErrorCode:
@@ -252,6 +273,10 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        return self.is_leader and len(self.isr) < self.log.config.min_insync_replicas
 
     @property
     def maximal_isr(self) -> set[int]:
@@ -345,9 +370,17 @@ class Partition:
         out = self.out_of_sync_replicas(now_ms, lag)
         if not out:
             return False
-        log.info("%s: shrinking ISR from %s by %s", self.topic_partition, sorted(self.isr), sorted(out))
+        log.info("%sShrinking ISR from %s to %s. Leader: (highWatermark: %d, endOffset: %d). Out of sync replicas: %s.",
+                 self.log_ident, _ids(self.isr), _ids(self.isr - out), self.log.high_watermark,
+                 self.log.log_end_offset, " ".join(self._replica_lag(broker) for broker in sorted(out)))
         self._submit(frozenset(self.isr - out), expansion=False)
         return True
+
+    def _replica_lag(self, broker: int) -> str:
+        state = self.remote_replicas.get(broker)
+        end = "unknown" if state is None else state.log_end_offset
+        caught_up = "unknown" if state is None else state.last_caught_up_time_ms
+        return f"(brokerId: {broker}, endOffset: {end}, lastCaughtUpTimeMs: {caught_up})"
 
     def _submit(self, proposed: frozenset[int], expansion: bool) -> None:
         pending = PendingIsrChange(proposed, expansion)
@@ -382,14 +415,19 @@ class Partition:
         if self.pending_isr is not pending:
             return False
         if result.error != ErrorCode.NONE:
-            log.info("%s: ISR change to %s failed: %s", self.topic_partition, sorted(pending.proposed),
-                     result.error.name)
+            self.isr_stats.failed_updates += 1
+            log.info("%sFailed to alter partition to ISR %s since the controller rejected the request with %s.",
+                     self.log_ident, _ids(pending.proposed), result.error.name)
             if result.error not in _WAIT_FOR_LEADER_AND_ISR:
                 self.pending_isr = None
             return False
         self.pending_isr = None
         self.isr = set(result.isr)
         self.partition_epoch = result.partition_epoch
+        self.isr_stats.committed(pending.expansion)
+        # Kafka's wording, its two spaces included when the partition is not under min ISR.
+        log.info("%sISR updated to %s %s and version updated to %d", self.log_ident, _ids(self.isr),
+                 "(under-min-isr)" if self.is_under_min_isr else "", self.partition_epoch)
         return self.maybe_increment_high_watermark()
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, ErrorCode]:
@@ -448,3 +486,13 @@ class Partition:
         info = log.append_as_leader(records, self.leader_epoch, now_ms, origin, verification_guard)
         self.maybe_increment_high_watermark()
         return info
+
+
+def _ids(brokers: Iterable[int]) -> str:
+    """Broker ids as Kafka's log lines write an ISR: ``1,2,3`` (sorted here)."""
+    return ",".join(map(str, sorted(brokers)))
+
+
+def _option(broker: int) -> str:
+    """A previous leader as Kafka's log lines print it (a Scala Option)."""
+    return f"Some({broker})" if broker >= 0 else "None"

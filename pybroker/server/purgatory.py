@@ -92,6 +92,10 @@ class Purgatory:
     def watched(self, key: Hashable) -> int:
         return len(self._watchers.get(key, ()))
 
+    def watched_total(self) -> int:
+        """Watched entries over every key (Kafka's PurgatorySize: an operation counts once per key)."""
+        return sum(len(ops) for ops in self._watchers.values())
+
     def try_complete_else_watch(self, operation: DelayedOperation, keys: Iterable[Hashable]) -> bool:
         """Complete ``operation`` now if possible, else watch it under ``keys`` until its deadline.
 

@@ -46,6 +46,7 @@ from pybroker.log.producer_state import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
+from pybroker.metrics.stats import BrokerTopicStats, IsrStats
 from pybroker.protocol.errors import ErrorCode
 from pybroker.replication.fetcher import (
     FetcherConfig,
@@ -83,6 +84,11 @@ _APPEND_ERRORS: dict[type[BaseException], ErrorCode] = {
     NotEnoughReplicasError: ErrorCode.NOT_ENOUGH_REPLICAS,
     NotLeaderError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
 }
+
+# Append errors Kafka does not count as failed produce requests (its "known" exceptions).
+_EXPECTED_APPEND_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
+})
 
 _READ_ERRORS: dict[type[BaseException], ErrorCode] = {
     OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -337,6 +343,8 @@ class ReplicaManager:
         self._isr_expiration: ScheduledTask | None = None
         # --- replication throttle (pybroker.server.quota): set by QuotaManagers.install ---
         self.leader_replication_quota: ReplicationQuotaManager | None = None
+        self.topic_stats = BrokerTopicStats()  # metrics: bytes and messages in and out (pybroker.metrics)
+        self.isr_stats = IsrStats()  # metrics: ISR shrinks and expansions of the partitions hosted here
 
     def is_leader_throttled(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is in its topic's leader.replication.throttled.replicas for this broker."""
@@ -473,6 +481,7 @@ class ReplicaManager:
         partition.replica_lag_time_max_ms = self.replica_lag_time_max_ms
         partition.is_broker_alive = lambda broker: self.metadata_cache.alive_broker(broker) is not None
         partition.on_high_watermark_changed = lambda p: self.complete_delayed_operations(p.topic_partition)
+        partition.isr_stats = self.isr_stats
         self.partitions[partition.topic_partition] = partition
 
     def complete_delayed_operations(self, tp: TopicPartition) -> None:
@@ -563,6 +572,7 @@ class ReplicaManager:
         self, tp: TopicPartition, records: memoryview | None, required_acks: int, timestamp: int,
         internal_topics_allowed: bool, origin: AppendOrigin, verification_guard: object | None = None,
     ) -> PartitionAppendResult:
+        self.topic_stats.produce_request(tp.topic)
         partition = self.partitions.get(tp)
         if partition is None:
             return PartitionAppendResult(self.missing_partition_error(tp))
@@ -578,6 +588,7 @@ class ReplicaManager:
         except RecordValidationError as e:
             # Kafka's RecordValidationException: the records' errors and the log start offset.
             log.debug("Append to %s failed: %s", tp, e)
+            self.topic_stats.failed_produce(tp.topic)
             return PartitionAppendResult(
                 ErrorCode.INVALID_RECORD, str(e), log_start_offset=partition.log.log_start_offset,
                 record_errors=tuple(e.record_errors),
@@ -585,10 +596,13 @@ class ReplicaManager:
         except tuple(_APPEND_ERRORS) as e:
             code = next(c for t, c in _APPEND_ERRORS.items() if isinstance(e, t))
             log.debug("Append to %s failed: %s", tp, e)
+            if code not in _EXPECTED_APPEND_ERRORS:
+                self.topic_stats.failed_produce(tp.topic)
             return PartitionAppendResult(code, str(e))
         except OSError as e:
             log.error("Append to %s failed with a storage error: %s", tp, e)
             return PartitionAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
+        self.topic_stats.appended(tp.topic, len(records), info.record_count)
         required = info.last_offset + 1 if required_acks == -1 else -1
         error = ErrorCode.NONE
         if required >= 0:
@@ -774,6 +788,7 @@ class ReplicaManager:
             self._record_follower_fetch(replica_id, requests, results)
         if (max_wait_ms <= 0 or not requests or total >= min_bytes or errors
                 or behind_leader_log_start(results, follower_log_starts)):
+            self.topic_stats.fetched(replica_id, results)
             return results
         future: asyncio.Future[dict[TopicPartition, FetchPartitionResult]] = asyncio.get_running_loop().create_future()
         operation = DelayedFetch(
@@ -784,6 +799,7 @@ class ReplicaManager:
         )
         # The read above found too little; wait for appends to these partitions (or the deadline).
         self.fetch_purgatory.watch(operation, [r.topic_partition for r in requests])
+        self.topic_stats.fetched_later(replica_id, future)
         return future
 
     async def shutdown(self) -> None:

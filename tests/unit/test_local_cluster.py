@@ -168,7 +168,7 @@ def test_a_port_in_use_is_refused_naming_it(tmp_path):
 
 
 def test_the_manifest_names_every_process_and_path(tmp_path):
-    cluster = make_cluster(tmp_path, brokers=2)
+    cluster = make_cluster(tmp_path, brokers=2, metrics_port=49404)
     cluster.write_manifest("starting")
     manifest = json.loads((tmp_path / "c" / "cluster.json").read_text())
     assert manifest["state"] == "starting"
@@ -178,6 +178,7 @@ def test_the_manifest_names_every_process_and_path(tmp_path):
     assert manifest["brokers"][1] == {
         "node_id": 2,
         "address": "127.0.0.1:39093",
+        "metrics_port": 49405,
         "pid": None,
         "config": str(tmp_path / "c" / "broker-2" / "server.properties"),
         "data_dir": str(tmp_path / "c" / "broker-2" / "data"),
@@ -315,3 +316,16 @@ class FakeZk:
 
     async def get_controller_id(self) -> int | None:
         return None
+
+
+def test_each_broker_gets_a_metrics_port_in_its_properties_and_the_manifest(tmp_path):
+    chosen = make_cluster(tmp_path)
+    ports = [b.metrics_port for b in chosen.brokers]
+    assert None not in ports and len(set(ports)) == 3 and not set(ports) & {39092, 39093, 39094}
+    assert [chosen.properties(b)["metrics.prometheus.port"] for b in chosen.brokers] == [str(p) for p in ports]
+    off = make_cluster(tmp_path, metrics=False)
+    assert all("metrics.prometheus.port" not in off.properties(b) for b in off.brokers)
+    off.write_manifest()
+    assert [b["metrics_port"] for b in json.loads(off.manifest_path.read_text())["brokers"]] == [None] * 3
+    with pytest.raises(ClusterError, match="--override metrics.prometheus.port"):
+        make_cluster(tmp_path, overrides=["metrics.prometheus.port=1"])
