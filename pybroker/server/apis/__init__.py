@@ -27,6 +27,7 @@ from pybroker.server.apis import (
     add_partitions_to_txn,
     alter_configs,
     alter_partition,
+    alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_position,
@@ -56,6 +57,7 @@ from pybroker.server.apis import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     offset_commit,
@@ -122,6 +124,8 @@ _MODULES: list[ModuleType] = [
     partition_leader_epochs_for_partitions,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    alter_partition_reassignments,
+    list_partition_reassignments,
 ]
 
 HANDLERS: dict[int, ModuleType] = {int(module.API_KEY): module for module in _MODULES}
