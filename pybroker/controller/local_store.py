@@ -1,9 +1,10 @@
 """The single broker's cluster metadata store: one JSON file in the first log directory.
 
 Owns ``cluster-metadata.json``: every topic with its id, assignment, partition states and config
-overrides, the topics marked for deletion, the next producer-id block, and the user configs
-(SCRAM credentials in Kafka's string form, by user name: what ZooKeeper keeps in
-``/config/users``). It is the
+overrides, the topics marked for deletion, the next producer-id block, and the entity configs
+(what ZooKeeper keeps in ``/config/brokers``, ``/config/clients`` and ``/config/users``: dynamic
+broker configs, quotas, SCRAM credentials in Kafka's string form), by Kafka's sanitized entity
+names. It is the
 `ControllerStore` of the zero-config broker, which is the only broker of its cluster and always
 its controller. Changes apply in memory at once and notify the `StoreListener` (on the event loop,
 like ZooKeeper watches); the file is rewritten atomically in a worker thread, one write covering
@@ -29,8 +30,14 @@ from pybroker.controller.metadata import (
     UnknownTopicError,
 )
 from pybroker.controller.requests import LiveBroker
-from pybroker.controller.store import PartitionEpochConflictError, StoreListener
+from pybroker.controller.store import (
+    DEFAULT_ENTITY,
+    ENTITY_CONFIG_TYPES,
+    PartitionEpochConflictError,
+    StoreListener,
+)
 from pybroker.log.file_sync import CoalescingFileWriter
+from pybroker.zookeeper.znodes import desanitize, sanitize
 
 METADATA_FILE = "cluster-metadata.json"
 
@@ -47,7 +54,7 @@ class LocalStore:
         self._brokers: dict[int, LiveBroker] = {}
         self._controller_epoch = 0
         self._next_producer_id_block = 0
-        self._users: dict[str, dict[str, str]] = {}
+        self._entities: dict[str, dict[str, dict[str, str]]] = {t: {} for t in ENTITY_CONFIG_TYPES}
         self._writer = CoalescingFileWriter(self.path, self._render)
         self._load()
 
@@ -67,8 +74,12 @@ class LocalStore:
         self._next_producer_id_block = data.get("next_producer_id_block", 0)
         self._controller_epoch = data.get("controller_epoch", 0)
         self._deleting = set(data.get("topics_being_deleted", []))
-        self._users = {str(user): {str(k): str(v) for k, v in config.items()}
-                       for user, config in (data.get("users") or {}).items()}
+        for entity_type, entities in (data.get("entity_configs") or {}).items():
+            if entity_type in self._entities:
+                self._entities[entity_type] = {str(name): {str(k): str(v) for k, v in config.items()}
+                                               for name, config in entities.items()}
+        for user, config in (data.get("users") or {}).items():  # the file of pybroker before entity configs
+            self._entities["users"][sanitize(str(user))] = {str(k): str(v) for k, v in config.items()}
         for item in data.get("topics", []):
             topic = TopicMetadata(
                 item["name"],
@@ -97,7 +108,8 @@ class LocalStore:
             "controller_epoch": self._controller_epoch,
             "next_producer_id_block": self._next_producer_id_block,
             "topics_being_deleted": sorted(self._deleting),
-            **({"users": {user: self._users[user] for user in sorted(self._users)}} if self._users else {}),
+            **({"entity_configs": {t: dict(sorted(e.items())) for t, e in self._entities.items() if e}}
+               if any(self._entities.values()) else {}),
         })
         topics = ",\n".join(
             json.dumps({
@@ -195,22 +207,40 @@ class LocalStore:
     # --- user configs --------------------------------------------------------------------------
 
     def user_configs(self) -> dict[str, dict[str, str]]:
-        return {user: dict(config) for user, config in self._users.items()}
+        return {desanitize(name): dict(config) for name, config in self._entities["users"].items()
+                if "/" not in name and name != DEFAULT_ENTITY}
 
     async def read_user_configs(self, users: Collection[str] | None = None) -> dict[str, dict[str, str]]:
         if users is None:
             return self.user_configs()
-        return {user: dict(self._users.get(user, {})) for user in users}
+        return {user: dict(self._entities["users"].get(sanitize(user), {})) for user in users}
 
     async def set_user_configs(self, user: str, config: Mapping[str, str]) -> None:
-        """Applied (and the listener told) at once; returns once the file has it. A user left
+        await self.set_entity_configs("users", sanitize(user), config)
+
+    # --- entity configs ------------------------------------------------------------------------
+
+    def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        return {name: dict(config) for name, config in self._entities[entity_type].items()}
+
+    async def read_entity_configs(
+        self, entity_type: str, names: Collection[str] | None = None
+    ) -> dict[str, dict[str, str]]:
+        if names is None:
+            return self.entity_configs(entity_type)
+        return {name: dict(self._entities[entity_type].get(name, {})) for name in names}
+
+    async def set_entity_configs(self, entity_type: str, entity_name: str, config: Mapping[str, str]) -> None:
+        """Applied (and the listener told) at once; returns once the file has it. An entity left
         without configs is dropped from the file."""
         new = {str(k): str(v) for k, v in config.items()}
         if new:
-            self._users[user] = new
+            self._entities[entity_type][entity_name] = new
         else:
-            self._users.pop(user, None)
-        self.listener.on_user_configs_changed(user, dict(new))
+            self._entities[entity_type].pop(entity_name, None)
+        if entity_type == "users" and "/" not in entity_name and entity_name != DEFAULT_ENTITY:
+            self.listener.on_user_configs_changed(desanitize(entity_name), dict(new))
+        self.listener.on_entity_configs_changed(entity_type, entity_name, dict(new))
         await self._save()
 
     def _topic(self, name: str) -> TopicMetadata:

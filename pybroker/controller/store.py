@@ -30,6 +30,13 @@ from typing import Protocol
 from pybroker.controller.metadata import FullReplicaAssignment, PartitionAssignment, TopicMetadata
 from pybroker.controller.requests import LiveBroker
 
+#: The entity types whose configs `ControllerStore.entity_configs` keeps (Kafka's ConfigType,
+#: topics aside): a broker id or ``<default>``; a client id; a user, ``<default>``, or a user's
+#: client ``<user>/clients/<client>`` (either side may be ``<default>``).
+ENTITY_CONFIG_TYPES = ("brokers", "clients", "users")
+#: Kafka's ConfigEntityName.Default: the entity name of a type's defaults.
+DEFAULT_ENTITY = "<default>"
+
 
 class ControllerMovedError(Exception):
     """This broker's controller epoch is no longer the newest: another controller was elected
@@ -66,6 +73,15 @@ class StoreListener:
     #: every broker refreshes the user's SCRAM credentials from it. Also called for every user
     #: when the store (re)reads them all.
     on_user_configs_changed: Callable[[str, Mapping[str, str]], None] = field(default=lambda user, config: None)
+    #: An entity's configs changed: ``(entity_type, entity_name, config)``, with the entity as
+    #: Kafka names its znode below ``/config`` (`ENTITY_CONFIG_TYPES`; the name sanitized, e.g.
+    #: ``("brokers", "1")``, ``("brokers", "<default>")``, ``("clients", "app")``,
+    #: ``("users", "alice")``, ``("users", "alice/clients/app")``) and its whole config map
+    #: after the change (empty when it has none). Every broker follows broker configs (dynamic
+    #: broker configs) and client and user configs (quotas). Also called for every entity that
+    #: has configs when the store (re)reads them all (at connect, after a reconnection). A plain user's change is told here too, after ``on_user_configs_changed``.
+    on_entity_configs_changed: Callable[[str, str, Mapping[str, str]], None] = field(
+        default=lambda entity_type, entity_name, config: None)
     #: The store registered this broker again by itself (a new ZooKeeper session after the old
     #: one expired): its new broker epoch.
     on_broker_registered: Callable[[int], None] = field(default=lambda epoch: None)
@@ -148,6 +164,28 @@ class ControllerStore(Protocol):
 
     async def set_user_configs(self, user: str, config: Mapping[str, str]) -> None:
         """Replace ``user``'s whole config map and tell every broker (``on_user_configs_changed``)."""
+        ...
+
+    # --- entity configs: brokers, clients and users (dynamic broker configs, quotas) --------------
+
+    def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """Every entity of ``entity_type`` (one of `ENTITY_CONFIG_TYPES`) that has configs, by its
+        sanitized znode name below ``/config/<type>`` (``"1"``, ``"<default>"``,
+        ``"alice/clients/app"``), as last notified."""
+        ...
+
+    async def read_entity_configs(
+        self, entity_type: str, names: Collection[str] | None = None
+    ) -> dict[str, dict[str, str]]:
+        """The stored config maps of these entities (None: every entity of the type that has a
+        znode), read from the store itself, as Kafka's admin path reads ZooKeeper; an entity named
+        but without configs maps to ``{}``."""
+        ...
+
+    async def set_entity_configs(self, entity_type: str, entity_name: str, config: Mapping[str, str]) -> None:
+        """Replace the entity's whole config map and tell every broker
+        (``on_entity_configs_changed``; for a plain user also ``on_user_configs_changed``). An
+        empty map leaves the entity without configs. The caller read, changed and validated it."""
         ...
 
     # --- the controller -------------------------------------------------------------------------

@@ -5,11 +5,13 @@ in Kafka's layout and JSON (``pybroker.zookeeper.znodes``), so that Kafka's tool
 the broker's registration (re-made by the store itself after a session expiry, with a new broker
 epoch), the controller election and its fencing (the ``/controller_epoch`` zkVersion won in the
 election guards every controller write), topics, partition states, deletion markers, config
-overrides with their change notifications, user configs (``/config/users/<sanitized user>``: SCRAM
-credentials), and producer-id blocks. It also owns a cache of every topic's config overrides
-(`topic_configs` is synchronous) and of every user's configs (`user_configs`), filled at connect
-and kept current by following ``/config/changes`` with a sequence-number cursor, as Kafka brokers
-do (a ``users/<sanitized>`` notification re-reads that user: Kafka's ``UserConfigHandler``); like Kafka's
+overrides with their change notifications, entity configs (``/config/brokers/<id|<default>>``:
+dynamic broker configs; ``/config/clients/<id>`` and ``/config/users/<sanitized user>[/clients/<id>]``:
+quotas, and a user's SCRAM credentials), and producer-id blocks. It also owns a cache of every
+topic's config overrides (`topic_configs` is synchronous) and of every entity's configs
+(`entity_configs`, `user_configs`), filled at connect and kept current by following
+``/config/changes`` with a sequence-number cursor, as Kafka brokers do (a ``<type>/<name>``
+notification re-reads that entity: Kafka's ``ConfigHandler``s); like Kafka's
 ``ZkNodeChangeNotificationListener``, each pass also deletes the notifications created more than
 `CHANGE_EXPIRATION_MS` ago (by the injected clock, against the znodes' ctime), so that they do
 not pile up for ever.
@@ -24,8 +26,10 @@ each ``/brokers/topics/<t>`` (data)     its configs read: ``on_topic_configs_cha
 ``/controller`` (exists)                ``on_controller_changed``
 ``/config/changes`` (children)          the named topics' configs are re-read, then
                                         ``on_topic_configs_changed(name)``; the named
-                                        users' likewise, then
-                                        ``on_user_configs_changed(user, config)``
+                                        entities' likewise, then
+                                        ``on_entity_configs_changed(type, name,
+                                        config)`` (a plain user's also
+                                        ``on_user_configs_changed(user, config)``)
 ======================================  =============================================
 
 Concurrency rules: everything runs on the event loop that called `ZooKeeperStore.connect`.
@@ -63,6 +67,8 @@ from pybroker.controller.metadata import (
 )
 from pybroker.controller.requests import BrokerEndpoint, LiveBroker
 from pybroker.controller.store import (
+    DEFAULT_ENTITY,
+    ENTITY_CONFIG_TYPES,
     ControllerMovedError,
     PartitionEpochConflictError,
     StoreListener,
@@ -97,6 +103,7 @@ from pybroker.zookeeper.znodes import (
     ReplicaAssignment,
     decode_config_change,
     desanitize,
+    sanitize,
 )
 
 __all__ = ["CHANGE_EXPIRATION_MS", "BrokerIdInUseError", "InconsistentClusterIdError", "ZooKeeperStore"]
@@ -167,8 +174,8 @@ class ZooKeeperStore:
         self._controller_epoch: int | None = None
         self._epoch_zk_version: int | None = None
         self._configs: dict[str, dict[str, str]] = {}
-        self._user_configs: dict[str, dict[str, str]] = {}
-        self._users_missed = False
+        self._entity_configs: dict[str, dict[str, dict[str, str]]] = {t: {} for t in ENTITY_CONFIG_TYPES}
+        self._entities_missed = False
         self._config_cursor = -1
         self._watched_topics: set[str] = set()
         self._stateless: set[TopicPartition] = set()  # read_topics found no state znode
@@ -221,8 +228,8 @@ class ZooKeeperStore:
         self._configs = dict(zip(names, configs, strict=True))
         children = await self._retry(lambda: self.zk.get_children(CONFIG_CHANGES_PATH, self._config_changes_watch))
         self._config_cursor = max((s for c in children if (s := _config_sequence(c)) is not None), default=-1)
-        # Read after the cursor: a user changed since is notified after it, and read again.
-        await self._reload_user_configs()
+        # Read after the cursor: an entity changed since is notified after it, and read again.
+        await self._reload_entity_configs()
         await self._purge_obsolete_config_changes(children)
         await self.client.get_broker_ids(watch=self._brokers_watch)
         await self.client.get_topic_deletions(watch=self._deletions_watch)
@@ -337,7 +344,7 @@ class ZooKeeperStore:
         self._refresh("brokers", self._refresh_brokers)
         self._refresh("topics", self._refresh_topics)
         self._refresh("deletions", self._refresh_deletions)
-        self._users_missed = True  # read every user again, in the notifications' own task
+        self._entities_missed = True  # read every entity again, in the notifications' own task
         self._refresh("config_changes", self._refresh_config_changes)
         self._refresh("controller", self._refresh_controller)
 
@@ -422,10 +429,10 @@ class ZooKeeperStore:
         """Process the notifications after the cursor, in sequence order, then purge the old ones."""
         children = await self._retry(lambda: self.zk.get_children(CONFIG_CHANGES_PATH, self._config_changes_watch))
         now = self.time.milliseconds()
-        if self._users_missed:
-            # Before the notifications: a user they name is read again after this.
-            self._users_missed = False
-            await self._reload_user_configs()
+        if self._entities_missed:
+            # Before the notifications: an entity they name is read again after this.
+            self._entities_missed = False
+            await self._reload_entity_configs()
         pending = sorted((s, c) for c in children if (s := _config_sequence(c)) is not None and s > self._config_cursor)
         for sequence, child in pending:
             try:
@@ -440,42 +447,45 @@ class ZooKeeperStore:
             if entity_path is None:
                 continue
             entity_type, _, name = entity_path.partition("/")
-            if entity_type == CONFIG_TYPE_USER:
-                await self._refresh_user_configs(name)
+            if entity_type in ENTITY_CONFIG_TYPES:
+                self._set_entity_config(entity_type, name, await self.client.get_entity_configs(entity_type, name))
                 continue
             if entity_type != CONFIG_TYPE_TOPIC:
-                continue  # broker, client and ip quotas are not followed here
+                continue  # ip quotas are not followed
             configs = await self.client.get_topic_configs(name)
             if configs or name in self._configs:  # not for a topic deleted meanwhile
                 self._configs[name] = configs
             self.listener.on_topic_configs_changed(name)
         await self._purge_obsolete_config_changes(children, now)
 
-    async def _refresh_user_configs(self, entity: str) -> None:
-        """A ``users/<entity>`` notification: ``<sanitized user>``, or, for a quota,
-        ``<sanitized user>/clients/<client>`` (ignored, as its credentials are not there); the
-        default user ``<default>`` has no credentials either (Kafka's ``UserConfigHandler``)."""
-        if "/" in entity or entity == "<default>":
-            return
-        user = desanitize(entity)
-        config = await self.client.get_user_configs(user)
-        self._set_user_config(user, config)
+    async def _reload_entity_configs(self) -> None:
+        """Read every entity's configs again (at connect, and after a reconnection, when
+        notifications may have been missed); entities gone since are told with an empty map."""
+        for entity_type in ENTITY_CONFIG_TYPES:
+            found = await self.client.get_all_entity_configs(entity_type)
+            for gone in set(self._entity_configs[entity_type]) - set(found):
+                self._set_entity_config(entity_type, gone, {})
+            for name, config in found.items():
+                self._set_entity_config(entity_type, name, config, even_unchanged=True)
 
-    async def _reload_user_configs(self) -> None:
-        """Read every user's configs again (at connect, and after a reconnection, when
-        notifications may have been missed); users gone since are told with an empty map."""
-        found = await self.client.get_all_user_configs()
-        for gone in set(self._user_configs) - set(found):
-            self._set_user_config(gone, {})
-        for user, config in found.items():
-            self._set_user_config(user, config)
-
-    def _set_user_config(self, user: str, config: dict[str, str]) -> None:
+    def _set_entity_config(
+        self, entity_type: str, name: str, config: Mapping[str, str], even_unchanged: bool = False
+    ) -> None:
+        """Cache an entity's config map and tell the listener (only of a change, unless
+        ``even_unchanged``: a full re-read tells every entity that has configs). A plain user's map (not the
+        ``<default>`` user, not a user's client) is also its SCRAM credentials (Kafka's
+        ``UserConfigHandler``): ``on_user_configs_changed`` first."""
+        config = {str(k): str(v) for k, v in config.items()}
+        cache = self._entity_configs[entity_type]
+        if cache.get(name, {}) == config and not (even_unchanged and config):
+            return  # nothing changed (e.g. this broker's own write, notified back)
         if config:
-            self._user_configs[user] = config
+            cache[name] = config
         else:
-            self._user_configs.pop(user, None)
-        self.listener.on_user_configs_changed(user, dict(config))
+            cache.pop(name, None)
+        if entity_type == CONFIG_TYPE_USER and "/" not in name and name != DEFAULT_ENTITY:
+            self.listener.on_user_configs_changed(desanitize(name), dict(config))
+        self.listener.on_entity_configs_changed(entity_type, name, dict(config))
 
     async def _purge_obsolete_config_changes(self, children: Iterable[str], now: int | None = None) -> None:
         """Kafka's purgeObsoleteNotifications: delete every notification whose znode was created
@@ -590,7 +600,8 @@ class ZooKeeperStore:
     # --- user configs --------------------------------------------------------------------------
 
     def user_configs(self) -> dict[str, dict[str, str]]:
-        return {user: dict(config) for user, config in self._user_configs.items()}
+        return {desanitize(name): dict(config) for name, config in self._entity_configs[CONFIG_TYPE_USER].items()
+                if "/" not in name and name != DEFAULT_ENTITY}
 
     async def read_user_configs(self, users: Collection[str] | None = None) -> dict[str, dict[str, str]]:
         if users is None:
@@ -602,8 +613,27 @@ class ZooKeeperStore:
     async def set_user_configs(self, user: str, config: Mapping[str, str]) -> None:
         """``/config/users/<sanitized>`` and its notification; this broker applies the change at
         once (read-your-writes), the others when the notification reaches them."""
-        await self.client.change_user_config(user, config)
-        self._set_user_config(user, {str(k): str(v) for k, v in config.items()})
+        await self.set_entity_configs(CONFIG_TYPE_USER, sanitize(user), config)
+
+    # --- entity configs ------------------------------------------------------------------------
+
+    def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        return {name: dict(config) for name, config in self._entity_configs[entity_type].items()}
+
+    async def read_entity_configs(
+        self, entity_type: str, names: Collection[str] | None = None
+    ) -> dict[str, dict[str, str]]:
+        if names is None:
+            return await self.client.get_all_entity_configs(entity_type)
+        wanted = list(dict.fromkeys(names))
+        configs = await asyncio.gather(*(self.client.get_entity_configs(entity_type, name) for name in wanted))
+        return dict(zip(wanted, configs, strict=True))
+
+    async def set_entity_configs(self, entity_type: str, entity_name: str, config: Mapping[str, str]) -> None:
+        """``/config/<type>/<name>`` and its notification; this broker applies the change at
+        once (read-your-writes), the others when the notification reaches them."""
+        await self.client.change_entity_config(entity_type, entity_name, config)
+        self._set_entity_config(entity_type, entity_name, config)
 
     # --- the controller ------------------------------------------------------------------------
 

@@ -167,6 +167,18 @@ def ignored_config_warnings(topic: str, overrides: Mapping[str, str]) -> list[st
     ]
 
 
+def _check_throttled_replicas(name: str, value: list[str]) -> None:
+    """Kafka's ThrottledReplicaListValidator: ``*``, or ``partition:broker`` pairs."""
+    if value == ["*"]:
+        return
+    for item in value:
+        partition, sep, broker = item.partition(":")
+        if not (sep and partition.strip().isdigit() and broker.strip().isdigit()):
+            raise ConfigError(
+                f"Invalid value {','.join(value)} for configuration {name}: {name} must be the literal '*' or "
+                "a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
 _TOPIC_CONFIG_DEFS = [
     ConfigDef("cleanup.policy", "LIST", ["delete"], "Retention policy: delete and/or compact.",
               synonym="log.cleanup.policy", choices=("delete", "compact")),
@@ -187,8 +199,14 @@ _TOPIC_CONFIG_DEFS = [
               synonym="log.flush.interval.messages", minimum=1),
     ConfigDef("flush.ms", "LONG", LONG_MAX, "Milliseconds between forced fsyncs of the log.",
               synonym="log.flush.interval.ms", minimum=0),
+    ConfigDef("follower.replication.throttled.replicas", "LIST", [],
+              "Replicas throttled on the follower side (partition:broker,... or *).",
+              validator=_check_throttled_replicas),
     ConfigDef("index.interval.bytes", "INT", 4096, "Bytes between offset index entries.",
               synonym="log.index.interval.bytes", minimum=0),
+    ConfigDef("leader.replication.throttled.replicas", "LIST", [],
+              "Replicas throttled on the leader side (partition:broker,... or *).",
+              validator=_check_throttled_replicas),
     ConfigDef("log.retention.min.timestamp", "LONG", 0,
               "Delete segments whose largest timestamp is below this Unix time in ms "
               "(0 disables it). OR-ed with retention.ms and retention.bytes."),

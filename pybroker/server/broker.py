@@ -21,7 +21,7 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pybroker.client.connection import KafkaClientError
 from pybroker.controller.channel import BrokerChannel, ControllerChannelManager
@@ -31,7 +31,7 @@ from pybroker.controller.log_offsets import LogOffsets, NetworkLogOffsets
 from pybroker.controller.metadata import TopicExistsError
 from pybroker.controller.network_channel import NetworkBrokerChannel
 from pybroker.controller.requests import BrokerEndpoint, LiveBroker
-from pybroker.controller.store import ControllerStore, StoreListener
+from pybroker.controller.store import ENTITY_CONFIG_TYPES, ControllerStore, StoreListener
 from pybroker.log.cleaner import CleanerConfig
 from pybroker.log.config import LogConfig, ignored_config_warnings
 from pybroker.log.file_descriptors import raise_open_file_limit
@@ -97,7 +97,14 @@ class Broker:
         self.store_listener = StoreListener(
             on_topic_configs_changed=self._on_topic_configs_changed, on_broker_registered=self._on_broker_registered,
             on_user_configs_changed=self._on_user_configs_changed,
+            on_entity_configs_changed=self._on_entity_configs_changed,
         )
+        #: Kafka's ConfigHandlers, by entity type (`ENTITY_CONFIG_TYPES`: "brokers" for dynamic
+        #: broker configs, "clients" and "users" for quotas): each is called on the event loop with
+        #: the sanitized entity name and its whole config map, for every entity that has configs
+        #: before the logs load, and for every change after that.
+        self.entity_config_handlers: dict[str, list[Callable[[str, Mapping[str, str]], None]]] = {
+            entity_type: [] for entity_type in ENTITY_CONFIG_TYPES}
         # The store is opened in start() in cluster mode (a ZooKeeper session is needed).
         self.zookeeper_connect: str | None = config.get("zookeeper.connect")
         self.store: ControllerStore = (
@@ -366,6 +373,10 @@ class Broker:
     def _on_user_configs_changed(self, user: str, config: Mapping[str, str]) -> None:
         self.credential_cache.update_user(user, config)
 
+    def _on_entity_configs_changed(self, entity_type: str, name: str, config: Mapping[str, str]) -> None:
+        for handler in self.entity_config_handlers[entity_type]:
+            handler(name, config)
+
     def _on_topic_configs_changed(self, topic: str) -> None:
         self.log_manager.update_config(topic)
         # Kafka's ConfigHandler: a deprecated config that is ignored is said so when applied.
@@ -397,7 +408,11 @@ class Broker:
             log.warning("Ignoring unknown broker property %s", key)
         raise_open_file_limit()
         if self.zookeeper_connect:
-            await self._open_store()
+            await self._open_store()  # tells every entity's configs as it connects
+        else:
+            for entity_type in ENTITY_CONFIG_TYPES:
+                for name, entity_config in self.store.entity_configs(entity_type).items():
+                    self._on_entity_configs_changed(entity_type, name, entity_config)
         try:
             await self._start_authorizer()
             self.log_manager.load()

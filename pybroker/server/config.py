@@ -13,7 +13,7 @@ import ipaddress
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,6 +215,23 @@ _BROKER_DEFS = [
     ConfigDef("super.users", "STRING", "", "Principals allowed everything, ';'-separated (User:admin;User:bob)."),
     ConfigDef("allow.everyone.if.no.acl.found", "BOOLEAN", False,
               "Allow an operation on a resource that has no ACL at all."),
+    # --- quotas and replication throttles (Kafka's names and defaults; the three rates are
+    # dynamic broker configs, set per broker by kafka-reassign-partitions --throttle) ---
+    ConfigDef("leader.replication.throttled.rate", "LONG", LONG_MAX,
+              "Bytes per second a leader sends to followers of its throttled replicas.", minimum=0),
+    ConfigDef("follower.replication.throttled.rate", "LONG", LONG_MAX,
+              "Bytes per second a follower fetches for its throttled replicas.", minimum=0),
+    ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", "LONG", LONG_MAX,
+              "Bytes per second of replica moves between this broker's log dirs.", minimum=0),
+    ConfigDef("quota.window.num", "INT", 11, "Samples kept for client quotas.", minimum=1),
+    ConfigDef("quota.window.size.seconds", "INT", 1, "Time span of a client quota sample.", minimum=1),
+    ConfigDef("replication.quota.window.num", "INT", 11, "Samples kept for replication quotas.", minimum=1),
+    ConfigDef("replication.quota.window.size.seconds", "INT", 1, "Time span of a replication quota sample.",
+              minimum=1),
+    ConfigDef("alter.log.dirs.replication.quota.window.num", "INT", 11,
+              "Samples kept for log dir move quotas.", minimum=1),
+    ConfigDef("alter.log.dirs.replication.quota.window.size.seconds", "INT", 1,
+              "Time span of a log dir move quota sample.", minimum=1),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
@@ -331,12 +348,23 @@ def read_properties(path: str) -> dict[str, str]:
 
 
 class BrokerConfig:
-    """Resolved broker configuration. Unknown keys are kept (and reported) but not used."""
+    """Resolved broker configuration. Unknown keys are kept (and reported) but not used.
+
+    Values come in Kafka's layers, most specific first: this broker's dynamic configs
+    (``/config/brokers/<id>``), the cluster-wide dynamic defaults (``/config/brokers/<default>``),
+    the static ``server.properties`` (and overrides), and the definition's default. The dynamic
+    layers are replaced whole by `update_dynamic`, which tells the registered reconfigurables
+    which names changed value (Kafka's ``DynamicBrokerConfig`` and its ``Reconfigurable``s); which
+    names may be dynamic is for the caller to check."""
 
     def __init__(self, props: Mapping[str, str] | None = None) -> None:
         self.originals: dict[str, str] = dict(props or {})
         self.unknown: list[str] = []
         self._values: dict[str, Any] = {}
+        self._static: dict[str, Any] = self._values
+        self.dynamic_broker: dict[str, Any] = {}
+        self.dynamic_default: dict[str, Any] = {}
+        self._reconfigurables: list[tuple[frozenset[str], Callable[[set[str]], None]]] = []
         for key, raw in self.originals.items():
             if key.startswith(LISTENER_PREFIX):
                 continue  # read per listener by `listener_get`
@@ -364,7 +392,49 @@ class BrokerConfig:
         return BROKER_CONFIGS[name].default
 
     def is_set(self, name: str) -> bool:
+        """Whether ``name`` has a value in any layer but the definition's default."""
         return name in self._values
+
+    def source(self, name: str) -> str:
+        """Kafka's ConfigSource name of ``name``'s value: DYNAMIC_BROKER_CONFIG,
+        DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG."""
+        if name in self.dynamic_broker:
+            return "DYNAMIC_BROKER_CONFIG"
+        if name in self.dynamic_default:
+            return "DYNAMIC_DEFAULT_BROKER_CONFIG"
+        return "STATIC_BROKER_CONFIG" if name in self._static else "DEFAULT_CONFIG"
+
+    def static_value(self, name: str) -> Any:
+        """``name`` from ``server.properties`` (or its default), ignoring the dynamic layers."""
+        return self._static[name] if name in self._static else BROKER_CONFIGS[name].default
+
+    def update_dynamic(
+        self, *, broker: Mapping[str, str] | None = None, cluster_default: Mapping[str, str] | None = None
+    ) -> set[str]:
+        """Replace this broker's dynamic configs and/or the cluster-wide dynamic defaults (each a
+        whole map of raw strings, as stored; None keeps that layer) and tell every reconfigurable
+        whose names include one whose value changed. Returns the changed names. Raises
+        ConfigError, changing nothing, when a value does not parse; unknown names are ignored."""
+        def parse(raw: Mapping[str, str]) -> dict[str, Any]:
+            return {k: BROKER_CONFIGS[k].parse(v) for k, v in raw.items() if k in BROKER_CONFIGS}
+
+        new_broker = self.dynamic_broker if broker is None else parse(broker)
+        new_default = self.dynamic_default if cluster_default is None else parse(cluster_default)
+        before = self._values
+        self.dynamic_broker, self.dynamic_default = new_broker, new_default
+        self._values = {**self._static, **new_default, **new_broker}
+        changed = {k for k in set(before) | set(self._values)
+                   if before.get(k, BROKER_CONFIGS[k].default) != self.get(k)}
+        if changed:
+            for names, callback in list(self._reconfigurables):
+                if names & changed:
+                    callback(changed & names)
+        return changed
+
+    def add_reconfigurable(self, names: Iterable[str], callback: Callable[[set[str]], None]) -> None:
+        """Call ``callback`` with the changed names among ``names`` after each `update_dynamic`
+        that changes any of them (on the caller's thread: the event loop)."""
+        self._reconfigurables.append((frozenset(names), callback))
 
     def listener_get(self, listener_name: str, name: str, mechanism: str | None = None) -> Any:
         """``name`` for one listener, as Kafka resolves listener-prefixed configs: the most

@@ -66,6 +66,7 @@ from pybroker.zookeeper.znodes import (
     CLUSTER_ID_PATH,
     CONFIG_CHANGE_PREFIX,
     CONFIG_CHANGES_PATH,
+    CONFIG_TYPE_CLIENT,
     CONFIG_TYPE_TOPIC,
     CONFIG_TYPE_USER,
     CONTROLLER_EPOCH_PATH,
@@ -674,12 +675,31 @@ class KafkaZkClient:
         return await self.get_entity_configs(CONFIG_TYPE_USER, sanitize(user))
 
     async def change_user_config(self, user: str, config: Mapping[str, str]) -> str:
-        """Replace a user's whole config map and notify every broker (Kafka's
-        ``AdminZkClient.changeConfigs(ConfigType.User, …)``: ``/config/users/<sanitized>``, then
-        ``/config/changes`` with ``users/<sanitized>``); returns the notification's path."""
-        sanitized = sanitize(user)
-        await self.set_or_create_entity_configs(CONFIG_TYPE_USER, sanitized, config)
-        return await self.create_config_change_notification(f"{CONFIG_TYPE_USER}/{sanitized}")
+        """Replace a user's whole config map and notify every broker (``users/<sanitized>``)."""
+        return await self.change_entity_config(CONFIG_TYPE_USER, sanitize(user), config)
+
+    async def get_all_entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """Every ``/config/<type>/<name>`` znode with its config map, by sanitized name, and for
+        users also every ``/config/users/<user>/clients/<client>`` as ``<user>/clients/<client>``
+        (Kafka's ``fetchAllEntityConfigs`` and ``fetchAllChildEntityConfigs``); a znode deleted
+        meanwhile is left out."""
+        children = await self._children_or_empty(config_entity_type_path(entity_type))
+        names = list(children)
+        if entity_type == CONFIG_TYPE_USER:
+            nested = await asyncio.gather(*(
+                self._children_or_empty(f"{config_entity_path(entity_type, child)}/{CONFIG_TYPE_CLIENT}")
+                for child in children))
+            names += [f"{child}/{CONFIG_TYPE_CLIENT}/{client}"
+                      for child, clients in zip(children, nested, strict=True) for client in clients]
+        found = await asyncio.gather(*(self._get_or_none(config_entity_path(entity_type, name)) for name in names))
+        return {name: decode_entity_config(f[0]) for name, f in zip(names, found, strict=True) if f is not None}
+
+    async def change_entity_config(self, entity_type: str, entity_name: str, config: Mapping[str, str]) -> str:
+        """Replace an entity's whole config map and notify every broker (Kafka's
+        ``AdminZkClient.changeConfigs``: ``/config/<type>/<name>``, then ``/config/changes`` with
+        ``<type>/<name>``); ``entity_name`` is sanitized already. Returns the notification's path."""
+        await self.set_or_create_entity_configs(entity_type, entity_name, config)
+        return await self.create_config_change_notification(f"{entity_type}/{entity_name}")
 
     # -- producer ids ---------------------------------------------------------------------------
 

@@ -146,7 +146,7 @@ def test_an_upsertion_stores_the_credential_computed_from_the_clients_salted_pas
     assert store.changes.calls == [("alice", stored)]
     # Persisted, and read back by a new store (a restart).
     data = json.loads((tmp_path / "cluster-metadata.json").read_text())
-    assert data["users"] == {"alice": stored}
+    assert data["entity_configs"]["users"] == {"alice": stored}
     assert LocalStore(str(tmp_path), "cluster").user_configs() == {"alice": stored}
 
 
