@@ -705,6 +705,11 @@ class Admin:
             for topic in response.topics for p in topic.partitions
         }
 
+    async def broker_racks(self) -> dict[int, str | None]:
+        """Every broker's rack (None when it has none), by node id, as Metadata reports them."""
+        response = await self._send(ApiKey.METADATA, MetadataRequest(topics=[], allow_auto_topic_creation=False))
+        return {b.node_id: b.rack for b in sorted(response.brokers, key=lambda b: b.node_id)}
+
     async def _send_to_controller(self, api_key: int, request: Any, timeout_ms: int) -> Any:
         """``request`` to the controller; NOT_CONTROLLER at the top level looks it up again
         (until ``retry_timeout``), another top-level error raises AdminError."""
