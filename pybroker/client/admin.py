@@ -39,6 +39,7 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     AlterClientQuotasRequest,
     AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     AlterUserScramCredentialsRequest,
     CreateAclsRequest,
     CreatePartitionsRequest,
@@ -58,6 +59,7 @@ from pybroker.protocol.messages import (
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
     ListOffsetsRequest,
+    ListPartitionReassignmentsRequest,
     MetadataRequest,
     OffsetCommitRequest,
     OffsetDeleteRequest,
@@ -304,6 +306,16 @@ class TopicDescription:
     # KIP-253's counts, as a pybroker broker reports them (None from any other broker).
     initial_partition_count: int | None = None
     undeleted_partition_count: int | None = None
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """A reassignment under way (Kafka's ``PartitionReassignment``): the partition's replicas (the
+    target replicas first, then the original ones) and those being added and removed."""
+
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
 
 
 DEFAULT_SCRAM_ITERATIONS = 4096  # Kafka's ScramCredentialInfo default in kafka-configs
@@ -661,6 +673,73 @@ class Admin:
                 out[tp] = None if p.error_code == ErrorCode.NONE else AdminError(
                     f"partition {tp}", p.error_code, p.error_message)
         return out
+
+    # --- partition reassignments (KIP-455) ------------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Iterable[int] | None], timeout_ms: int = 60000,
+    ) -> dict[TopicPartition, AdminError | None]:
+        """AlterPartitionReassignments, sent to the controller (Kafka's
+        ``Admin.alterPartitionReassignments``): each partition's target replicas, or None to
+        cancel its reassignment. Each partition's outcome: None once its reassignment started.
+        A controller that moved meanwhile (NOT_CONTROLLER) is looked up again until
+        ``retry_timeout``; any other top-level error raises AdminError."""
+        by_topic: dict[str, list[AlterPartitionReassignmentsRequest.ReassignablePartition]] = {}
+        for tp, replicas in reassignments.items():
+            by_topic.setdefault(tp.topic, []).append(AlterPartitionReassignmentsRequest.ReassignablePartition(
+                partition_index=tp.partition, replicas=None if replicas is None else list(replicas)))
+        request = AlterPartitionReassignmentsRequest(timeout_ms=timeout_ms, topics=[
+            AlterPartitionReassignmentsRequest.ReassignableTopic(name=name, partitions=ps) for name, ps in by_topic.items()
+        ])
+        response = await self._send_to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, request, timeout_ms)
+        out: dict[TopicPartition, AdminError | None] = {}
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                out[tp] = None if p.error_code == ErrorCode.NONE else AdminError(
+                    f"partition {tp}", p.error_code, p.error_message)
+        return out
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, timeout_ms: int = 60000,
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """ListPartitionReassignments, sent to the controller (Kafka's
+        ``Admin.listPartitionReassignments``): the reassignments under way among ``partitions``
+        (None: all of them)."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in dict.fromkeys(partitions):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(name=name, partition_indexes=ps)
+                      for name, ps in by_topic.items()]
+        request = ListPartitionReassignmentsRequest(timeout_ms=timeout_ms, topics=topics)
+        response = await self._send_to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, request, timeout_ms)
+        return {
+            TopicPartition(topic.name, p.partition_index): PartitionReassignment(
+                list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+            for topic in response.topics for p in topic.partitions
+        }
+
+    async def broker_racks(self) -> dict[int, str | None]:
+        """Every broker's rack (None when it has none), by node id, as Metadata reports them."""
+        response = await self._send(ApiKey.METADATA, MetadataRequest(topics=[], allow_auto_topic_creation=False))
+        return {b.node_id: b.rack for b in sorted(response.brokers, key=lambda b: b.node_id)}
+
+    async def _send_to_controller(self, api_key: int, request: Any, timeout_ms: int) -> Any:
+        """``request`` to the controller; NOT_CONTROLLER at the top level looks it up again
+        (until ``retry_timeout``), another top-level error raises AdminError."""
+        deadline = self._deadline()
+        while True:
+            controller = await self.controller()
+            response, _ = await self._send_to(
+                controller, api_key, lambda _version: request, timeout=max(self._request_timeout, timeout_ms / 1000 + 5))
+            if response.error_code == ErrorCode.NOT_CONTROLLER:
+                await self._backoff_or_give_up(deadline, "cluster", ErrorCode.NOT_CONTROLLER, response.error_message)
+                continue
+            if response.error_code != ErrorCode.NONE:
+                raise AdminError("cluster", response.error_code, response.error_message)
+            return response
 
     # --- SCRAM credentials ---------------------------------------------------------------------
 

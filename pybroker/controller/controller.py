@@ -5,7 +5,9 @@ Owns Kafka's ``KafkaController`` for this project: one event queue drained by on
 live brokers and their epochs, every topic's assignment and partition states, the topics being
 deleted), and the state changes: becoming controller (failover), new topics and partitions,
 topic deletion, controlled shutdown, the ISR changes partition leaders ask for
-(AlterPartition), the leader elections an administrator asks for (ElectLeaders) and the
+(AlterPartition), the leader elections an administrator asks for (ElectLeaders), partition
+reassignments (AlterPartitionReassignments, ListPartitionReassignments: their steps are
+`pybroker.controller.reassignment`'s, called from here) and the
 periodic automatic preferred-leader rebalance (``auto.leader.rebalance.enable``, on an injected
 `Scheduler`). Each change is written to the `ControllerStore` first, fenced by the controller
 epoch, and then sent to the brokers through the `ControllerChannelManager` in one batch.
@@ -30,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from pybroker.controller.alter_partition import (
@@ -54,6 +56,11 @@ from pybroker.controller.election import (
 from pybroker.controller.election import LeaderAndIsr as LeaderAndIsrValue
 from pybroker.controller.log_offsets import LogOffsetsReader
 from pybroker.controller.metadata import PartitionAssignment, TopicMetadata
+from pybroker.controller.reassignment import (
+    AlterReassignmentsAnswer,
+    ListReassignmentsAnswer,
+    PartitionReassignments,
+)
 from pybroker.controller.requests import (
     EPOCH_DURING_DELETE,
     LEADER_DURING_DELETE,
@@ -122,6 +129,8 @@ class ControllerContext:
             undeleted_partition_count=topic.undeleted_partition_count,
             leader_epochs_after_creation=dict(topic.leader_epochs_after_creation.get(index, {})),
             leader_epochs_before_deletion=dict(topic.leader_epochs_before_deletion.get(index, {})),
+            adding_replicas=list(topic.adding_replicas.get(index, ())),
+            removing_replicas=list(topic.removing_replicas.get(index, ())),
         )
 
     @property
@@ -177,6 +186,7 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()  # the store's connection: events wait while it is lost
         self._connected.set()
+        self.reassignments = PartitionReassignments(self)
 
     def listener(self, base: StoreListener) -> StoreListener:
         """``base`` with the controller's watches added (the store's notifications become events)."""
@@ -306,6 +316,7 @@ class Controller:
         dead = {r for topic in ctx.topics.values() for p in topic.partitions for r in p.replicas} - set(ctx.live_brokers)
         if dead:
             await self._remove_replicas_from_isr(dead)
+        await self.reassignments.resume(lambda tp, assignment: True)  # Kafka's initializePartitionReassignments
         await self._resume_topic_deletions()
         if self.auto_leader_rebalance is not None:
             self._schedule_auto_leader_rebalance(AUTO_REBALANCE_FIRST_DELAY_MS)
@@ -394,6 +405,8 @@ class Controller:
                 raise
             if not answer.done():
                 answer.set_result(result)
+            # After the answer: a successful ISR change may complete a reassignment.
+            await self.reassignments.maybe_complete([tp for tp, r in result.partitions.items() if r.error == ErrorCode.NONE])
 
         self._enqueue("AlterPartitionReceived", process)
         return await answer
@@ -414,12 +427,15 @@ class Controller:
             return AlterPartitionAnswer(ErrorCode.STALE_BROKER_EPOCH)
         results: dict[TopicPartition, PartitionResult] = {}
         accepted: dict[TopicPartition, tuple[TopicMetadata, int, IsrProposal]] = {}
+        # A topic whose deletion waits for its reassignments still takes ISR changes (they complete them).
+        deleting = {name for name in ctx.topics_being_deleted
+                    if (t := ctx.topics.get(name)) is None or not t.partitions_being_reassigned}
         for proposal in {p.topic_partition: p for p in request.proposals}.values():
             tp = proposal.topic_partition
             topic = ctx.topics.get(tp.topic)
             # (A topic being deleted counts as unknown: Kafka would still write its ISR, but its
             # brokers are dropping it, and an UpdateMetadata would announce it again.)
-            if (topic is None or tp.topic in ctx.topics_being_deleted or not 0 <= tp.partition < len(topic.partitions)
+            if (topic is None or tp.topic in deleting or not 0 <= tp.partition < len(topic.partitions)
                     or topic.partitions[tp.partition].leader_epoch < 0):
                 results[tp] = PartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
@@ -452,7 +468,7 @@ class Controller:
         states = [
             ctx.state(topic, p.topic_partition.partition) for p in request.proposals
             if (topic := ctx.topics.get(p.topic_partition.topic)) is not None
-            and p.topic_partition.topic not in ctx.topics_being_deleted
+            and p.topic_partition.topic not in deleting
             and 0 <= p.topic_partition.partition < len(topic.partitions)
             and topic.partitions[p.topic_partition.partition].leader_epoch >= 0
         ]
@@ -513,6 +529,46 @@ class Controller:
                 raise
 
         self._enqueue("ReplicaLeaderElection", process)
+        return await answer
+
+    # --- partition reassignment (AlterPartitionReassignments, ListPartitionReassignments) -------
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, list[int] | None]
+    ) -> AlterReassignmentsAnswer:
+        """AlterPartitionReassignments (key 45), processed as an event (Kafka's
+        ApiPartitionReassignment): each partition's target replicas (None: cancel its
+        reassignment). Answered once every reassignment is started (written, requests queued);
+        any broker but the active controller answers NOT_CONTROLLER."""
+        answer: asyncio.Future[AlterReassignmentsAnswer] = asyncio.get_running_loop().create_future()
+
+        async def process() -> None:
+            if answer.done():
+                return
+            try:
+                answer.set_result(await self.reassignments.alter(reassignments))
+            except ControllerMovedError:
+                answer.set_result(AlterReassignmentsAnswer(ErrorCode.NOT_CONTROLLER, ErrorCode.NOT_CONTROLLER.message))
+                raise
+            except Exception as e:
+                answer.set_exception(e)
+                raise
+
+        self._enqueue("ApiPartitionReassignment", process)
+        return await answer
+
+    async def list_partition_reassignments(
+        self, partitions: Collection[TopicPartition] | None
+    ) -> ListReassignmentsAnswer:
+        """ListPartitionReassignments (key 46), processed as an event: the reassignments under way
+        among ``partitions`` (None: all of them)."""
+        answer: asyncio.Future[ListReassignmentsAnswer] = asyncio.get_running_loop().create_future()
+
+        async def process() -> None:
+            if not answer.done():
+                answer.set_result(self.reassignments.list(partitions))
+
+        self._enqueue("ListPartitionReassignments", process)
         return await answer
 
     # --- leader elections (ElectLeaders, auto rebalance) ---------------------------------------
@@ -667,6 +723,7 @@ class Controller:
                     batch.add_leader_and_isr(hosts, ctx.state(topic, index), set(ctx.live_brokers))
         self._send(batch)
         await self._elect_offline_partitions()
+        await self.reassignments.resume(lambda tp, assignment: bool(set(assignment.target_replicas) & started))
         await self._resume_topic_deletions()
 
     async def _elect_offline_partitions(self) -> int:
@@ -1066,6 +1123,10 @@ class Controller:
                 ctx.topics_being_deleted.discard(name)
                 continue
             if name in ctx.deletions_started:
+                continue
+            if topic.partitions_being_reassigned:  # Kafka: ineligible while a reassignment is in progress
+                log.info("Deletion of topic %s waits for the reassignment of its partitions %s", name,
+                         topic.partitions_being_reassigned)
                 continue
             offline = {r for p in topic.partitions for r in p.replicas if r not in ctx.live_brokers}
             if offline:

@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 from pybroker.controller.metadata import (
     PRODUCER_ID_BLOCK_SIZE,
+    FullReplicaAssignment,
     PartitionAssignment,
     TopicExistsError,
     TopicMetadata,
@@ -91,6 +92,10 @@ class LocalStore:
                     {int(p): {int(q): e for q, e in epochs.items()} for p, epochs in item.get(key, {}).items()}
                     for key in ("leader_epochs_after_creation", "leader_epochs_before_deletion")
                 ),
+                *(
+                    {int(p): [int(r) for r in replicas] for p, replicas in item.get(key, {}).items()}
+                    for key in ("adding_replicas", "removing_replicas")
+                ),
             )
             self._topics[topic.name] = topic
 
@@ -118,6 +123,8 @@ class LocalStore:
                    if t.leader_epochs_after_creation else {}),
                 **({"leader_epochs_before_deletion": t.leader_epochs_before_deletion}
                    if t.leader_epochs_before_deletion else {}),
+                **({"adding_replicas": t.adding_replicas} if t.adding_replicas else {}),
+                **({"removing_replicas": t.removing_replicas} if t.removing_replicas else {}),
             }, separators=(",", ":"))
             for t in sorted(self._topics.values(), key=lambda t: t.name)
         )
@@ -315,4 +322,16 @@ class LocalStore:
     async def remove_topic(self, controller_epoch: int, name: str) -> None:
         self._topics.pop(name, None)
         self._deleting.discard(name)
+        await self._save()
+
+    # --- partition reassignment (KIP-455) -------------------------------------------------------
+
+    async def set_replica_assignments(
+        self, controller_epoch: int, name: str, assignments: Mapping[int, FullReplicaAssignment]
+    ) -> None:
+        """Applied at once; returns once the file has it."""
+        topic = self._topic(name)
+        for index, assignment in assignments.items():
+            if index < len(topic.partitions):
+                topic.set_full_assignment(index, assignment)
         await self._save()

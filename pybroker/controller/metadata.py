@@ -2,7 +2,9 @@
 
 Owns the value types the controller, its stores and the brokers' metadata caches share
 (`TopicMetadata`, `PartitionAssignment`), the validation of topic names, partition counts and
-replication factors with Kafka's error semantics, and the names of the internal topics. No I/O.
+replication factors with Kafka's error semantics, the names of the internal topics, and a
+partition's full assignment while it is being reassigned (KIP-455's `FullReplicaAssignment`:
+the replica set with the replicas being added and removed). No I/O.
 """
 
 from __future__ import annotations
@@ -73,6 +75,40 @@ class PartitionAssignment:
     controller_epoch: int = 0
 
 
+@dataclass(frozen=True)
+class FullReplicaAssignment:
+    """A partition's replica set RS and, while it is being reassigned (KIP-455), the replicas being
+    added (AR = TRS - ORS) and removed (RR = ORS - TRS): Kafka's controller ``ReplicaAssignment``.
+    During a reassignment RS = TRS + ORS (the target replicas first, in their order)."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        """ORS: the replicas before the reassignment."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """TRS: the replicas once the reassignment completes."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    def reassign_to(self, target: list[int] | tuple[int, ...]) -> FullReplicaAssignment:
+        """Kafka's ``reassignTo``: RS = (TRS ++ ORS) without duplicates, AR = RS - ORS, RR = RS - TRS
+        (a reassignment under way is replaced: its ORS stays the origin)."""
+        origin = self.origin_replicas
+        full = tuple(dict.fromkeys([*target, *origin]))
+        return FullReplicaAssignment(
+            full, tuple(r for r in full if r not in origin), tuple(r for r in full if r not in target)
+        )
+
+
 @dataclass
 class TopicMetadata:
     """A topic: its id, its partitions in index order, and its config overrides.
@@ -87,7 +123,9 @@ class TopicMetadata:
     splits from is consumed past the end of that epoch). ``leader_epochs_before_deletion``: for
     each partition marked for deletion by a shrink, the leader epoch every surviving partition
     had just before the shrink bumped it (the seed's ``leaderEpochBeforeDeletion``: records of
-    later epochs in a survivor wait until the marked partitions tied to it are drained)."""
+    later epochs in a survivor wait until the marked partitions tied to it are drained).
+    ``adding_replicas`` / ``removing_replicas``: KIP-455's, by partition, only for partitions
+    being reassigned (as the topic znode keeps them); their ``replicas`` are then the full RS."""
 
     name: str
     topic_id: uuid.UUID
@@ -97,6 +135,8 @@ class TopicMetadata:
     undeleted_partition_count: int = 0
     leader_epochs_after_creation: dict[int, dict[int, int]] = field(default_factory=dict)
     leader_epochs_before_deletion: dict[int, dict[int, int]] = field(default_factory=dict)
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.initial_partition_count = self.initial_partition_count or len(self.partitions)
@@ -110,3 +150,24 @@ class TopicMetadata:
     @property
     def is_internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
+
+    def full_assignment(self, index: int) -> FullReplicaAssignment:
+        """Partition ``index``'s replicas with its reassignment, if one is under way."""
+        return FullReplicaAssignment(
+            tuple(self.partitions[index].replicas), tuple(self.adding_replicas.get(index, ())),
+            tuple(self.removing_replicas.get(index, ())),
+        )
+
+    def set_full_assignment(self, index: int, assignment: FullReplicaAssignment) -> None:
+        """Partition ``index`` takes ``assignment`` (its replicas, and the reassignment maps)."""
+        self.partitions[index].replicas = list(assignment.replicas)
+        for target, value in ((self.adding_replicas, assignment.adding_replicas),
+                              (self.removing_replicas, assignment.removing_replicas)):
+            if value:
+                target[index] = list(value)
+            else:
+                target.pop(index, None)
+
+    @property
+    def partitions_being_reassigned(self) -> list[int]:
+        return sorted(set(self.adding_replicas) | set(self.removing_replicas))

@@ -66,6 +66,10 @@ class PartitionState:
     undeleted_partition_count: int = -1
     leader_epochs_after_creation: dict[int, int] = field(default_factory=dict)
     leader_epochs_before_deletion: dict[int, int] = field(default_factory=dict)
+    # KIP-455 (LeaderAndIsr): while the partition is being reassigned, the replicas being added
+    # and removed (``replicas`` is then the full set, the target replicas first).
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass

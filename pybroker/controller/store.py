@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pybroker.controller.metadata import PartitionAssignment, TopicMetadata
+from pybroker.controller.metadata import FullReplicaAssignment, PartitionAssignment, TopicMetadata
 from pybroker.controller.requests import LiveBroker
 
 #: The entity types whose configs `ControllerStore.entity_configs` keeps (Kafka's ConfigType,
@@ -242,6 +242,19 @@ class ControllerStore(Protocol):
 
     async def remove_topic(self, controller_epoch: int, name: str) -> None:
         """Delete a topic whose replicas are all deleted, and its deletion marker (fenced)."""
+        ...
+
+    # --- partition reassignment (KIP-455) -------------------------------------------------------
+
+    async def set_replica_assignments(
+        self, controller_epoch: int, name: str, assignments: Mapping[int, FullReplicaAssignment]
+    ) -> None:
+        """The active controller rewrites these partitions' assignments in ``name``'s topic record
+        (their replicas RS and their adding and removing replicas, Kafka's
+        ``setTopicAssignmentRaw``), the other partitions, the topic id and the partition counts
+        unchanged; fenced by the controller epoch (ControllerMovedError). UnknownTopicError if
+        the topic is gone. `read_topics` returns them in ``TopicMetadata.adding_replicas`` /
+        ``removing_replicas`` (a new controller resumes the reassignments from there)."""
         ...
 
     async def close(self) -> None:

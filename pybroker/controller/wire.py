@@ -73,7 +73,8 @@ def to_wire(request: ControlRequest, listener: str | None = None) -> tuple[ApiKe
                         partition_index=s.topic_partition.partition, controller_epoch=s.controller_epoch,
                         leader=s.leader, leader_epoch=s.leader_epoch, isr=list(s.isr),
                         partition_epoch=s.partition_epoch, replicas=list(s.replicas),
-                        adding_replicas=[], removing_replicas=[], is_new=s.is_new,
+                        adding_replicas=list(s.adding_replicas), removing_replicas=list(s.removing_replicas),
+                        is_new=s.is_new,
                     ) for s in states],
                 )
                 for topic, states in _by_topic(request.partition_states).items()
@@ -142,6 +143,7 @@ def from_wire(api_key: int, message: Any) -> ControlRequest:
                 TopicPartition(topic.topic_name, p.partition_index), p.controller_epoch, p.leader, p.leader_epoch,
                 list(p.isr), p.partition_epoch, list(p.replicas), is_new=p.is_new,
                 undeleted_partition_count=topic.undeleted_partition_count,
+                adding_replicas=list(p.adding_replicas or []), removing_replicas=list(p.removing_replicas or []),
             ) for p in topic.partition_states]
         leaders = [LiveBroker(b.broker_id, (BrokerEndpoint("PLAINTEXT", b.host_name, b.port),))
                    for b in message.live_leaders]

@@ -59,7 +59,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable, Mapping
 from typing import TypeVar
 
-from pybroker.controller.metadata import PartitionAssignment, TopicMetadata, UnknownTopicError
+from pybroker.controller.metadata import (
+    FullReplicaAssignment,
+    PartitionAssignment,
+    TopicMetadata,
+    UnknownTopicError,
+)
 from pybroker.controller.requests import BrokerEndpoint, LiveBroker
 from pybroker.controller.store import (
     DEFAULT_ENTITY,
@@ -672,6 +677,8 @@ class ZooKeeperStore:
                 found.undeleted_partition_count or 0,
                 {tp.partition: e[0] for tp, e in partition_epochs.items() if tp.topic == name and e[0]},
                 {tp.partition: e[1] for tp, e in partition_epochs.items() if tp.topic == name and e[1]},
+                {p: list(a.adding_replicas) for p, a in found.assignment.items() if a.adding_replicas},
+                {p: list(a.removing_replicas) for p, a in found.assignment.items() if a.removing_replicas},
             )
         return topics
 
@@ -799,3 +806,29 @@ class ZooKeeperStore:
             raise self._fenced_error(e) from None
         self._configs.pop(name, None)
         self._stateless = {tp for tp in self._stateless if tp.topic != name}
+
+    # --- partition reassignment (KIP-455) -------------------------------------------------------
+
+    async def set_replica_assignments(
+        self, controller_epoch: int, name: str, assignments: Mapping[int, FullReplicaAssignment]
+    ) -> None:
+        """``/brokers/topics/<t>`` rewritten with these partitions' replicas and their
+        ``adding_replicas`` / ``removing_replicas`` (the rest of the znode as read), fenced."""
+        fence = self._check_epoch(controller_epoch)
+        current = await self.client.get_topic_assignment(name)
+        if current is None:
+            raise UnknownTopicError(f"Topic {name} does not exist.")
+        new = dict(current.assignment)
+        for index, a in assignments.items():
+            if index in new:
+                new[index] = ReplicaAssignment(tuple(a.replicas), tuple(a.adding_replicas), tuple(a.removing_replicas))
+        try:
+            await self.client.set_topic_assignment(
+                name, current.topic_id, new, fence,
+                initial_partition_count=current.initial_partition_count,
+                undeleted_partition_count=current.undeleted_partition_count,
+            )
+        except kafka_zk_client.ControllerMovedError as e:
+            raise self._fenced_error(e) from None
+        except NoNodeError:
+            raise UnknownTopicError(f"Topic {name} does not exist.") from None

@@ -28,6 +28,7 @@ from pybroker.server.apis import (
     alter_client_quotas,
     alter_configs,
     alter_partition,
+    alter_partition_reassignments,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_position,
@@ -59,6 +60,7 @@ from pybroker.server.apis import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     offset_commit,
@@ -128,6 +130,8 @@ _MODULES: list[ModuleType] = [
     describe_client_quotas,
     alter_client_quotas,
     describe_producers,
+    alter_partition_reassignments,
+    list_partition_reassignments,
 ]
 
 HANDLERS: dict[int, ModuleType] = {int(module.API_KEY): module for module in _MODULES}
