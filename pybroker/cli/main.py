@@ -14,6 +14,7 @@ from pybroker.cli import (
     consumer_groups,
     delete_records,
     leader_election,
+    log_dirs,
     serve,
     topics,
 )
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     configs.add_parser(commands)
     delete_records.add_parser(commands)
     leader_election.add_parser(commands)
+    log_dirs.add_parser(commands)
     apis.add_parser(commands)
     acls.add_parser(commands)
     args = parser.parse_args(argv)

@@ -27,6 +27,7 @@ from pybroker.server.apis import (
     add_partitions_to_txn,
     alter_configs,
     alter_partition,
+    alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_position,
@@ -42,6 +43,7 @@ from pybroker.server.apis import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -122,6 +124,8 @@ _MODULES: list[ModuleType] = [
     partition_leader_epochs_for_partitions,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    describe_log_dirs,
+    alter_replica_log_dirs,
 ]
 
 HANDLERS: dict[int, ModuleType] = {int(module.API_KEY): module for module in _MODULES}
