@@ -378,7 +378,9 @@ class ReplicaManager:
         self.on_log_dir_failure_notify: Callable[[], Awaitable[None]] | None = None
         self._notifications: set[asyncio.Future[None]] = set()
         self._failed_dirs_handled: set[str] = set()
-        log_manager.failure_channel.on_failure = self.handle_log_dir_failure
+        failure_channel = getattr(log_manager, "failure_channel", None)  # test doubles may have none
+        if failure_channel is not None:
+            failure_channel.on_failure = self.handle_log_dir_failure
 
     def startup(self) -> None:
         """Start the ISR expiration task (every replica.lag.time.max.ms / 2, as Kafka)."""
@@ -404,7 +406,8 @@ class ReplicaManager:
         self.controller_epoch = request.controller_epoch
         accepted: list[PartitionState] = []
         new_followers: list[Partition] = []
-        offline_dirs = self.log_manager.failure_channel.offline_log_dirs
+        channel = getattr(self.log_manager, "failure_channel", None)
+        offline_dirs = channel.offline_log_dirs if channel is not None else set()
         for state in request.partition_states:
             tp = state.topic_partition
             partition = self.partitions.get(tp)
