@@ -16,6 +16,7 @@ from pybroker.cli import (
     kafka_home,
     kafka_scripts,
     leader_election,
+    log_dirs,
     reassign_partitions,
     serve,
     topics,
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     delete_records.add_parser(commands)
     leader_election.add_parser(commands)
     reassign_partitions.add_parser(commands)
+    log_dirs.add_parser(commands)
     apis.add_parser(commands)
     acls.add_parser(commands)
     kafka_home.add_parser(commands)

@@ -40,6 +40,7 @@ from pybroker.protocol.messages import (
     AlterClientQuotasRequest,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    AlterReplicaLogDirsRequest,
     AlterUserScramCredentialsRequest,
     CreateAclsRequest,
     CreatePartitionsRequest,
@@ -52,6 +53,7 @@ from pybroker.protocol.messages import (
     DescribeClientQuotasRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeLogDirsRequest,
     DescribeProducersRequest,
     DescribeUserScramCredentialsRequest,
     ElectLeadersRequest,
@@ -174,6 +176,28 @@ async def _for_each_group(groups: Iterable[str], call: Callable[[str], Awaitable
             results[name] = outcome
     _raise_failures(failures)
     return results
+
+
+@dataclass(frozen=True)
+class LogDirReplicaInfo:
+    """A replica's log in a log dir (Kafka's ``ReplicaInfo``)."""
+
+    topic_partition: TopicPartition
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirInfo:
+    """One log dir of a broker (Kafka's ``LogDirDescription``): error 56 when it is offline;
+    total/usable bytes -1 when the broker does not tell (DescribeLogDirs before v4)."""
+
+    path: str
+    error: int
+    replicas: list[LogDirReplicaInfo]
+    total_bytes: int = -1
+    usable_bytes: int = -1
 
 
 @dataclass(frozen=True)
@@ -740,6 +764,87 @@ class Admin:
             if response.error_code != ErrorCode.NONE:
                 raise AdminError("cluster", response.error_code, response.error_message)
             return response
+    # --- log dirs (DescribeLogDirs, AlterReplicaLogDirs) ----------------------------------------
+
+    async def describe_log_dirs(
+        self, broker_ids: Iterable[int] | None = None, partitions: Iterable[TopicPartition] | None = None,
+    ) -> dict[int, list[LogDirInfo]]:
+        """DescribeLogDirs to each broker (all when ``broker_ids`` is None), as Kafka's
+        ``Admin.describeLogDirs``: per broker its log dirs, each with its replicas of
+        ``partitions`` (None: all). Raises AdminError for a broker's top-level error."""
+        nodes = {n.node_id: n for n in await self._brokers()}
+        wanted_brokers = sorted(nodes) if broker_ids is None else list(dict.fromkeys(broker_ids))
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+
+        def make(_version: int) -> DescribeLogDirsRequest:
+            if wanted is None:
+                return DescribeLogDirsRequest(topics=None)
+            by_topic: dict[str, list[int]] = {}
+            for tp in wanted:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            return DescribeLogDirsRequest(topics=[
+                DescribeLogDirsRequest.DescribableLogDirTopic(topic=t, partitions=ps) for t, ps in by_topic.items()
+            ])
+
+        out: dict[int, list[LogDirInfo]] = {}
+        for broker_id in wanted_brokers:
+            node = nodes.get(broker_id)
+            if node is None:
+                raise AdminError(f"broker {broker_id}", ErrorCode.BROKER_NOT_AVAILABLE,
+                                 f"Broker {broker_id} is not in the cluster's metadata")
+            response, version = await self._send_to(node, ApiKey.DESCRIBE_LOG_DIRS, make)
+            if version >= 3 and response.error_code != ErrorCode.NONE:
+                raise AdminError(f"broker {broker_id}", response.error_code)
+            out[broker_id] = [
+                LogDirInfo(
+                    result.log_dir, result.error_code,
+                    [LogDirReplicaInfo(TopicPartition(topic.name, p.partition_index), p.partition_size, p.offset_lag,
+                                       p.is_future_key)
+                     for topic in result.topics for p in topic.partitions],
+                    result.total_bytes if version >= 4 else -1, result.usable_bytes if version >= 4 else -1,
+                )
+                for result in response.results
+            ]
+        return out
+
+    async def alter_replica_log_dirs(
+        self, assignments: Mapping[tuple[TopicPartition, int], str],
+    ) -> dict[tuple[TopicPartition, int], AdminError | None]:
+        """AlterReplicaLogDirs, as Kafka's ``Admin.alterReplicaLogDirs``: ``assignments`` maps
+        (partition, broker id) — a replica — to the absolute log dir it should move to; each
+        broker gets one request for its replicas. Per replica None (the move started) or its
+        AdminError (LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR, REPLICA_NOT_AVAILABLE...)."""
+        nodes = {n.node_id: n for n in await self._brokers()}
+        per_broker: dict[int, dict[TopicPartition, str]] = {}
+        for (tp, broker_id), log_dir in assignments.items():
+            per_broker.setdefault(broker_id, {})[tp] = log_dir
+        out: dict[tuple[TopicPartition, int], AdminError | None] = {}
+        for broker_id, dirs in per_broker.items():
+            node = nodes.get(broker_id)
+            if node is None:
+                for tp in dirs:
+                    out[(tp, broker_id)] = AdminError(f"replica {tp} on broker {broker_id}", ErrorCode.BROKER_NOT_AVAILABLE)
+                continue
+
+            def make(_version: int, dirs: dict[TopicPartition, str] = dirs) -> AlterReplicaLogDirsRequest:
+                by_dir: dict[str, dict[str, list[int]]] = {}
+                for tp, log_dir in dirs.items():
+                    by_dir.setdefault(log_dir, {}).setdefault(tp.topic, []).append(tp.partition)
+                return AlterReplicaLogDirsRequest(dirs=[
+                    AlterReplicaLogDirsRequest.AlterReplicaLogDir(path=log_dir, topics=[
+                        AlterReplicaLogDirsRequest.AlterReplicaLogDirTopic(name=t, partitions=ps)
+                        for t, ps in topics.items()
+                    ])
+                    for log_dir, topics in by_dir.items()
+                ])
+
+            response, _ = await self._send_to(node, ApiKey.ALTER_REPLICA_LOG_DIRS, make)
+            for result in response.results:
+                for p in result.partitions:
+                    tp = TopicPartition(result.topic_name, p.partition_index)
+                    out[(tp, broker_id)] = None if p.error_code == ErrorCode.NONE else AdminError(
+                        f"replica {tp} on broker {broker_id}", p.error_code)
+        return out
 
     # --- SCRAM credentials ---------------------------------------------------------------------
 

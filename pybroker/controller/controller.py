@@ -69,6 +69,7 @@ from pybroker.controller.requests import (
     PartitionState,
     StopReplicaPartition,
 )
+from pybroker.controller.requests import LeaderAndIsr as LeaderAndIsrRequest
 from pybroker.controller.store import (
     ControllerMovedError,
     ControllerStore,
@@ -198,6 +199,7 @@ class Controller:
         base.on_connection_suspended = self._on_connection_suspended
         base.on_connection_resumed = self._on_connection_resumed
         base.on_session_expired = self._on_session_expired
+        base.on_log_dir_event = lambda: self._enqueue("LogDirEventNotification", self._process_log_dir_event_notification)
         return base
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -1169,6 +1171,95 @@ class Controller:
             log.info("Deleted topic %s", name)
 
         self._enqueue("TopicDeletionStopReplicaResponseReceived", stop_replicas_answered)
+
+    # --- log dir failures (KIP-112: Kafka's LogDirEventNotification) ----------------------------
+
+    async def _process_log_dir_event_notification(self) -> None:
+        """Kafka's ``processLogDirEventNotification``: the brokers named by the waiting
+        notifications (which are deleted) get LeaderAndIsr for every replica they host."""
+        if not self.active:
+            return
+        take = getattr(self.store, "take_log_dir_events", None)
+        if take is None:
+            return
+        brokers = await take(self.context.epoch) & set(self.context.live_brokers)
+        if brokers:
+            await self._on_broker_log_dir_failure(brokers)
+
+    async def _on_broker_log_dir_failure(self, brokers: set[int]) -> None:
+        """Kafka's ``onBrokerLogDirFailure``: the current state of each of their replicas
+        (OnlineReplica) goes to them in LeaderAndIsr; the replicas they answer
+        KAFKA_STORAGE_ERROR for then go offline (``_on_replicas_offline``)."""
+        ctx = self.context
+        log.info("Handling log directory failure for broker(s) %s", sorted(brokers))
+        states: dict[int, list[PartitionState]] = {}
+        for topic in ctx.topics.values():
+            if topic.name in ctx.topics_being_deleted:
+                continue
+            for index, p in enumerate(topic.partitions):
+                if p.leader_epoch >= 0:
+                    for broker in brokers & set(p.replicas):
+                        states.setdefault(broker, []).append(ctx.state(topic, index))
+        answers: dict[int, asyncio.Future[ControlResponse]] = {}
+        for broker, broker_states in states.items():
+            leaders = {s.leader for s in broker_states}
+            future = self.channels.send(broker, LeaderAndIsrRequest(
+                self.broker_id, ctx.epoch, ctx.broker_epochs.get(broker, -1), broker_states,
+                {s.topic_partition.topic: ctx.topic_ids[s.topic_partition.topic]
+                 for s in broker_states if s.topic_partition.topic in ctx.topic_ids},
+                [ctx.live_brokers[b] for b in leaders if b in ctx.live_brokers],
+            ))
+            if future is not None:
+                answers[broker] = future
+        if answers:
+            asyncio.get_running_loop().create_task(self._await_log_dir_failure_answers(answers))
+
+    async def _await_log_dir_failure_answers(self, answers: dict[int, asyncio.Future[ControlResponse]]) -> None:
+        """Wait for the LeaderAndIsr answers, then hand the offline replicas to the event task
+        (Kafka's LeaderAndIsrResponseReceived)."""
+        results = await asyncio.gather(*answers.values(), return_exceptions=True)
+        offline = {
+            broker: {tp for tp, error in result.partition_errors.items() if error == ErrorCode.KAFKA_STORAGE_ERROR}
+            for broker, result in zip(answers, results, strict=True) if isinstance(result, ControlResponse)
+        }
+        offline = {broker: tps for broker, tps in offline.items() if tps}
+        if offline:
+            self._enqueue("LeaderAndIsrResponseReceived", lambda: self._on_replicas_offline(offline))
+
+    async def _on_replicas_offline(self, offline: dict[int, set[TopicPartition]]) -> None:
+        """Kafka's ``onReplicasBecomeOffline``: a partition whose leader replica is offline
+        elects another leader among its other live in-sync replicas (OfflinePartition →
+        OnlinePartition); every offline replica leaves the ISR (OfflineReplica)."""
+        if not self.active:
+            return
+        ctx = self.context
+        for broker, partitions in sorted(offline.items()):
+            log.info("Replicas %s on broker %d are offline (their log dir failed)",
+                     ",".join(sorted(map(str, partitions))), broker)
+        decided: list[tuple[TopicMetadata, int, LeaderAndIsrValue, tuple[int, ...]]] = []
+        for topic in ctx.topics.values():
+            if topic.name in ctx.topics_being_deleted:
+                continue
+            for index, p in enumerate(topic.partitions):
+                tp = TopicPartition(topic.name, index)
+                gone = {broker for broker, partitions in offline.items() if tp in partitions}
+                if not gone or p.leader_epoch < 0:
+                    continue
+                original = current = _value(p)
+                recipients = tuple(r for r in p.replicas if r in ctx.live_brokers and r not in gone)
+                if p.leader in gone:
+                    result = elect_offline(current, p.replicas, ctx.eligible_brokers - gone,
+                                           self._unclean_enabled(topic.name))
+                    if result.leader_and_isr is not None:
+                        current = result.leader_and_isr
+                    else:
+                        log.warning("Partition %s has no other live in-sync replica (ISR %s); it stays offline",
+                                    tp, p.isr)
+                for replica in sorted(gone & set(current.isr)):
+                    current = remove_replica_from_isr(current, replica) or current
+                if current != original:
+                    decided.append((topic, index, current, recipients))
+        await self._apply_decisions(decided)
 
     # --- sending -------------------------------------------------------------------------------
 

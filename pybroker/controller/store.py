@@ -95,6 +95,8 @@ class StoreListener:
     #: handled before anything else): the controller resigns at once. The store re-registers the
     #: broker in a new session by itself (`on_broker_registered`), and every watch fires again.
     on_session_expired: Callable[[], None] = lambda: None
+    #: Log dir event notifications are waiting (KIP-112; the controller watches it, ZooKeeper only).
+    on_log_dir_event: Callable[[], None] = lambda: None
 
 
 class ControllerStore(Protocol):

@@ -233,6 +233,7 @@ class ZooKeeperStore:
         await self._purge_obsolete_config_changes(children)
         await self.client.get_broker_ids(watch=self._brokers_watch)
         await self.client.get_topic_deletions(watch=self._deletions_watch)
+        await self.client.get_all_log_dir_event_notifications(watch=self._log_dir_events_watch)
         await self._retry(lambda: self.zk.exists(CONTROLLER_PATH, self._controller_watch))
         self.zk.add_state_listener(self._on_session_state)
 
@@ -344,6 +345,7 @@ class ZooKeeperStore:
         self._refresh("brokers", self._refresh_brokers)
         self._refresh("topics", self._refresh_topics)
         self._refresh("deletions", self._refresh_deletions)
+        self._refresh("log_dir_events", self._refresh_log_dir_events)
         self._entities_missed = True  # read every entity again, in the notifications' own task
         self._refresh("config_changes", self._refresh_config_changes)
         self._refresh("controller", self._refresh_controller)
@@ -412,6 +414,33 @@ class ZooKeeperStore:
     async def _refresh_deletions(self) -> None:
         await self.client.get_topic_deletions(watch=self._deletions_watch)
         self.listener.on_topic_deletions()
+
+    def _log_dir_events_watch(self, event: WatchedEvent) -> None:
+        if event.type != EventType.NONE:
+            self._refresh("log_dir_events", self._refresh_log_dir_events)
+
+    async def _refresh_log_dir_events(self) -> None:
+        await self.client.get_all_log_dir_event_notifications(watch=self._log_dir_events_watch)
+        self.listener.on_log_dir_event()
+
+    # Log dir event notifications (KIP-112): a broker writes one when a log dir fails; the
+    # controller reads the broker ids and deletes the notifications it handled.
+
+    async def propagate_log_dir_event(self, broker_id: int) -> None:
+        await self.client.propagate_log_dir_event(broker_id)
+
+    async def take_log_dir_events(self, controller_epoch: int) -> set[int]:
+        """The brokers named by the waiting notifications, which are then deleted (fenced)."""
+        fence = self._check_epoch(controller_epoch)
+        sequence_numbers = await self.client.get_all_log_dir_event_notifications()
+        if not sequence_numbers:
+            return set()
+        brokers = set(await self.client.get_broker_ids_from_log_dir_events(sequence_numbers))
+        try:
+            await self.client.delete_log_dir_event_notifications(sequence_numbers, fence)
+        except kafka_zk_client.ControllerMovedError as e:
+            raise self._fenced_error(e) from None
+        return brokers
 
     def _controller_watch(self, event: WatchedEvent) -> None:
         if event.type != EventType.NONE:

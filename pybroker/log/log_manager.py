@@ -10,6 +10,16 @@ tells of truncations and deletions), the periodic checkpoint/flush tasks, the re
 run in worker threads, never on the event loop. Time and the timed tasks come from the injected
 `Time` and `Scheduler` (``pybroker.scheduler``).
 
+Several log dirs (JBOD, KIP-112/113): a new log goes to the preferred dir AlterReplicaLogDirs
+recorded for it, else to the live dir holding the fewest logs (future logs counted, as Kafka's
+``nextLogDirs``); every dir has its ``meta.properties``. An I/O error on a dir (loading it,
+flushing, writing its checkpoints) goes to the `LogDirFailureChannel`; ``handle_log_dir_failure``
+then drops the dir's logs (the broker answers KAFKA_STORAGE_ERROR for them) and stops writing its
+checkpoints. Future logs (``<topic>-<partition>.<uuid>-future``, the copy a replica move makes)
+are kept beside the current ones (``future_logs``), loaded at start-up, and swapped in by
+``finish_future_log`` + ``replace_current_with_future_log``; the replaced log's directory is
+renamed ``.<uuid>-delete`` and removed in a worker thread.
+
 Many partitions: new logs are created in a worker thread, `CREATE_BATCH` per call, their
 ``partition.metadata`` written without fsync and fsynced behind them (`BackgroundPasses`); a deleted
 log's directory is renamed ``…-delete`` on the event loop and removed in a worker thread.
@@ -21,6 +31,7 @@ import asyncio
 import logging
 import os
 import shutil
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -45,6 +56,7 @@ from pybroker.log.log import (
     segment_base_offsets,
     write_partition_metadata,
 )
+from pybroker.log.log_dir_failure import LogDirFailureChannel
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler, ScheduledTask, Scheduler, Time
 from pybroker.types import TopicPartition
 
@@ -53,6 +65,7 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
 # New logs created per worker-thread call: large enough to amortise the hop, small enough that
 # the event loop registers each batch (and the partitions become usable) soon.
 CREATE_BATCH = 256
@@ -106,8 +119,18 @@ class LogManager:
         cleaner_config: CleanerConfig | None = None,
         time: Time = SYSTEM_TIME,
         scheduler: Scheduler | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
-        self.log_dirs = log_dirs
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        log_dirs = self.log_dirs
+        self.failure_channel = failure_channel or LogDirFailureChannel()
+        # Future logs (replica moves between dirs, KIP-113) and the dirs AlterReplicaLogDirs chose
+        # for partitions not created yet (Kafka's preferredLogDirs).
+        self.future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, str] = {}
+        self.preferred_log_dirs: dict[TopicPartition, str] = {}
+        # Kafka's Exit.halt: every log dir failed (tests replace it).
+        self.halt: Callable[[int], None] = os._exit
         self.config_for_topic = config_for_topic
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -147,7 +170,7 @@ class LogManager:
         # Compaction of compacted topics (Kafka creates its cleaner only with log.cleaner.enable).
         cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner: LogCleaner | None = (
-            LogCleaner(cleaner_config, log_dirs, self.logs, self._dir_of.get, time=time, scheduler=self.scheduler)
+            LogCleaner(cleaner_config, list(log_dirs), self.logs, self._dir_of.get, time=time, scheduler=self.scheduler)
             if cleaner_config.enable else None
         )
 
@@ -157,26 +180,64 @@ class LogManager:
         """Load every partition log of every log dir: after a clean shutdown from the files'
         state alone (no scans), otherwise recovering each from its recovery point. Logs are
         opened by ``num.recovery.threads.per.data.dir`` threads per dir (the native segment code
-        runs without the GIL, so recovery scans proceed in parallel)."""
-        found = {log_dir: self._partition_dirs(log_dir) for log_dir in self.log_dirs}
+        runs without the GIL, so recovery scans proceed in parallel).
+
+        A dir that cannot be read or loaded (an ``OSError``) goes offline and the broker starts
+        without it, as Kafka; when every dir failed, ``LogDirError``. A partition found in two
+        dirs (a crash in the middle of a swap) is refused with Kafka's message."""
+        found: dict[str, list[tuple[TopicPartition, str, SegmentListing, bool]]] = {}
+        for log_dir in self.log_dirs:
+            try:
+                found[log_dir] = self._partition_dirs(log_dir)
+            except OSError as e:
+                self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Error while loading log dir {log_dir}", e)
+        if not found:
+            raise LogDirError(
+                f"Shutdown broker because none of the specified log dirs from {', '.join(self.log_dirs)} "
+                "can be created or validated"
+            )
+        seen: dict[TopicPartition, str] = {}
+        for log_dir, entries in found.items():
+            for tp, _path, _listing, is_future in entries:
+                if is_future:
+                    continue
+                if tp in seen:
+                    raise LogDirError(
+                        f"Duplicate log directories for {tp} are found in both {seen[tp]} and {log_dir}. It is "
+                        "likely because log directory failure happened while broker was replacing current "
+                        "replica with future replica. Recover broker from this failure by manually deleting "
+                        "one of the two directories for this partition. It is recommended to delete the "
+                        "partition in the log directory that is known to have failed recently."
+                    )
+                seen[tp] = log_dir
         check_open_file_limit(
-            segments=sum(len(listing.bases) for dirs in found.values() for _tp, _path, listing in dirs),
+            segments=sum(len(entry[2].bases) for dirs in found.values() for entry in dirs),
             partitions=sum(len(dirs) for dirs in found.values()),
         )
         for log_dir, partition_dirs in found.items():
-            self._load_dir(log_dir, partition_dirs)
+            try:
+                self._load_dir(log_dir, partition_dirs)
+            except OSError as e:
+                self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Error while loading log dir {log_dir}", e)
+                self._drop_dir_logs(log_dir)
+        if not self.live_log_dirs:
+            raise LogDirError(
+                f"Shutdown broker because none of the specified log dirs from {', '.join(self.log_dirs)} "
+                "can be created or validated"
+            )
         if self.cleaner is not None:
+            self.cleaner.log_dirs[:] = self.live_log_dirs  # a failed dir's checkpoint is not read
             self.cleaner.load_checkpoints()
 
-    def _load_dir(self, log_dir: str, partition_dirs: list[tuple[TopicPartition, str, SegmentListing]]) -> None:
+    def _load_dir(self, log_dir: str, partition_dirs: list[tuple[TopicPartition, str, SegmentListing, bool]]) -> None:
         clean = os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
         recovery = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
         started = self.time.monotonic_ms()
 
-        def open_log(entry: tuple[TopicPartition, str, SegmentListing]) -> Log:
-            tp, path, listing = entry
+        def open_log(entry: tuple[TopicPartition, str, SegmentListing, bool]) -> Log:
+            tp, path, listing, _is_future = entry
             return Log(
                 path, tp, self.config_for_topic(tp.topic),
                 recovery_point=recovery.get(tp, 0),
@@ -191,17 +252,21 @@ class LogManager:
                 loaded = list(pool.map(open_log, partition_dirs))
         else:
             loaded = [open_log(entry) for entry in partition_dirs]
-        for partition_log in loaded:
-            self._register(log_dir, partition_log)
+        for (_tp, _path, _listing, is_future), partition_log in zip(partition_dirs, loaded, strict=True):
+            if is_future:
+                self._register_future(log_dir, partition_log)
+            else:
+                self._register(log_dir, partition_log)
         if loaded and not clean:
             log.warning("%s was not shut down cleanly: recovered its logs from their recovery points", log_dir)
         log.info("Loaded %d logs from %s in %.0f ms", len(loaded), log_dir, self.time.monotonic_ms() - started)
         if clean:
             os.remove(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
 
-    def _partition_dirs(self, log_dir: str) -> list[tuple[TopicPartition, str, SegmentListing]]:
-        """The partition directories of ``log_dir`` with their segments' base offsets; removes
-        the leftovers of an interrupted topic deletion (``…-delete``) on the way."""
+    def _partition_dirs(self, log_dir: str) -> list[tuple[TopicPartition, str, SegmentListing, bool]]:
+        """The partition directories of ``log_dir`` with their segments' base offsets and
+        whether each is a future log (``<topic>-<partition>.<uuid>-future``); removes the
+        leftovers of an interrupted topic deletion or replica move (``…-delete``) on the way."""
         os.makedirs(log_dir, exist_ok=True)
         self._check_meta_properties(log_dir)
         found = []
@@ -211,11 +276,13 @@ class LogManager:
             if entry.name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
+            is_future = entry.name.endswith(FUTURE_DIR_SUFFIX)
+            name = entry.name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")[0] if is_future else entry.name
             try:
-                tp = TopicPartition.parse_dir_name(entry.name)
+                tp = TopicPartition.parse_dir_name(name)
             except ValueError:
                 continue
-            found.append((tp, entry.path, segment_base_offsets(entry.path)))
+            found.append((tp, entry.path, segment_base_offsets(entry.path), is_future))
         return found
 
     def _check_meta_properties(self, log_dir: str) -> None:
@@ -270,11 +337,198 @@ class LogManager:
                 del self._logs_of_topic[tp.topic]
         return removed
 
-    def _least_loaded_dir(self) -> str:
-        return min(self.log_dirs, key=self._logs_per_dir.__getitem__)
+    def _least_loaded_dir(self, tp: TopicPartition | None = None) -> str:
+        """Where a new log of ``tp`` goes: the dir AlterReplicaLogDirs chose for it if that is
+        online, else the live dir with the fewest logs, future logs counted (Kafka's
+        ``nextLogDirs``; the first such dir in ``log.dirs`` order on a tie)."""
+        live = self.live_log_dirs
+        if not live:
+            raise OSError(f"No log directory is online (log.dirs: {', '.join(self.log_dirs)})")
+        preferred = None if tp is None else self.preferred_log_dirs.get(tp)
+        if preferred in live:
+            return preferred  # type: ignore[return-value]  # in live, so a str
+        return min(live, key=self._logs_per_dir.__getitem__)
 
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self.logs.get(tp)
+
+    # --- log dirs ------------------------------------------------------------------------------
+
+    @property
+    def live_log_dirs(self) -> list[str]:
+        """The dirs of ``log.dirs`` that have not failed, in their configured order."""
+        offline = self.failure_channel.offline_log_dirs
+        return [d for d in self.log_dirs if d not in offline]
+
+    def is_log_dir_online(self, log_dir: str) -> bool:
+        return log_dir in self.log_dirs and not self.failure_channel.has_offline_log_dir(log_dir)
+
+    def dir_of(self, tp: TopicPartition) -> str | None:
+        """The log dir holding the current log of ``tp`` (None: no log here)."""
+        return self._dir_of.get(tp)
+
+    def future_dir_of(self, tp: TopicPartition) -> str | None:
+        return self._future_dir_of.get(tp)
+
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, log_dir: str) -> None:
+        """Kafka's ``maybeUpdatePreferredLogDir``: remembered for when ``tp`` gets a log here,
+        unless it has one already."""
+        if tp not in self.logs:
+            self.preferred_log_dirs[tp] = log_dir
+
+    def _drop_dir_logs(self, log_dir: str) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """Forget every current and future log of ``log_dir``, closing their files as well as a
+        failed disk allows; returns the (current, future) partitions dropped."""
+        current = [tp for tp, d in self._dir_of.items() if d == log_dir]
+        future = [tp for tp, d in self._future_dir_of.items() if d == log_dir]
+        dropped = [log_ for tp in current if (log_ := self._unregister(tp)) is not None]
+        dropped += [log_ for tp in future if (log_ := self._unregister_future(tp)) is not None]
+        for partition_log in dropped:
+            if self.cleaner is not None:
+                self.cleaner.abort(partition_log.topic_partition)
+            for segment in partition_log.segments:
+                try:
+                    segment.close(False)
+                except (OSError, ValueError):
+                    pass
+        return current, future
+
+    def handle_log_dir_failure(self, log_dir: str) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """Kafka's ``LogManager.handleLogDirFailure``: the dir is offline (its checkpoints are no
+        longer written), its logs are dropped; returns the (current, future) partitions that went
+        with it. When no dir is left the broker halts, as Kafka."""
+        log.warning("Stopping serving logs in dir %s", log_dir)
+        self.failure_channel.offline_log_dirs.add(log_dir)
+        if not self.live_log_dirs:
+            log.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(self.log_dirs))
+            self.halt(1)
+        current, future = self._drop_dir_logs(log_dir)
+        if self.cleaner is not None:
+            self.cleaner.log_dirs[:] = self.live_log_dirs
+        log.warning("Logs for partitions %s are offline and logs for future partitions %s are offline due to "
+                    "failure on log directory %s", ",".join(map(str, current)), ",".join(map(str, future)), log_dir)
+        return current, future
+
+    # --- future logs (replica moves between log dirs, KIP-113) --------------------------------
+
+    def _register_future(self, log_dir: str, partition_log: Log) -> None:
+        tp = partition_log.topic_partition
+        partition_log.on_roll = self._schedule_flush_on_roll
+        partition_log.on_segments_deleted = self._schedule_file_deletion
+        partition_log.on_leader_epochs_changed = self._schedule_leader_epoch_flush
+        partition_log.last_flush_ms = self.time.monotonic_ms()
+        self.future_logs[tp] = partition_log
+        self._future_dir_of[tp] = log_dir
+        self._logs_per_dir[log_dir] += 1
+
+    def _unregister_future(self, tp: TopicPartition) -> Log | None:
+        removed = self.future_logs.pop(tp, None)
+        if removed is not None:
+            self._logs_per_dir[self._future_dir_of.pop(tp)] -= 1
+        return removed
+
+    def get_future_log(self, tp: TopicPartition) -> Log | None:
+        return self.future_logs.get(tp)
+
+    async def create_future_log(self, tp: TopicPartition, topic_id: str, log_dir: str) -> Log:
+        """An empty future log of ``tp`` in ``log_dir`` (``<topic>-<partition>.<uuid>-future``),
+        created in a worker thread, or the one there already."""
+        existing = self.future_logs.get(tp)
+        if existing is not None:
+            return existing
+        path = os.path.join(log_dir, f"{tp}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}")
+        config = self.config_for_topic(tp.topic)
+
+        def create() -> Log:
+            new_log = Log(path, tp, config)
+            write_partition_metadata(path, topic_id)
+            return new_log
+
+        async with self._creating:
+            new_log = await asyncio.get_running_loop().run_in_executor(None, create)
+            self._register_future(log_dir, new_log)
+        self._path_syncer.request([os.path.join(path, PARTITION_METADATA), path, log_dir])
+        log.info("Created log for partition %s in %s", tp, path)
+        return new_log
+
+    def remove_future_log(self, tp: TopicPartition) -> None:
+        """Drop the future log of ``tp`` (a move cancelled or redirected): closed and its
+        directory removed, as a deleted log's."""
+        removed = self._unregister_future(tp)
+        if removed is not None:
+            self._dispose(removed)
+
+    def _dispose(self, old: Log) -> None:
+        """Close a log that nothing uses any more, rename its directory ``.<uuid>-delete`` and
+        remove it, all in a worker thread (a load removes a leftover ``-delete`` directory)."""
+        stem = old.dir[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")[0] if old.dir.endswith(FUTURE_DIR_SUFFIX) else old.dir
+        doomed = f"{stem}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+
+        def dispose() -> None:
+            old.close(sync=False)
+            os.rename(old.dir, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            dispose()
+            return
+        removal = loop.run_in_executor(None, dispose)
+        self._pending_flushes.add(removal)
+        removal.add_done_callback(self._pending_flushes.discard)
+
+    async def finish_future_log(self, tp: TopicPartition) -> Log:
+        """First half of Kafka's ``replaceCurrentWithFutureLog``, for a future log that has caught
+        up: in a worker thread its leader epochs are written, it is closed and fsynced, its
+        directory renamed to the partition's own name and reopened from its files (the native
+        segments know their paths, so a rename needs a reopen). The current log keeps taking
+        appends meanwhile; the caller copies what it got since, then calls
+        ``replace_current_with_future_log`` in the same step."""
+        future = self.future_logs[tp]
+        log_dir = self._future_dir_of[tp]
+        final = os.path.join(log_dir, str(tp))
+        config = self.config_for_topic(tp.topic)
+        entries = future.leader_epoch_cache.entries
+
+        def reopen() -> Log:
+            end, start, high_watermark = future.log_end_offset, future.log_start_offset, future.high_watermark
+            future.leader_epoch_cache.write(entries, sync=False)
+            future.close(sync=True)
+            os.rename(future.dir, final)
+            fsync_paths([final, log_dir])
+            return Log(
+                final, tp, config, recovery_point=end, log_start_offset=start, high_watermark=high_watermark,
+                had_clean_shutdown=True,
+            )
+
+        self._unregister_future(tp)
+        try:
+            reopened = await asyncio.get_running_loop().run_in_executor(None, reopen)
+        except OSError as e:
+            self.failure_channel.maybe_add_offline_log_dir(
+                log_dir, f"Error while renaming dir for {tp} in log dir {log_dir}", e)
+            raise
+        self._register_future(log_dir, reopened)
+        return reopened
+
+    def replace_current_with_future_log(self, tp: TopicPartition) -> Log:
+        """Second half of Kafka's ``replaceCurrentWithFutureLog``, synchronous (no append can come
+        between): the future log (already at the partition's name, ``finish_future_log``)
+        becomes the current one with the current one's high watermark; the old one is closed,
+        renamed ``.<uuid>-delete`` and removed in a worker thread. Returns the new current log."""
+        source = self._unregister(tp)
+        dest = self._unregister_future(tp)
+        if source is None or dest is None:
+            raise OSError(f"The {'current' if source is None else 'future'} replica for {tp} is offline")
+        dest_dir = os.path.dirname(dest.dir)
+        dest.high_watermark = min(max(source.high_watermark, dest.log_start_offset), dest.log_end_offset)
+        self._register(dest_dir, dest)
+        if self.cleaner is not None:
+            self.cleaner.abort(tp)
+        self._dispose(source)
+        log.info("The current replica is successfully replaced with the future replica for %s", tp)
+        return dest
 
     @staticmethod
     def _new_log(tp: TopicPartition, topic_id: str, log_dir: str, config: LogConfig) -> Log:
@@ -289,6 +543,7 @@ class LogManager:
         """Register a new log; returns the paths that make it durable once fsynced: its
         ``partition.metadata``, the directory naming that, and the log dir naming the directory."""
         self._register(log_dir, new_log)
+        self.preferred_log_dirs.pop(new_log.topic_partition, None)
         log.info("Created log for partition %s in %s", new_log.topic_partition, new_log.dir)
         return [os.path.join(new_log.dir, PARTITION_METADATA), new_log.dir, log_dir]
 
@@ -307,7 +562,7 @@ class LogManager:
                 for tp, topic_id in missing[start : start + CREATE_BATCH]:
                     if tp.topic not in configs:
                         configs[tp.topic] = self.config_for_topic(tp.topic)
-                    log_dir = self._least_loaded_dir()
+                    log_dir = self._least_loaded_dir(tp)
                     self._logs_per_dir[log_dir] += 1  # reserved, so that the batch spreads over dirs
                     placed.append((tp, topic_id, log_dir, configs[tp.topic]))
                 try:
@@ -336,7 +591,7 @@ class LogManager:
         existing = self.logs.get(tp)
         if existing is not None:
             return existing
-        log_dir = self._least_loaded_dir()
+        log_dir = self._least_loaded_dir(tp)
         new_log = self._new_log(tp, topic_id, log_dir, self.config_for_topic(tp.topic))
         self._path_syncer.request(self._created(log_dir, new_log))
         return new_log
@@ -446,11 +701,21 @@ class LogManager:
                    if target > partition_log.recovery_point}
         if not targets:
             return
-        paths = [path for partition_log, target in targets.items()
-                 for path in partition_log.segment_paths_to_flush(target)]
-        await asyncio.get_running_loop().run_in_executor(None, fsync_paths, paths)
-        now = self.time.monotonic_ms()
+        by_dir: dict[str, dict[Log, int]] = {}
         for partition_log, target in targets.items():
+            by_dir.setdefault(os.path.dirname(partition_log.dir), {})[partition_log] = target
+        flushed: dict[Log, int] = {}
+        for log_dir, dir_targets in by_dir.items():
+            try:
+                paths = [path for partition_log, target in dir_targets.items()
+                         for path in partition_log.segment_paths_to_flush(target)]
+                await asyncio.get_running_loop().run_in_executor(None, fsync_paths, paths)
+            except OSError as e:
+                self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Error while flushing logs in dir {log_dir}", e)
+                continue
+            flushed.update(dir_targets)
+        now = self.time.monotonic_ms()
+        for partition_log, target in flushed.items():
             # Recovery re-reads leader epochs only from the recovery point on, so the checkpoint
             # must hold every epoch below it first.
             await self._epoch_writer.settle(partition_log)
@@ -487,14 +752,24 @@ class LogManager:
         return future
 
     def _snapshot(self, attribute: str) -> dict[str, dict[TopicPartition, int]]:
-        per_dir: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
-        for tp, partition_log in self.logs.items():
-            per_dir[self._dir_of[tp]][tp] = getattr(partition_log, attribute)
+        """Per live dir, the offsets of its logs (future logs included, in their own dir)."""
+        per_dir: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.live_log_dirs}
+        for logs, dirs in ((self.logs, self._dir_of), (self.future_logs, self._future_dir_of)):
+            for tp, partition_log in logs.items():
+                offsets = per_dir.get(dirs[tp])
+                if offsets is not None:
+                    offsets[tp] = getattr(partition_log, attribute)
         return per_dir
 
-    def _write_checkpoints(self, name: str, per_dir: dict[str, dict[TopicPartition, int]]) -> None:
+    def _write_checkpoints(self, name: str, per_dir: dict[str, dict[TopicPartition, int]]) -> list[tuple[str, OSError]]:
+        """Write each dir's file (a worker thread); returns the dirs whose write failed."""
+        failed = []
         for log_dir, offsets in per_dir.items():
-            OffsetCheckpointFile(os.path.join(log_dir, name)).write(offsets)
+            try:
+                OffsetCheckpointFile(os.path.join(log_dir, name)).write(offsets)
+            except OSError as e:
+                failed.append((log_dir, e))
+        return failed
 
     async def write_all_checkpoints(self) -> None:
         """Write every offset checkpoint of every log dir now (off the event loop)."""
@@ -503,7 +778,10 @@ class LogManager:
 
     async def checkpoint(self, name: str) -> None:
         per_dir = self._snapshot(CHECKPOINT_ATTRIBUTES[name])
-        await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoints, name, per_dir)
+        failed = await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoints, name, per_dir)
+        for log_dir, error in failed:
+            self.failure_channel.maybe_add_offline_log_dir(
+                log_dir, f"Disk error while writing {name} in dir {log_dir}", error)
 
     def start_background_tasks(self) -> None:
         """Kafka's LogManager tasks: the checkpoint writers, the flusher and the producer expiry
@@ -553,13 +831,18 @@ class LogManager:
         async with self._creating:
             await self._path_syncer.close()
         self._epoch_writer.start()
-        await self._flush_up_to({partition_log: partition_log.log_end_offset for partition_log in self.logs.values()})
+        every_log = [*self.logs.values(), *self.future_logs.values()]
+        await self._flush_up_to({partition_log: partition_log.log_end_offset for partition_log in every_log})
         await self._epoch_writer.close()
         await self.write_all_checkpoints()
-        await asyncio.get_running_loop().run_in_executor(None, close_logs, list(self.logs.values()))
+        every_log = [*self.logs.values(), *self.future_logs.values()]  # a failure meanwhile dropped some
+        await asyncio.get_running_loop().run_in_executor(None, close_logs, every_log)
         await self._delete_scheduled_files_now()
-        for log_dir in self.log_dirs:
-            write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "")
+        for log_dir in self.live_log_dirs:
+            try:
+                write_atomically(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "")
+            except OSError as e:
+                log.error("Could not mark %s as cleanly shut down: %s", log_dir, e)
 
 
 def close_logs(logs: list[Log]) -> None:

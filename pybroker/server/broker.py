@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import socket
 from collections.abc import Callable, Mapping
@@ -33,7 +34,7 @@ from pybroker.controller.network_channel import NetworkBrokerChannel
 from pybroker.controller.requests import BrokerEndpoint, LiveBroker
 from pybroker.controller.store import ENTITY_CONFIG_TYPES, ControllerStore, StoreListener
 from pybroker.log.cleaner import CleanerConfig
-from pybroker.log.config import LogConfig, ignored_config_warnings
+from pybroker.log.config import LONG_MAX, LogConfig, ignored_config_warnings
 from pybroker.log.file_descriptors import raise_open_file_limit
 from pybroker.log.log_manager import LogManager, read_meta_properties
 from pybroker.metrics.collector import metrics_server
@@ -83,6 +84,11 @@ from pybroker.types import TopicPartition
 log = logging.getLogger(__name__)
 
 INTERNAL_TOPIC_WAIT_MS = 30_000
+
+
+def _rate(bytes_per_second: int) -> float:
+    """A byte rate setting, Long.MAX_VALUE (Kafka's "no limit") as infinity."""
+    return math.inf if bytes_per_second >= LONG_MAX else float(bytes_per_second)
 
 
 class Broker:
@@ -158,7 +164,11 @@ class Broker:
                 num_fetchers=config.get("num.replica.fetchers"),
             ),
             replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
+            alter_log_dirs_max_bytes_per_second=_rate(config.get("replica.alter.log.dirs.io.max.bytes.per.second")),
         )
+        # A failed log dir is reported to the controller (cluster mode, Kafka's log dir event).
+        if self.zookeeper_connect:
+            self.replica_manager.on_log_dir_failure_notify = self._propagate_log_dir_event
         self.log_manager.on_log_start_offset_changed = self.replica_manager.on_log_start_offset_changed
         self.authorizer: Authorizer = _configured_authorizer(config)  # ACLs loaded in start()
         # Every SCRAM mechanism, whatever sasl.enabled.mechanisms says (Kafka 3.6's KafkaServer:
@@ -305,6 +315,12 @@ class Broker:
 
         return RemoteLeaderEndPoint(broker_id, self.node_id, resolve, self.config.get("replica.socket.timeout.ms"),
                                     self.inter_broker)
+
+    async def _propagate_log_dir_event(self) -> None:
+        """Tell the controller, through ZooKeeper, that a log dir of this broker failed."""
+        propagate = getattr(self.store, "propagate_log_dir_event", None)
+        if propagate is not None:
+            await propagate(self.node_id)
 
     async def _open_store(self) -> None:
         """Cluster mode: connect to ZooKeeper, and take the cluster id from it (a data dir of

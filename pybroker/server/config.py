@@ -103,6 +103,8 @@ _BROKER_DEFS = [
     ConfigDef("replica.fetch.backoff.ms", "INT", 1000, "Follower back-off after a fetch error."),
     ConfigDef("replica.socket.timeout.ms", "INT", 30000, "Follower request timeout."),
     ConfigDef("num.replica.fetchers", "INT", 1, "Fetcher tasks per source broker.", minimum=1),
+    ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", "LONG", LONG_MAX,
+              "Bytes per second a replica move between log dirs copies at most.", minimum=1),
     ConfigDef("zookeeper.connect", "STRING", None,
               "ZooKeeper ensemble (host:port[,host:port][/chroot]); set it to run as one broker of a cluster."),
     ConfigDef("zookeeper.session.timeout.ms", "INT", 18000, "ZooKeeper session timeout."),

@@ -13,14 +13,21 @@ end offset, answered with the HW as it was before the fetch, and then recorded
 operations whose condition it changed. A parked follower fetch is woken by any append and by any
 move of the leader's log start offset. ``shrink_isrs`` is run every replica.lag.time.max.ms / 2 by
 whoever owns the scheduler. Everything runs on the event loop.
+
+Log dirs (KIP-112/113, the "log dirs" section below): DescribeLogDirs' view of every dir,
+AlterReplicaLogDirs (a future log in the destination dir, copied and swapped in by
+``server/alter_log_dirs.py``), and a failed dir's partitions going offline: they answer
+KAFKA_STORAGE_ERROR from then on, and the controller is told (``on_log_dir_failure_notify``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import os
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pybroker import _native
@@ -56,6 +63,7 @@ from pybroker.replication.fetcher import (
 )
 from pybroker.replication.truncation import diverging_epoch
 from pybroker.scheduler import ScheduledTask, Scheduler, SystemTime, Time
+from pybroker.server.alter_log_dirs import ReplicaAlterLogDirsManager
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import (
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
@@ -205,6 +213,31 @@ class LeaderAndIsrOutcome(ControlResponse):
     followers: list[Partition] = field(default_factory=list)
 
 
+#: DescribeLogDirs' offset lag of a replica that is not hosted (Kafka's INVALID_OFFSET_LAG).
+INVALID_OFFSET_LAG = -1
+
+
+@dataclass
+class LogDirReplica:
+    """One log of a log dir as DescribeLogDirs shows it."""
+
+    topic_partition: TopicPartition
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass
+class LogDirDescription:
+    """One of ``log.dirs`` as DescribeLogDirs shows it (error KAFKA_STORAGE_ERROR: offline)."""
+
+    log_dir: str
+    error: ErrorCode = ErrorCode.NONE
+    replicas: list[LogDirReplica] = field(default_factory=list)
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
 @dataclass
 class DeleteRecordsResult:
     """One partition's DeleteRecords outcome. Errors carry -1 watermarks, except a timeout, which
@@ -319,6 +352,7 @@ class ReplicaManager:
         leader_endpoint: Callable[[int], LeaderEndPoint] | None = None,
         fetcher_config: FetcherConfig | None = None,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+        alter_log_dirs_max_bytes_per_second: float = math.inf,
     ) -> None:
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -345,6 +379,19 @@ class ReplicaManager:
         self.leader_replication_quota: ReplicationQuotaManager | None = None
         self.topic_stats = BrokerTopicStats()  # metrics: bytes and messages in and out (pybroker.metrics)
         self.isr_stats = IsrStats()  # metrics: ISR shrinks and expansions of the partitions hosted here
+        # Log dirs: partitions of failed dirs (Kafka's HostedPartition.Offline), the replica
+        # moves between dirs, and how the controller hears of a failed dir (cluster mode).
+        self.offline_partitions: set[TopicPartition] = set()
+        self.alter_log_dirs_manager = ReplicaAlterLogDirsManager(
+            log_manager, self._local_log, self._on_future_log_swapped, time=self.time,
+            max_bytes_per_second=alter_log_dirs_max_bytes_per_second,
+        )
+        self.on_log_dir_failure_notify: Callable[[], Awaitable[None]] | None = None
+        self._notifications: set[asyncio.Future[None]] = set()
+        self._failed_dirs_handled: set[str] = set()
+        failure_channel = getattr(log_manager, "failure_channel", None)  # test doubles may have none
+        if failure_channel is not None:
+            failure_channel.on_failure = self.handle_log_dir_failure
 
     def is_leader_throttled(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is in its topic's leader.replication.throttled.replicas for this broker."""
@@ -383,10 +430,16 @@ class ReplicaManager:
         self.controller_epoch = request.controller_epoch
         accepted: list[PartitionState] = []
         new_followers: list[Partition] = []
+        channel = getattr(self.log_manager, "failure_channel", None)
+        offline_dirs = channel.offline_log_dirs if channel is not None else set()
         for state in request.partition_states:
             tp = state.topic_partition
             partition = self.partitions.get(tp)
-            if self.broker_id not in state.replicas:
+            if tp in self.offline_partitions or (
+                    partition is None and offline_dirs and not state.is_new and self.log_manager.get_log(tp) is None):
+                # Kafka: an offline replica, or one whose log may be in a failed dir.
+                outcome.partition_errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            elif self.broker_id not in state.replicas:
                 outcome.partition_errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif partition is not None and state.leader_epoch <= partition.leader_epoch:
                 outcome.partition_errors[tp] = ErrorCode.STALE_CONTROLLER_EPOCH
@@ -397,7 +450,11 @@ class ReplicaManager:
             for s in accepted
             if s.topic_partition not in self.partitions and s.topic_partition.topic in request.topic_ids
         ]
-        logs = await self.log_manager.create_logs(wanted) if wanted else {}
+        try:
+            logs = await self.log_manager.create_logs(wanted) if wanted else {}
+        except OSError as e:
+            log.error("Creating logs for %d partitions failed: %s", len(wanted), e)
+            logs = {}
         now = self.time.milliseconds()
         for state in accepted:
             tp = state.topic_partition
@@ -422,6 +479,7 @@ class ReplicaManager:
                 purgatory.check_and_complete(tp)
         if self.fetcher_manager is not None:
             await self._update_fetchers(outcome.leaders, new_followers)
+        self._maybe_add_log_dir_fetchers(outcome.leaders + outcome.followers)
         return outcome
 
     async def _update_fetchers(self, leaders: list[Partition], followers: list[Partition]) -> None:
@@ -462,6 +520,9 @@ class ReplicaManager:
                 self.fetcher_manager.remove_fetcher_for_partitions([tp])
             if stop.delete:
                 self.partitions.pop(tp, None)
+                self.offline_partitions.discard(tp)
+                self.alter_log_dirs_manager.remove_partitions([tp])
+                self.log_manager.remove_future_log(tp)
             for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
                 purgatory.check_and_complete(tp)
             if stop.delete:
@@ -513,7 +574,10 @@ class ReplicaManager:
         return errors
 
     def missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
-        """Why ``tp`` is not hosted here: it exists elsewhere (6) or not at all (3)."""
+        """Why ``tp`` is not hosted here: its log dir failed (56), it exists elsewhere (6) or not
+        at all (3)."""
+        if tp in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         known = self.metadata_cache.contains(tp)
         return ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -808,5 +872,152 @@ class ReplicaManager:
             self._isr_expiration.cancel()
         if self.fetcher_manager is not None:
             await self.fetcher_manager.shutdown()
+        await self.alter_log_dirs_manager.shutdown()
+        for notification in list(self._notifications):
+            await asyncio.gather(notification, return_exceptions=True)
         for purgatory in (self.produce_purgatory, self.fetch_purgatory, self.delete_records_purgatory):
             purgatory.shutdown()
+
+    # --- log dirs (KIP-112, KIP-113) -----------------------------------------------------------
+
+    def describe_log_dirs(self, partitions: set[TopicPartition] | None) -> list[LogDirDescription]:
+        """Kafka's ``describeLogDirs``: every configured dir with its volume's total and usable
+        bytes and the logs of ``partitions`` (None: all) in it, current and future; an offline
+        dir answers KAFKA_STORAGE_ERROR and nothing else."""
+        manager = self.log_manager
+        by_dir: dict[str, list[LogDirReplica]] = {}
+        for logs, dir_of, is_future in ((manager.logs, manager.dir_of, False),
+                                        (manager.future_logs, manager.future_dir_of, True)):
+            for tp, partition_log in logs.items():
+                log_dir = dir_of(tp)
+                if log_dir is None or (partitions is not None and tp not in partitions):
+                    continue
+                by_dir.setdefault(log_dir, []).append(LogDirReplica(
+                    tp, partition_log.size_in_bytes, self._log_end_offset_lag(tp, partition_log.log_end_offset, is_future),
+                    is_future,
+                ))
+        described = []
+        for log_dir in manager.log_dirs:
+            if not manager.is_log_dir_online(log_dir):
+                described.append(LogDirDescription(log_dir, ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
+            try:
+                volume = os.statvfs(log_dir)
+            except OSError as e:
+                log.warning("Unable to describe replica dirs for %s: %s", log_dir, e)
+                described.append(LogDirDescription(log_dir, ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
+            described.append(LogDirDescription(
+                log_dir, ErrorCode.NONE, by_dir.get(log_dir, []),
+                total_bytes=volume.f_blocks * volume.f_frsize, usable_bytes=volume.f_bavail * volume.f_frsize,
+            ))
+        return described
+
+    def _log_end_offset_lag(self, tp: TopicPartition, log_end_offset: int, is_future: bool) -> int:
+        """Kafka's ``getLogEndOffsetLag``: a future log's distance to the current log's end; a
+        current log's to its high watermark (never negative)."""
+        current = self.log_manager.get_log(tp)
+        if current is None:
+            return INVALID_OFFSET_LAG
+        if is_future:
+            return current.log_end_offset - log_end_offset
+        return max(current.high_watermark - log_end_offset, 0)
+
+    async def alter_replica_log_dirs(self, partition_dirs: Mapping[TopicPartition, str]) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's ``alterReplicaLogDirs``: per partition, move its replica to the given dir (a
+        future log there, copied and swapped in), or cancel a move when the dir is its current
+        one. A partition not hosted here remembers the dir for its creation and answers
+        REPLICA_NOT_AVAILABLE; an unknown dir LOG_DIR_NOT_FOUND; an offline dir or partition, or
+        any offline dir when a future log would be created, KAFKA_STORAGE_ERROR."""
+        manager = self.log_manager
+        results: dict[TopicPartition, ErrorCode] = {}
+        for tp, requested_dir in partition_dirs.items():
+            destination = os.path.abspath(requested_dir)
+            if len(f"{tp}.{'0' * 32}-future") > 255:
+                results[tp] = ErrorCode.INVALID_TOPIC_EXCEPTION
+            elif destination not in manager.log_dirs:
+                log.warning("Unable to alter log dirs for %s: Log dir %s is not found in the config.", tp, destination)
+                results[tp] = ErrorCode.LOG_DIR_NOT_FOUND
+            elif not manager.is_log_dir_online(destination) or tp in self.offline_partitions:
+                results[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+            else:
+                results[tp] = await self._alter_replica_log_dir(tp, destination)
+        return results
+
+    async def _alter_replica_log_dir(self, tp: TopicPartition, destination: str) -> ErrorCode:
+        manager = self.log_manager
+        future_dir = manager.future_dir_of(tp)
+        if tp in self.partitions and future_dir is not None and future_dir != destination:
+            self.alter_log_dirs_manager.remove_partitions([tp])  # the destination changed
+            manager.remove_future_log(tp)
+        manager.maybe_update_preferred_log_dir(tp, destination)
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        if manager.dir_of(tp) == destination or manager.future_dir_of(tp) == destination:
+            return ErrorCode.NONE
+        if manager.failure_channel.offline_log_dirs:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        try:
+            await manager.create_future_log(tp, partition.topic_id, destination)
+        except OSError as e:
+            manager.failure_channel.maybe_add_offline_log_dir(
+                destination, f"Error while creating the future log of {tp} in dir {destination}", e)
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if self.partitions.get(tp) is not partition:  # stopped meanwhile
+            manager.remove_future_log(tp)
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        log.info("Moving the replica of %s from %s to %s", tp, manager.dir_of(tp), destination)
+        self.alter_log_dirs_manager.add_partition(tp)
+        return ErrorCode.NONE
+
+    def _maybe_add_log_dir_fetchers(self, partitions: list[Partition]) -> None:
+        """Kafka's ``maybeAddLogDirFetchers``: a hosted partition with a future log (one loaded at
+        start-up) resumes its move."""
+        for partition in partitions:
+            tp = partition.topic_partition
+            if self.log_manager.get_future_log(tp) is not None:
+                self.alter_log_dirs_manager.add_partition(tp)
+
+    def _on_future_log_swapped(self, tp: TopicPartition, new_log: Log) -> None:
+        partition = self.partitions.get(tp)
+        if partition is not None:
+            partition.log = new_log
+        self.complete_delayed_operations(tp)
+
+    def handle_log_dir_failure(self, log_dir: str, send_notification: bool = True) -> None:
+        """Kafka's ``handleLogDirFailure``: the partitions whose log is in ``log_dir`` go offline
+        (no longer hosted: KAFKA_STORAGE_ERROR to produce, fetch and LeaderAndIsr; their
+        fetchers stop), moves into or out of it stop, the dir's logs are dropped, and the
+        controller is told through ZooKeeper."""
+        manager = self.log_manager
+        if log_dir in self._failed_dirs_handled:
+            return
+        self._failed_dirs_handled.add(log_dir)
+        log.warning("Stopping serving replicas in dir %s", log_dir)
+        offline = [tp for tp in self.partitions if manager.dir_of(tp) == log_dir]
+        moving = [tp for tp in self.partitions if manager.future_dir_of(tp) == log_dir]
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_fetcher_for_partitions(offline)
+        self.alter_log_dirs_manager.remove_partitions(offline + moving)
+        for tp in offline:
+            self.partitions.pop(tp, None)
+            self.offline_partitions.add(tp)
+        for tp in offline + moving:
+            self.complete_delayed_operations(tp)
+        log.warning("Broker %d stopped fetcher for partitions %s and stopped moving logs for partitions %s because "
+                    "they are in the failed log directory %s.", self.broker_id, ",".join(map(str, offline)),
+                    ",".join(map(str, moving)), log_dir)
+        manager.handle_log_dir_failure(log_dir)
+        if send_notification and self.on_log_dir_failure_notify is not None:
+            notification = asyncio.ensure_future(self._notify_log_dir_failure())
+            self._notifications.add(notification)
+            notification.add_done_callback(self._notifications.discard)
+        log.warning("Stopped serving replicas in dir %s", log_dir)
+
+    async def _notify_log_dir_failure(self) -> None:
+        assert self.on_log_dir_failure_notify is not None
+        try:
+            await self.on_log_dir_failure_notify()
+        except Exception as e:
+            log.warning("Could not tell the controller that a log dir failed: %s", e)

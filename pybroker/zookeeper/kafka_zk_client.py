@@ -73,6 +73,8 @@ from pybroker.zookeeper.znodes import (
     CONTROLLER_PATH,
     DELETE_TOPICS_PATH,
     INITIAL_CONTROLLER_EPOCH,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
+    LOG_DIR_EVENT_PREFIX,
     MATCH_ANY_VERSION,
     PERSISTENT_ZK_PATHS,
     PRODUCER_ID_BLOCK_PATH,
@@ -91,6 +93,7 @@ from pybroker.zookeeper.znodes import (
     decode_controller,
     decode_controller_epoch,
     decode_entity_config,
+    decode_log_dir_event,
     decode_partition_epochs,
     decode_partition_state,
     decode_producer_id_block,
@@ -103,6 +106,7 @@ from pybroker.zookeeper.znodes import (
     encode_controller,
     encode_controller_epoch,
     encode_entity_config,
+    encode_log_dir_event,
     encode_partition_epochs,
     encode_partition_state,
     encode_producer_id_block,
@@ -623,6 +627,35 @@ class KafkaZkClient:
         """Remove deletion marks (fenced); marks already gone are fine."""
         await self._fenced_per_op(
             {t: DeleteOp(delete_topic_path(t)) for t in topics}, epoch_zk_version
+        )
+
+    # -- log dir event notifications: /log_dir_event_notification/log_dir_event_<seq> ----------
+
+    async def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A log dir of ``broker_id`` failed (Kafka's ``propagateLogDirEvent``): a persistent
+        sequential znode the controller reads and deletes; returns its path."""
+        created, _ = await self._retry(lambda: self.zk.create(
+            f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}", encode_log_dir_event(broker_id),
+            sequence=True, makepath=True,
+        ))
+        return created
+
+    async def get_all_log_dir_event_notifications(self, watch: WatchCallback | None = None) -> list[str]:
+        """The sequence numbers of the waiting notifications (``watch``: a child watch)."""
+        children = await self._children_or_empty(LOG_DIR_EVENT_NOTIFICATION_PATH, watch)
+        return sorted(c[len(LOG_DIR_EVENT_PREFIX):] for c in children if c.startswith(LOG_DIR_EVENT_PREFIX))
+
+    async def get_broker_ids_from_log_dir_events(self, sequence_numbers: Iterable[str]) -> list[int]:
+        found = await asyncio.gather(*(
+            self._get_or_none(f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}{n}") for n in sequence_numbers
+        ))
+        return [decode_log_dir_event(data) for data, _stat in (f for f in found if f is not None)]
+
+    async def delete_log_dir_event_notifications(self, sequence_numbers: Iterable[str], epoch_zk_version: int) -> None:
+        """Remove handled notifications (fenced); those already gone are fine."""
+        await self._fenced_per_op(
+            {n: DeleteOp(f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}{n}") for n in sequence_numbers},
+            epoch_zk_version,
         )
 
     # -- configs --------------------------------------------------------------------------------

@@ -503,3 +503,19 @@ def decode_producer_id_block(data: bytes) -> ProducerIdsBlock:
     body = from_json(data, PRODUCER_ID_BLOCK_PATH)
     start, end = int(body["block_start"]), int(body["block_end"])
     return ProducerIdsBlock(int(body["broker"]), start, end - start + 1)
+
+
+# -- log dir event notifications (KIP-112) --------------------------------------------------------
+
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """``/log_dir_event_notification/log_dir_event_<seq>``: a broker's log dir failed."""
+    return to_json({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int:
+    """The broker id of a log dir event notification."""
+    return int(from_json(data, "log dir event notification")["broker"])

@@ -29,6 +29,7 @@ from pybroker.server.apis import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
     consumer_group_position,
@@ -45,6 +46,7 @@ from pybroker.server.apis import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_producers,
     describe_transactions,
     describe_user_scram_credentials,
@@ -132,6 +134,8 @@ _MODULES: list[ModuleType] = [
     describe_producers,
     alter_partition_reassignments,
     list_partition_reassignments,
+    describe_log_dirs,
+    alter_replica_log_dirs,
 ]
 
 HANDLERS: dict[int, ModuleType] = {int(module.API_KEY): module for module in _MODULES}

@@ -1,0 +1,298 @@
+"""Several log dirs (JBOD): placement, loading, future logs copied and swapped in, failed dirs,
+DescribeLogDirs' view and AlterReplicaLogDirs' errors (replica manager level)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from pybroker.controller.requests import LeaderAndIsr, PartitionState
+from pybroker.log.log_dir_failure import LogDirFailureChannel
+from pybroker.log.log_manager import LogDirError, LogManager, read_meta_properties
+from pybroker.protocol.errors import ErrorCode
+from pybroker.server.alter_log_dirs import ReplicaAlterLogDirsManager, Throttle
+from pybroker.server.config import BrokerConfig
+from pybroker.server.metadata_cache import MetadataCache
+from pybroker.server.partition import Partition
+from pybroker.server.replica_manager import FetchPartitionRequest, ReplicaManager
+from pybroker.types import TopicPartition
+from tests.mock_time import MockTime
+from tests.unit.batches import build_batch
+
+TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+CONFIG = BrokerConfig({})
+
+
+def manager_for(*dirs: str) -> LogManager:
+    manager = LogManager(list(dirs), lambda topic: CONFIG.log_config(), node_id=1, cluster_id="c")
+    manager.load()
+    return manager
+
+
+def batch(value: bytes = b"x", count: int = 1) -> memoryview:
+    return memoryview(bytearray(build_batch([(None, value)] * count)))
+
+
+def test_new_logs_go_to_the_least_loaded_dir_and_every_dir_has_meta_properties(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    manager = manager_for(a, b)
+    for dir_ in (a, b):
+        assert read_meta_properties(dir_) == {"version": "1", "node.id": "1", "cluster.id": "c"}
+    for index in range(4):
+        manager.get_or_create_log(TopicPartition("t", index), TOPIC_ID)
+    assert sorted(os.listdir(a)).count("t-0") == 1 and "t-1" in os.listdir(b)
+    assert [manager.dir_of(TopicPartition("t", i)) for i in range(4)] == [a, b, a, b]
+
+    async def future_then_new() -> None:
+        # A future log counts as a log of its dir (Kafka's nextLogDirs counts every log).
+        await manager.create_future_log(TopicPartition("t", 0), TOPIC_ID, b)
+        manager.get_or_create_log(TopicPartition("u", 0), TOPIC_ID)
+        assert manager.dir_of(TopicPartition("u", 0)) == a
+        # AlterReplicaLogDirs' preferred dir for a partition not created yet wins.
+        manager.maybe_update_preferred_log_dir(TopicPartition("v", 0), b)
+        manager.get_or_create_log(TopicPartition("v", 0), TOPIC_ID)
+        assert manager.dir_of(TopicPartition("v", 0)) == b
+        assert TopicPartition("v", 0) not in manager.preferred_log_dirs
+        await manager.shutdown()
+
+    asyncio.run(future_then_new())
+
+
+def test_logs_of_every_dir_and_future_logs_are_loaded(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+    async def write() -> None:
+        manager = manager_for(a, b)
+        manager.get_or_create_log(tp0, TOPIC_ID).append_as_leader(batch(count=3), 0, 0)
+        manager.get_or_create_log(tp1, TOPIC_ID).append_as_leader(batch(count=2), 0, 0)
+        future = await manager.create_future_log(tp0, TOPIC_ID, b)
+        future.append_as_follower(memoryview(manager.get_log(tp0).read(0, 1 << 20, 3, True)))
+        await manager.shutdown()
+
+    asyncio.run(write())
+    manager = manager_for(a, b)
+    assert manager.dir_of(tp0) == a and manager.dir_of(tp1) == b
+    assert manager.get_log(tp0).log_end_offset == 3 and manager.get_log(tp1).log_end_offset == 2
+    assert manager.future_dir_of(tp0) == b and manager.get_future_log(tp0).log_end_offset == 3
+    assert manager.get_future_log(tp0).dir.endswith("-future")
+
+
+def test_a_partition_in_two_dirs_is_refused_with_kafkas_message(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    manager = manager_for(str(a), str(b))
+    manager.get_or_create_log(TopicPartition("t", 0), TOPIC_ID)
+    asyncio.run(manager.shutdown())
+    os.makedirs(b / "t-0")
+    with pytest.raises(LogDirError, match="Duplicate log directories for t-0 are found in both"):
+        manager_for(str(a), str(b))
+
+
+def test_a_dir_that_fails_at_start_up_is_left_out_and_all_failing_stops_the_start(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    b.write_text("not a directory")  # listing it fails (NotADirectoryError), as a dead disk would
+    manager = manager_for(str(a), str(b))
+    assert manager.live_log_dirs == [str(a)] and manager.failure_channel.offline_log_dirs == {str(b)}
+    assert manager.dir_of(manager.get_or_create_log(TopicPartition("t", 0), TOPIC_ID).topic_partition) == str(a)
+    asyncio.run(manager.shutdown())
+    a.rename(tmp_path / "gone")
+    a.write_text("not a directory either")
+    with pytest.raises(LogDirError, match="none of the specified log dirs"):
+        manager_for(str(a), str(b))
+
+
+def test_the_failure_channel_hands_each_dir_over_once():
+    channel = LogDirFailureChannel()
+    failed: list[str] = []
+    channel.on_failure = failed.append
+    channel.maybe_add_offline_log_dir("/data/a", "Error while writing", OSError(5, "EIO"))
+    channel.maybe_add_offline_log_dir("/data/a", "Error while writing again", OSError(5, "EIO"))
+    assert failed == ["/data/a"] and channel.has_offline_log_dir("/data/a")
+
+
+def all_bytes(log_) -> bytes:
+    """Every batch of a log, segment after segment."""
+    out, offset = b"", log_.log_start_offset
+    while offset < log_.log_end_offset:
+        region = log_.read_region(offset, 1 << 24, log_.log_end_offset, True)
+        out, offset = out + region.read(), region.next_offset
+    return out
+
+
+def leader_replica_manager(manager: LogManager, *tps: TopicPartition, time: MockTime | None = None) -> ReplicaManager:
+    replicas = ReplicaManager(1, manager, MetadataCache(1), time=time)
+    for tp in tps:
+        partition = Partition(tp, TOPIC_ID, 1, manager.get_or_create_log(tp, TOPIC_ID))
+        partition.make_leader(PartitionState(tp, 0, 1, 0, [1], 0, [1]), now_ms=0)
+        replicas.host_partition(partition)
+    return replicas
+
+
+def test_a_failed_dir_takes_only_its_partitions_offline(tmp_path):
+    """The dir of t-0 is replaced by a file (what an unmounted or dead disk looks like to the
+    next checkpoint write); the checkpoint fails, the dir goes offline, t-0 answers
+    KAFKA_STORAGE_ERROR; t-1 in the other dir keeps working and its checkpoint is written."""
+    a, b = tmp_path / "a", tmp_path / "b"
+
+    async def run() -> None:
+        manager = manager_for(str(a), str(b))
+        tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+        replicas = leader_replica_manager(manager, tp0, tp1)
+        assert replicas.append_records(1, 1000, [(tp0, batch()), (tp1, batch())])[tp0].error == ErrorCode.NONE
+        a.rename(tmp_path / "a-unplugged")
+        a.write_text("")
+        await manager.checkpoint("replication-offset-checkpoint")
+        await asyncio.sleep(0)  # the handler runs on the loop, after the failing operation
+        assert manager.failure_channel.offline_log_dirs == {str(a)} and manager.live_log_dirs == [str(b)]
+        results = replicas.append_records(1, 1000, [(tp0, batch()), (tp1, batch())])
+        assert results[tp0].error == ErrorCode.KAFKA_STORAGE_ERROR and results[tp1].error == ErrorCode.NONE
+        fetched = replicas.read_from_local_log(-1, [FetchPartitionRequest(tp0, 0, 1000)], 1000)[0]
+        assert fetched[tp0].error == ErrorCode.KAFKA_STORAGE_ERROR
+        # A LeaderAndIsr for the offline replica answers KAFKA_STORAGE_ERROR (the controller
+        # then takes it out of the ISR and moves the leadership).
+        outcome = await replicas.become_leader_or_follower(LeaderAndIsr(
+            0, 1, 0, [PartitionState(tp0, 1, 1, 1, [1], 1, [1])], {}, []))
+        assert outcome.partition_errors == {tp0: ErrorCode.KAFKA_STORAGE_ERROR}
+        described = {d.log_dir: d for d in replicas.describe_log_dirs(None)}
+        assert described[str(a)].error == ErrorCode.KAFKA_STORAGE_ERROR and described[str(a)].replicas == []
+        assert [r.topic_partition for r in described[str(b)].replicas] == [tp1]
+        await manager.checkpoint("replication-offset-checkpoint")
+        assert (b / "replication-offset-checkpoint").read_text() == "0\n1\nt 1 2\n"
+        await manager.shutdown()
+
+    asyncio.run(run())
+
+
+def test_every_dir_failing_halts_the_broker(tmp_path):
+    manager = manager_for(str(tmp_path / "a"))
+    halted: list[int] = []
+    manager.halt = halted.append
+    manager.handle_log_dir_failure(str(tmp_path / "a"))
+    assert halted == [1]
+
+
+def test_describe_log_dirs_sizes_lags_and_volume(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+
+    async def run() -> None:
+        manager = manager_for(a, b)
+        tp = TopicPartition("t", 0)
+        replicas = leader_replica_manager(manager, tp)
+        replicas.append_records(1, 1000, [(tp, batch(count=5))])
+        future = await manager.create_future_log(tp, TOPIC_ID, b)
+        future.append_as_follower(memoryview(manager.get_log(tp).read(0, 1 << 20, 5, True)))
+        replicas.append_records(1, 1000, [(tp, batch(count=2))])
+        described = {d.log_dir: d for d in replicas.describe_log_dirs({tp})}
+        (current,), (copy,) = described[a].replicas, described[b].replicas
+        assert (current.size, current.offset_lag, current.is_future) == (manager.get_log(tp).size_in_bytes, 0, False)
+        assert (copy.offset_lag, copy.is_future) == (2, True)  # current LEO 7 - future LEO 5
+        assert described[a].total_bytes > 0 and 0 <= described[a].usable_bytes <= described[a].total_bytes
+        assert replicas.describe_log_dirs({TopicPartition("other", 0)})[0].replicas == []
+        await manager.shutdown()
+
+    asyncio.run(run())
+
+
+def test_alter_replica_log_dirs_errors(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+
+    async def run() -> None:
+        manager = manager_for(a, b)
+        tp = TopicPartition("t", 0)
+        replicas = leader_replica_manager(manager, tp)
+        absent = TopicPartition("later", 0)
+        results = await replicas.alter_replica_log_dirs({
+            tp: a, absent: b, TopicPartition("t", 1): str(tmp_path / "elsewhere"),
+        })
+        assert results == {tp: ErrorCode.NONE, absent: ErrorCode.REPLICA_NOT_AVAILABLE,
+                           TopicPartition("t", 1): ErrorCode.LOG_DIR_NOT_FOUND}
+        assert manager.get_future_log(tp) is None  # already in a: nothing to move
+        assert manager.preferred_log_dirs[absent] == b
+        manager.failure_channel.offline_log_dirs.add(b)
+        assert await replicas.alter_replica_log_dirs({tp: b}) == {tp: ErrorCode.KAFKA_STORAGE_ERROR}
+        await replicas.shutdown()
+        await manager.shutdown()
+
+    asyncio.run(run())
+
+
+def test_a_moved_replica_catches_up_under_appends_and_is_swapped_in(tmp_path):
+    """A replica moves from a to b while appends continue: the future log copies whole
+    batches, takes the appends made meanwhile and replaces the current log; every record is
+    there, in order, in b; a holds nothing of it any more."""
+    a, b = tmp_path / "a", tmp_path / "b"
+
+    async def run() -> None:
+        config = BrokerConfig({"log.segment.bytes": "4096"})
+        manager = LogManager([str(a), str(b)], lambda topic: config.log_config(), node_id=1, cluster_id="c")
+        manager.load()
+        tp = TopicPartition("t", 0)
+        replicas = leader_replica_manager(manager, tp)
+        for i in range(50):
+            replicas.append_records(1, 1000, [(tp, batch(b"v%03d" % i * 20, 3))])
+        old_log = replicas.partitions[tp].log
+        assert await replicas.alter_replica_log_dirs({tp: str(b)}) == {tp: ErrorCode.NONE}
+        i = 50
+        while replicas.partitions[tp].log is old_log:
+            replicas.append_records(1, 1000, [(tp, batch(b"v%03d" % i * 20, 3))])
+            i += 1
+            await asyncio.sleep(0.001)
+            assert i < 5000, "the move never finished"
+        new_log = replicas.partitions[tp].log
+        assert new_log.dir == str(b / "t-0") and manager.dir_of(tp) == str(b)
+        replicas.append_records(1, 1000, [(tp, batch(b"last", 1))])
+        assert new_log.log_end_offset == i * 3 + 1
+        data = all_bytes(new_log)
+        assert data.count(b"v000") == 3 * 20 and data.count(b"v%03d" % (i - 1)) == 3 * 20 and b"last" in data
+        assert new_log.leader_epoch_cache.entries == old_log.leader_epoch_cache.entries
+        await asyncio.gather(*manager._pending_flushes)
+        assert not any(name.startswith("t-0") for name in os.listdir(a))
+        assert manager.get_future_log(tp) is None
+        await replicas.shutdown()
+        await manager.shutdown()
+        reloaded = LogManager([str(a), str(b)], lambda topic: config.log_config(), node_id=1, cluster_id="c")
+        reloaded.load()
+        assert reloaded.dir_of(tp) == str(b) and reloaded.get_log(tp).log_end_offset == i * 3 + 1
+
+    asyncio.run(run())
+
+
+def test_the_copy_follows_a_truncation_of_the_current_log(tmp_path):
+    """A current log truncated (its leader changed) under a copy: the future log is cut the
+    same way before it takes more, so the swapped-in log is the truncated one."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+
+    async def run() -> None:
+        manager = manager_for(a, b)
+        tp = TopicPartition("t", 0)
+        current = manager.get_or_create_log(tp, TOPIC_ID)
+        for i in range(10):
+            current.append_as_leader(batch(b"%d" % i), 0, 0)
+        future = await manager.create_future_log(tp, TOPIC_ID, b)
+        swapped: list[object] = []
+        mover = ReplicaAlterLogDirsManager(manager, manager.get_log, lambda tp, log_: swapped.append(log_))
+        future.append_as_follower(memoryview(current.read(0, 1 << 20, 10, True)))
+        current.truncate_to(6)
+        current.append_as_leader(batch(b"new"), 1, 0)
+        mover.add_partition(tp)
+        while not swapped:
+            await asyncio.sleep(0.001)
+        new_log = manager.get_log(tp)
+        assert new_log is swapped[0] and new_log.log_end_offset == 7
+        assert new_log.read(6, 1 << 20, 7, True).count(b"new") == 1
+        await mover.shutdown()
+        await manager.shutdown()
+
+    asyncio.run(run())
+
+
+def test_the_copy_throttle_is_a_token_bucket_on_the_clock():
+    time = MockTime()
+    throttle = Throttle(1000.0, time)
+    assert throttle.delay_ms(500) == pytest.approx(500.0)  # starts empty: 500 bytes at 1000 B/s
+    time.advance(1500)  # the debt paid, a full second (the bucket's size) earned
+    assert throttle.delay_ms(900) == 0
+    assert throttle.delay_ms(1000) == pytest.approx(900.0)
+    assert Throttle(float("inf"), time).delay_ms(10**12) == 0
