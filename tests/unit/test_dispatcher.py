@@ -89,8 +89,11 @@ def _error_codes(message: Any, struct: Struct, version: int) -> list[int]:
     return codes
 
 
+# Kafka's DescribeLogDirs error response lists no dirs, and v0-2 have no top-level error code:
+# the error cannot reach the client (it sees no dirs), in Kafka as here.
+_NO_ERROR_FIELD = {(ApiKey.DESCRIBE_LOG_DIRS, v) for v in range(3)}
 CASES = [(key, version) for key, module in sorted(HANDLERS.items())
-         for version in range(module.VERSIONS[0], module.VERSIONS[1] + 1)]
+         for version in range(module.VERSIONS[0], module.VERSIONS[1] + 1) if (key, version) not in _NO_ERROR_FIELD]
 
 
 @pytest.mark.parametrize("api_key,version", CASES, ids=[f"{ApiKey(k).name}-v{v}" for k, v in CASES])
