@@ -1,6 +1,6 @@
 """``pybroker configs``: describe and alter topic configs, dynamic broker configs (a broker's id or
-``--entity-default``) and broker loggers, describe and alter users' SCRAM credentials (like
-kafka-configs.sh: the same options, output and messages).
+``--entity-default``) and broker loggers, client quotas of users and client ids, and users' SCRAM
+credentials (like kafka-configs.sh: the same options, output and messages).
 
 Describe prints Kafka's layout: a header per entity, then one line per config, sorted by name,
 only the dynamic ones (topic overrides) unless ``--all``::
@@ -13,11 +13,24 @@ config for topic t.". Brokers, as kafka-configs does, send the whole new dynamic
 legacy AlterConfigs ("Completed updating config for broker 1." / "Completed updating default
 config for brokers in the cluster."); broker loggers one IncrementalAlterConfigs to that broker. Errors exit 1 with one ``Error: …`` line on stderr; usage errors exit 2.
 
-Users (``--entity-type users`` or ``--user``) have only SCRAM credentials here (pybroker has no
-client quotas): ``--add-config 'SCRAM-SHA-256=[iterations=8192,password=secret]'`` upserts (the
-iterations optional and first, default 4096, at least the mechanism's minimum; the password is
-salted and hashed by the admin client, as kafka-configs does), ``--delete-config SCRAM-SHA-256``
-deletes, both in one AlterUserScramCredentials sent to the controller; describe prints::
+Users and clients (``--entity-type users|clients``, ``--user``, ``--client``, ``--user-defaults``,
+``--client-defaults``; a client of a user with ``--entity-type users --entity-name alice
+--entity-type clients --entity-name app``, each ``--entity-name``/``--entity-default`` belonging to
+the ``--entity-type`` in the same position) have client quotas, altered with one
+AlterClientQuotas (``--add-config 'producer_byte_rate=1024,request_percentage=50'``,
+``--delete-config`` of a key the entity has) and described with DescribeClientQuotas (a strict
+filter: the name, the default, or every name of each type given)::
+
+    Quota configs for user-principal 'alice', client-id 'app' are producer_byte_rate=1024.0
+    Quota configs for the default client-id are consumer_byte_rate=2048.0
+
+(values as Java prints a double, in the order kafka-configs prints them: its HashMap's).
+
+Users also have SCRAM credentials (not in the same command as quotas, not for the default user):
+``--add-config 'SCRAM-SHA-256=[iterations=8192,password=secret]'`` upserts (the iterations
+optional and first, default 4096, at least the mechanism's minimum; the password is salted and
+hashed by the admin client, as kafka-configs does), ``--delete-config SCRAM-SHA-256`` deletes,
+both in one AlterUserScramCredentials sent to the controller; describe prints, after the quotas::
 
     SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192
 """
@@ -44,17 +57,23 @@ from pybroker.client.admin import (
 from pybroker.client.connection import KafkaClientError
 from pybroker.protocol.errors import ErrorCode
 from pybroker.security.scram import ScramMechanism
+from pybroker.server.quota.admin import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
+from pybroker.server.quota.entities import CLIENT_ID, USER, format_quota_value
 
 PROG = "pybroker configs"
-ENTITY_TYPES = ("topics", "brokers", "broker-loggers", "users")
+ENTITY_TYPES = ("topics", "brokers", "broker-loggers", "users", "clients")
 RESOURCE_TYPES = {"topics": TOPIC_RESOURCE, "brokers": BROKER_RESOURCE, "broker-loggers": BROKER_LOGGER_RESOURCE}
 # The config source that is "dynamic" for each entity (what describe shows without --all).
 DYNAMIC_SOURCES = {"topics": 1, "brokers": 2}  # DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG
 DYNAMIC_DEFAULT_BROKER_SOURCE = 3
 OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"  # Kafka's: a separator not inside [...]
 VALID_KEY = re.compile(r"[$a-zA-Z0-9._-]*")
-# Kafka's QuotaConfigs.isClientOrUserQuotaConfig: keys a user may have that pybroker cannot set.
+# Kafka's QuotaConfigs.isClientOrUserQuotaConfig: the quota keys of users and clients.
 USER_QUOTA_CONFIGS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
+# The quota entity types of kafka-configs' entity types (Kafka's ClientQuotaEntity).
+QUOTA_ENTITY_TYPES = {"users": USER, "clients": CLIENT_ID}
+# Java's Double.parseDouble (decimal forms; what Scala's toDouble takes).
+JAVA_DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)")
 SCRAM_VALUE = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.S)
 # The Java exception a user-level error surfaces as (kafka-configs prints its simple name).
 JAVA_EXCEPTIONS = {
@@ -75,10 +94,10 @@ class CommandError(Exception):
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
-        "configs", help="describe and alter topic, broker and broker-logger configs and users' SCRAM credentials "
-                        "(like kafka-configs.sh)",
+        "configs", help="describe and alter topic, broker and broker-logger configs, client quotas and users' "
+                        "SCRAM credentials (like kafka-configs.sh)",
         description="Describe and alter entity configs (like kafka-configs.sh): topics, brokers (dynamic broker "
-                    "configs), broker-loggers, and users' SCRAM credentials.",
+                    "configs), broker-loggers, client quotas of users and clients, and users' SCRAM credentials.",
     )
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="REQUIRED: the server(s) to connect to")
     parser.add_argument("--command-config", metavar="FILE",
@@ -88,19 +107,29 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     actions.add_argument("--describe", action="store_true", help="list the configs of the given entity")
     actions.add_argument("--alter", action="store_true", help="alter the configs of the given entity")
     entity = parser.add_argument_group("entity")
-    entity.add_argument("--entity-type", choices=ENTITY_TYPES,
-                        help="the entity type: topics, brokers, broker-loggers or users")
-    entity.add_argument("--entity-name", metavar="NAME",
-                        help="the topic name, broker id or user principal (describe: all when omitted)")
-    entity.add_argument("--entity-default", action="store_true", help="the cluster-wide default broker configs")
+    entity.add_argument("--entity-type", choices=ENTITY_TYPES, action="append", dest="entity_types", default=[],
+                        help="the entity type: topics, brokers, broker-loggers, users or clients (users and clients "
+                             "may be given together: a client id of a user)")
+    entity.add_argument("--entity-name", metavar="NAME", action=_EntityName, dest="entity_names", default=[],
+                        help="the topic name, broker id, user principal or client id, for the --entity-type in the "
+                             "same position (describe: all when omitted)")
+    entity.add_argument("--entity-default", nargs=0, action=_EntityName, dest="entity_names",
+                        help="the default entity of the --entity-type in the same position (brokers, users, clients)")
     entity.add_argument("--topic", metavar="TOPIC", help="shorthand for --entity-type topics --entity-name TOPIC")
-    entity.add_argument("--broker", metavar="ID", help="shorthand for --entity-type brokers --entity-name ID")
-    entity.add_argument("--broker-defaults", action="store_true", help="shorthand for --entity-type brokers --entity-default")
+    entity.add_argument("--client", metavar="CLIENT_ID", help="shorthand for --entity-type clients --entity-name CLIENT_ID")
     entity.add_argument("--user", metavar="USER", help="shorthand for --entity-type users --entity-name USER")
+    entity.add_argument("--broker", metavar="ID", help="shorthand for --entity-type brokers --entity-name ID")
+    entity.add_argument("--broker-logger", metavar="ID",
+                        help="shorthand for --entity-type broker-loggers --entity-name ID")
+    entity.add_argument("--client-defaults", action="store_true",
+                        help="shorthand for --entity-type clients --entity-default")
+    entity.add_argument("--user-defaults", action="store_true", help="shorthand for --entity-type users --entity-default")
+    entity.add_argument("--broker-defaults", action="store_true", help="shorthand for --entity-type brokers --entity-default")
     parser.add_argument("--all", action="store_true", help="describe: every config, not just the dynamic ones")
     parser.add_argument("--add-config", metavar="K=V[,K2=V2]",
                         help="configs to set: k1=v1,k2=[v1,v2,v2],k3=v3 (square brackets group values holding commas); "
-                             "for users SCRAM-SHA-256=[iterations=8192,password=secret],SCRAM-SHA-512=[password=secret]")
+                             "for users and clients producer_byte_rate=1024,consumer_byte_rate=2048,request_percentage=50, "
+                             "for users also SCRAM-SHA-256=[iterations=8192,password=secret],SCRAM-SHA-512=[password=secret]")
     parser.add_argument("--add-config-file", metavar="FILE", help="a properties file of configs to set")
     parser.add_argument("--delete-config", action="append", default=[], metavar="K[,K2]", help="config keys to remove (repeatable)")
     parser.set_defaults(run=run)
@@ -108,37 +137,75 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 # --- the command line ----------------------------------------------------------------------------
 
-def _entity(args: argparse.Namespace) -> tuple[str, str | None]:
-    """(entity type, entity name); name None means every entity of the type (describe only),
-    "" the broker defaults."""
-    given = []
-    if args.entity_type:
-        if args.entity_name is not None and args.entity_default:
-            raise UsageError("--entity-name and --entity-default can't be used together")
-        given.append((args.entity_type, "" if args.entity_default else args.entity_name))
-    elif args.entity_name is not None or args.entity_default:
-        raise UsageError("--entity-name and --entity-default need --entity-type")
-    if args.topic is not None:
-        given.append(("topics", args.topic))
-    if args.broker is not None:
-        given.append(("brokers", args.broker))
-    if args.broker_defaults:
-        given.append(("brokers", ""))
-    if args.user is not None:
-        given.append(("users", args.user))
-    if not given:
-        raise UsageError("give the entity: --entity-type topics|brokers|users (with --entity-name or --entity-default), "
-                         "--topic, --broker, --broker-defaults or --user")
-    if len(given) > 1:
-        raise UsageError("give only one entity")
-    kind, name = given[0]
-    if kind == "topics" and name == "":
-        raise UsageError("--entity-default applies to brokers and users, not topics")
-    if kind in ("brokers", "broker-loggers") and name and not name.isdigit():
-        raise CommandError(f"The entity name for {kind} must be a valid integer broker id, but it is: {name}")
-    if kind == "broker-loggers" and name == "":
-        raise UsageError("--entity-default applies to brokers, clients and users, not broker-loggers")
-    return kind, name
+class _EntityName(argparse.Action):
+    """``--entity-name NAME`` and ``--entity-default`` (an empty name) into one list, in the order
+    given: the n-th belongs to the n-th ``--entity-type`` (Kafka's ``entityNames``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        names = list(getattr(namespace, self.dest, None) or [])
+        names.append(values if isinstance(values, str) else "")
+        setattr(namespace, self.dest, names)
+
+
+# The specific entity flags (Kafka's entityFlags, then entityDefaultsFlags, in its order).
+ENTITY_FLAGS = (("topic", "topics"), ("client", "clients"), ("user", "users"), ("broker", "brokers"),
+                ("broker_logger", "broker-loggers"))
+ENTITY_DEFAULT_FLAGS = (("client_defaults", "clients"), ("user_defaults", "users"), ("broker_defaults", "brokers"))
+
+
+def entity_types_and_names(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """Kafka's ``entityTypes`` and ``entityNames``: the ``--entity-type`` values then the specific
+    flags' types; the ``--entity-name`` / ``--entity-default`` names ("" for a default) then the
+    flags' names. There may be fewer names than types (describe every entity of a type)."""
+    types = list(args.entity_types)
+    names = list(args.entity_names or [])
+    for flag, kind in ENTITY_FLAGS:
+        if getattr(args, flag) is not None:
+            types.append(kind)
+            names.append(getattr(args, flag))
+    for flag, kind in ENTITY_DEFAULT_FLAGS:
+        if getattr(args, flag):
+            types.append(kind)
+            names.append("")
+    return types, names
+
+
+def _entity(args: argparse.Namespace, action: str) -> tuple[list[str], list[str]]:
+    """The entity types and names, checked as kafka-configs' ``checkArgs`` does."""
+    types, names = entity_types_and_names(args)
+    duplicates = sorted({t for t in types if types.count(t) > 1})
+    if duplicates:
+        raise CommandError(f"Duplicate entity type(s) specified: {','.join(duplicates)}")
+    if not types:
+        raise UsageError("give the entity: --entity-type topics|brokers|broker-loggers|users|clients (with "
+                         "--entity-name or --entity-default), --topic, --broker, --broker-defaults, --broker-logger, "
+                         "--user, --user-defaults, --client or --client-defaults")
+    if len(types) > 1 and set(types) != {"users", "clients"}:
+        raise CommandError("Only 'users' and 'clients' entity types may be specified together")
+    specific = any(getattr(args, f) is not None for f, _ in ENTITY_FLAGS) or any(
+        getattr(args, f) for f, _ in ENTITY_DEFAULT_FLAGS)
+    if (args.entity_types or args.entity_names) and specific:
+        raise CommandError("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
+    if len(names) > len(types):
+        raise CommandError("More entity names specified than entity types")
+    kind = types[0]
+    if kind in ("brokers", "broker-loggers"):
+        for name in names:
+            if name and not name.isdigit():
+                raise CommandError(f"The entity name for {kind} must be a valid integer broker id, but it is: {name}")
+    if kind == "topics" and "" in names:
+        raise UsageError("--entity-default applies to brokers, users and clients, not topics")
+    if kind == "broker-loggers" and "" in names:
+        raise UsageError("--entity-default applies to brokers, users and clients, not broker-loggers")
+    if action == "describe" and kind == "broker-loggers" and not names:
+        raise UsageError("an entity name must be specified with --describe of broker-loggers")
+    if action == "alter":
+        if not names:
+            raise UsageError("An entity name must be specified with --alter")
+        if len(names) != len(types):
+            raise CommandError("An entity name must be specified for every entity type")
+    return types, names
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -153,7 +220,7 @@ def parse_add_config(text: str) -> dict[str, str]:
     return out
 
 
-def _validate(args: argparse.Namespace) -> tuple[str, tuple[str, str | None]]:
+def _validate(args: argparse.Namespace) -> tuple[str, tuple[list[str], list[str]]]:
     if args.describe == args.alter:
         raise UsageError("Command must include exactly one action: --describe, --alter")
     action = "describe" if args.describe else "alter"
@@ -164,12 +231,7 @@ def _validate(args: argparse.Namespace) -> tuple[str, tuple[str, str | None]]:
         raise UsageError("At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter")
     if action == "alter" and args.all:
         raise UsageError("--all can only be used with --describe")
-    kind, name = _entity(args)
-    if action == "describe" and kind == "broker-loggers" and name is None:
-        raise UsageError("an entity name must be specified with --describe of broker-loggers")
-    if action == "alter" and name is None:
-        raise UsageError("An entity name must be specified with --alter")
-    return action, (kind, name)
+    return action, _entity(args, action)
 
 
 def _configs_to_set(args: argparse.Namespace) -> dict[str, str]:
@@ -283,32 +345,52 @@ async def _alter_broker_loggers(admin: Admin, name: str, to_set: dict[str, str],
     await admin.incremental_alter_configs(BROKER_LOGGER_RESOURCE, name, to_set, to_delete)
 
 
-# --- users: SCRAM credentials --------------------------------------------------------------------
+# --- users and clients: quotas and SCRAM credentials ---------------------------------------------
 
-def scram_alterations(
-    user: str, to_set: dict[str, str], to_delete: list[str],
-) -> list[UserScramCredentialUpsertion | UserScramCredentialDeletion]:
-    """kafka-configs' checks of a user's configs (``alterConfig`` and
-    ``alterUserScramCredentialConfigs``) and the alterations they make: deletions, then
-    upsertions."""
-    unknown_set = [k for k in to_set if ScramMechanism.for_name(k) is None and k not in USER_QUOTA_CONFIGS]
-    unknown_delete = [k for k in to_delete if ScramMechanism.for_name(k) is None and k not in USER_QUOTA_CONFIGS]
+def check_user_client_configs(types: list[str], names: list[str], to_set: dict[str, str], to_delete: list[str]) -> bool:
+    """kafka-configs' checks of the keys altered for users and clients (``alterConfig``): quota keys
+    for a client or a user's client, quota or SCRAM keys for a user (SCRAM not for the default user,
+    and not with quota keys in the same command). True when the alteration is of quotas."""
+    def is_scram(key: str) -> bool:
+        return ScramMechanism.for_name(key) is not None
+
+    unknown_set = [k for k in to_set if not is_scram(k) and k not in USER_QUOTA_CONFIGS]
+    unknown_delete = [k for k in to_delete if not is_scram(k) and k not in USER_QUOTA_CONFIGS]
+    scram_set = [k for k in to_set if is_scram(k)]
+    scram_delete = [k for k in to_delete if is_scram(k)]
+    quotas = any(k in USER_QUOTA_CONFIGS for k in [*to_set, *to_delete])
+    if types[0] == "clients" or len(types) == 2:
+        if unknown_set or scram_set:
+            raise CommandError("Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected "
+                               f"config names: Set({', '.join(unknown_set + scram_set)})")
+        if unknown_delete or scram_delete:
+            raise CommandError("Only quota configs can be deleted for 'clients' using --bootstrap-server. Unexpected "
+                               f"config names: List({', '.join(unknown_delete + scram_delete)})")
+        return True
     if unknown_set:
         raise CommandError("Only quota and SCRAM credential configs can be added for 'users' using --bootstrap-server. "
                            f"Unexpected config names: Set({', '.join(unknown_set)})")
     if unknown_delete:
         raise CommandError("Only quota and SCRAM credential configs can be deleted for 'users' using "
                            f"--bootstrap-server. Unexpected config names: List({', '.join(unknown_delete)})")
-    quotas = [k for k in [*to_set, *to_delete] if k in USER_QUOTA_CONFIGS]
-    scram = len(quotas) < len(to_set) + len(to_delete)
-    if scram and user == "":
-        raise CommandError("The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials "
-                           "using --bootstrap-server.")
-    if scram and quotas:
-        raise CommandError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using "
-                           "--bootstrap-server.")
-    if quotas:
-        raise CommandError(f"Client quotas are not supported by pybroker: {', '.join(quotas)}")
+    if scram_set or scram_delete:
+        if "" in names:
+            raise CommandError("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+                               "Credentials using --bootstrap-server.")
+        if quotas:
+            raise CommandError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' "
+                               "using --bootstrap-server.")
+    return quotas
+
+
+def scram_alterations(
+    user: str, to_set: dict[str, str], to_delete: list[str],
+) -> list[UserScramCredentialUpsertion | UserScramCredentialDeletion]:
+    """kafka-configs' checks of a user's configs (``alterConfig`` and
+    ``alterUserScramCredentialConfigs``) and the SCRAM alterations they make: deletions, then
+    upsertions (none when the configs are quotas)."""
+    if check_user_client_configs(["users"], [user], to_set, to_delete):
+        return []
     alterations: list[UserScramCredentialUpsertion | UserScramCredentialDeletion] = [
         UserScramCredentialDeletion(user, key) for key in to_delete]
     for key, value in to_set.items():
@@ -332,9 +414,104 @@ def scram_alterations(
     return alterations
 
 
+def quota_filter(types: list[str], names: list[str]) -> list[tuple[str, int, str | None]]:
+    """Kafka's ``getAllClientQuotasConfigs`` filter components, one per entity type: its name
+    (match exact), the default (a name ""), or any name (no name given)."""
+    components: list[tuple[str, int, str | None]] = []
+    for i, kind in enumerate(types):
+        name = names[i] if i < len(names) else None
+        if name is None:
+            components.append((QUOTA_ENTITY_TYPES[kind], MATCH_ANY, None))
+        elif name == "":
+            components.append((QUOTA_ENTITY_TYPES[kind], MATCH_DEFAULT, None))
+        else:
+            components.append((QUOTA_ENTITY_TYPES[kind], MATCH_EXACT, name))
+    return components
+
+
+def quota_entity(types: list[str], names: list[str]) -> dict[str, str | None]:
+    """The AlterClientQuotas entity: each type with its name, None for the default."""
+    return {QUOTA_ENTITY_TYPES[kind]: name or None for kind, name in zip(types, names, strict=True)}
+
+
+def parse_java_double(key: str, value: str) -> float:
+    """Scala's ``String.toDouble`` (Java's ``Double.parseDouble``) of a quota value."""
+    text = value.strip()
+    if not JAVA_DOUBLE.fullmatch(text):
+        raise CommandError(f"Cannot parse quota configuration value for {key}: {value}")
+    return float(text.rstrip("fFdD"))
+
+
+def quota_ops(old: dict[str, float], to_set: dict[str, str], to_delete: list[str]) -> dict[str, float | None]:
+    """Kafka's ``alterQuotaConfigs``: a deleted key must be set; each value a double."""
+    invalid = [key for key in to_delete if key not in old]
+    if invalid:
+        raise CommandError(f"Invalid config(s): {','.join(invalid)}")
+    ops: dict[str, float | None] = {key: parse_java_double(key, value) for key, value in to_set.items()}
+    ops.update({key: None for key in to_delete})
+    return ops
+
+
+def java_string_hash(text: str) -> int:
+    h = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h
+
+
+def java_hash_map_order(keys: list[str]) -> list[str]:
+    """The iteration order of a Java ``new HashMap<>(keys.size())`` filled with ``keys`` in
+    order: by bucket of the final table, insertion order within one (how kafka-configs, iterating
+    the admin client's map, lists a quota entity's values)."""
+    capacity = 1
+    while capacity < len(keys):
+        capacity *= 2
+    threshold = int(capacity * 0.75)
+    for size in range(1, len(keys) + 1):
+        if size > threshold:
+            capacity *= 2
+            threshold = int(capacity * 0.75)
+
+    def bucket(key: str) -> int:
+        h = java_string_hash(key)
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(keys, key=bucket)
+
+
+def format_quota_entity(entity: dict[str, str | None]) -> str:
+    """``user-principal 'alice', client-id 'app'`` / ``the default client-id`` (Kafka's entitySubstr)."""
+    parts = []
+    for kind, label in ((USER, "user-principal"), (CLIENT_ID, "client-id"), ("ip", "ip")):
+        if kind in entity:
+            name = entity[kind]
+            parts.append(f"the default {label}" if name is None else f"{label} '{name}'")
+    return ", ".join(parts)
+
+
+def format_quota_line(entity: dict[str, str | None], values: dict[str, float]) -> str:
+    entries = ", ".join(f"{key}={format_quota_value(values[key])}" for key in java_hash_map_order(list(values)))
+    return f"Quota configs for {format_quota_entity(entity)} are {entries}"
+
+
+async def _describe_quotas_and_users(admin: Admin, types: list[str], names: list[str]) -> None:
+    """kafka-configs' ``describeClientQuotaAndUserScramCredentialConfigs``: the quota entities
+    the filter matches strictly, then (users only, no default) the users' SCRAM credentials."""
+    for entity, values in await admin.describe_client_quotas(quota_filter(types, names), strict=True):
+        print(format_quota_line(entity, values))
+    if "clients" not in types and "" not in names:
+        await _describe_users(admin, names[0] if names else None)
+
+
+async def _alter_quotas(admin: Admin, types: list[str], names: list[str], to_set: dict[str, str],
+                        to_delete: list[str]) -> None:
+    found = await admin.describe_client_quotas(quota_filter(types, names), strict=True)
+    old = found[0][1] if found else {}
+    ops = quota_ops(old, to_set, to_delete)
+    await admin.alter_client_quotas([(quota_entity(types, names), ops)])
+
+
 async def _describe_users(admin: Admin, name: str | None) -> None:
-    if name == "":
-        return  # the default user has quotas only, and pybroker has none
     results = await admin.user_scram_credential_results(None if name is None else [name])
     for user, result in results.items():
         if isinstance(result, AdminError):
@@ -348,19 +525,33 @@ async def _describe_users(admin: Admin, name: str | None) -> None:
         print(f"SCRAM credential configs for user-principal '{user}' are {text}")
 
 
-async def _run(args: argparse.Namespace, action: str, kind: str, name: str | None, client: dict[str, object]) -> int:
+def _completed(kind: str, name: str) -> str:
+    if name:
+        return f"Completed updating config for {kind[:-1]} {name}."
+    return f"Completed updating default config for {kind} in the cluster."
+
+
+async def _run(args: argparse.Namespace, action: str, types: list[str], names: list[str],
+               client: dict[str, object]) -> int:
+    kind, name = types[0], (names[0] if names else None)
     to_set = _configs_to_set(args) if action == "alter" else {}
     to_delete = _configs_to_delete(args)
-    alterations = scram_alterations(name or "", to_set, to_delete) if kind == "users" and action == "alter" else []
+    quotas = alterations = None
+    if action == "alter" and kind in QUOTA_ENTITY_TYPES:
+        quotas = check_user_client_configs(types, names, to_set, to_delete)
+        if not quotas:
+            alterations = scram_alterations(names[0], to_set, to_delete)
     async with Admin(args.bootstrap_server, **client) as admin:  # type: ignore[arg-type]
-        if action == "describe" and kind == "users":
-            await _describe_users(admin, name)
+        if action == "describe" and kind in QUOTA_ENTITY_TYPES:
+            await _describe_quotas_and_users(admin, types, names)
         elif action == "describe":
             await _describe(admin, kind, name, args.all)
-        elif kind == "users":
-            assert name is not None
+        elif quotas:
+            await _alter_quotas(admin, types, names, to_set, to_delete)
+            print(_completed(kind, names[0]))
+        elif alterations is not None:
             await admin.alter_user_scram_credentials(alterations)
-            print(f"Completed updating config for user {name}.")
+            print(_completed(kind, names[0]))
         else:
             assert name is not None
             await _alter(admin, kind, name, to_set, to_delete)
@@ -369,7 +560,7 @@ async def _run(args: argparse.Namespace, action: str, kind: str, name: str | Non
 
 def run(args: argparse.Namespace) -> int:
     try:
-        action, (kind, name) = _validate(args)
+        action, (types, names) = _validate(args)
     except UsageError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
@@ -386,7 +577,7 @@ def run(args: argparse.Namespace) -> int:
     if settings.default_api_timeout_ms is not None:
         client["retry_timeout"] = settings.default_api_timeout_ms / 1000
     try:
-        return asyncio.run(_run(args, action, kind, name, client))
+        return asyncio.run(_run(args, action, types, names, client))
     except (AdminError, CommandError, KafkaClientError, ValueError, TimeoutError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1

@@ -256,6 +256,7 @@ def acl_invocations(script: Script, args: Args) -> list[list[str]]:
 
 ZOOKEEPER_REFUSED = ("pybroker's tools talk to the brokers only (Kafka 3.x's --bootstrap-server); ZooKeeper-mode "
                      "access to the metadata is not supported")
+IP_QUOTAS_REFUSED = "IP connection-rate quotas (--ip, --ip-defaults) are not supported by pybroker"
 
 TOPICS_OPTIONS = {
     "bootstrap-server": REQUIRED, "command-config": REQUIRED, "list": FLAG, "create": FLAG, "delete": FLAG,
@@ -311,7 +312,8 @@ SCRIPTS: dict[str, Script] = {s.name: s for s in (
     Script("kafka-topics.sh", "topics", "topics", TOPICS_OPTIONS, translate_topics,
            refused={"topic-id": "--topic-id is not supported by pybroker's kafka-topics.sh: give --topic"}),
     Script("kafka-configs.sh", "configs", "configs", CONFIGS_OPTIONS, translate_configs,
-           refused={"zookeeper": ZOOKEEPER_REFUSED, "zk-tls-config-file": ZOOKEEPER_REFUSED}),
+           refused={"zookeeper": ZOOKEEPER_REFUSED, "zk-tls-config-file": ZOOKEEPER_REFUSED,
+                    "ip": IP_QUOTAS_REFUSED, "ip-defaults": IP_QUOTAS_REFUSED}),
     Script("kafka-consumer-groups.sh", "consumer-groups", "consumer_groups", CONSUMER_GROUPS_OPTIONS),
     Script("kafka-delete-records.sh", "delete-records", "delete_records",
            {"bootstrap-server": REQUIRED, "offset-json-file": REQUIRED, "command-config": REQUIRED}),

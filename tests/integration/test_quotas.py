@@ -1,15 +1,21 @@
 """Client quotas end to end on one broker: quotas altered and described through the project's
 admin client (confluent-kafka 2.16 and kafka-python 3.0.12 expose no client-quota admin API),
 a producer and a consumer held to their byte rates with ``throttle_time_ms`` seen by
-kafka-python's metrics, and DescribeProducers through kafka-python's admin client.
+kafka-python's metrics, and DescribeProducers through kafka-python's admin client; ``pybroker
+configs`` / kafka-configs.sh altering and describing quotas (kafka-configs' output and errors);
+on a three-broker cluster, a quota altered through one broker described through another and
+enforced by a third.
 
 The broker keeps short quota windows (2 samples of 1 s) so a throttle shows within seconds."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
@@ -18,6 +24,10 @@ from kafka.admin import KafkaAdminClient
 from pybroker.client.admin import Admin, AdminError
 from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
+from tests.conftest import REPO
+from tests.integration.cluster import start_cluster
+from tests.integration.test_cli import failed, ok, pybroker
+from tests.zookeeper import chroot_for
 
 BROKER_OVERRIDES = {"quota.window.num": 2, "quota.window.size.seconds": 1}
 RATE = 200_000
@@ -123,3 +133,146 @@ def test_describe_producers_through_kafka_python(broker) -> None:  # noqa: ANN00
     states = ours[TopicPartition(topic, 0)]
     assert len(states) == 1 and states[0].last_sequence == 2 and states[0].current_transaction_start_offset == -1
     assert str(states[0].producer_id) in str(described)
+
+
+# --- pybroker configs / kafka-configs.sh: client quotas ------------------------------------------
+
+def configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return pybroker("configs", "--bootstrap-server", bootstrap, *args)
+
+
+def kafka_configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Kafka's ``kafka-configs.sh`` (its flags translated by `pybroker.cli.kafka_scripts`)."""
+    code = "import sys; from pybroker.cli.kafka_scripts import run_script; sys.exit(run_script('kafka-configs.sh', sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, "--bootstrap-server", bootstrap, *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_configs_cli_alters_and_describes_client_quotas(broker) -> None:  # noqa: ANN001
+    b = broker.bootstrap
+    user = f"alice-{uuid.uuid4().hex[:6]}"
+    assert ok(configs(b, "--alter", "--entity-type", "users", "--entity-name", user, "--add-config",
+                      "producer_byte_rate=1024,consumer_byte_rate=2048,request_percentage=50")) == \
+        f"Completed updating config for user {user}.\n"
+    assert ok(configs(b, "--describe", "--user", user)) == (
+        f"Quota configs for user-principal '{user}' are consumer_byte_rate=2048.0, producer_byte_rate=1024.0, "
+        "request_percentage=50.0\n")
+    # A client id of the user (the types in either order), client ids, the defaults.
+    assert ok(configs(b, "--alter", "--entity-type", "users", "--entity-name", user, "--entity-type", "clients",
+                      "--entity-name", "app", "--add-config", "producer_byte_rate=4096")) == \
+        f"Completed updating config for user {user}.\n"
+    assert ok(configs(b, "--alter", "--entity-type", "clients", "--entity-default", "--entity-type", "users",
+                      "--entity-name", user, "--add-config", "request_percentage=12.5")) == \
+        "Completed updating default config for clients in the cluster.\n"
+    assert ok(kafka_configs(b, "--alter", "--client", "app", "--add-config", "consumer_byte_rate=1e4")) == \
+        "Completed updating config for client app.\n"
+    assert ok(kafka_configs(b, "--alter", "--client-defaults", "--add-config", "consumer_byte_rate=100")) == \
+        "Completed updating default config for clients in the cluster.\n"
+    assert ok(kafka_configs(b, "--alter", "--user-defaults", "--add-config", "producer_byte_rate=10000000000")) == \
+        "Completed updating default config for users in the cluster.\n"
+    assert ok(configs(b, "--describe", "--entity-type", "users", "--entity-name", user, "--entity-type", "clients")) \
+        == (f"Quota configs for user-principal '{user}', the default client-id are request_percentage=12.5\n"
+            f"Quota configs for user-principal '{user}', client-id 'app' are producer_byte_rate=4096.0\n")
+    assert ok(configs(b, "--describe", "--entity-type", "users", "--entity-name", user, "--entity-type", "clients",
+                      "--entity-name", "app")) == \
+        f"Quota configs for user-principal '{user}', client-id 'app' are producer_byte_rate=4096.0\n"
+    assert ok(kafka_configs(b, "--describe", "--client", "app")) == \
+        "Quota configs for client-id 'app' are consumer_byte_rate=10000.0\n"
+    assert ok(configs(b, "--describe", "--entity-type", "clients")) == (
+        "Quota configs for the default client-id are consumer_byte_rate=100.0\n"
+        "Quota configs for client-id 'app' are consumer_byte_rate=10000.0\n")
+    assert ok(kafka_configs(b, "--describe", "--user-defaults")) == \
+        "Quota configs for the default user-principal are producer_byte_rate=1.0E10\n"
+    every_user = ok(configs(b, "--describe", "--entity-type", "users")).splitlines()
+    assert "Quota configs for the default user-principal are producer_byte_rate=1.0E10" in every_user
+    assert f"Quota configs for user-principal '{user}' are consumer_byte_rate=2048.0, producer_byte_rate=1024.0, " \
+           "request_percentage=50.0" in every_user
+    assert not any("client-id" in line for line in every_user)  # strict: users alone
+    # What the broker holds (the project's admin client; neither real client exposes the API).
+    found = admin_call(b, lambda a: a.describe_client_quotas([("user", 0, user), ("client-id", 0, "app")], strict=True))
+    assert found == [({"user": user, "client-id": "app"}, {"producer_byte_rate": 4096.0})]
+    # The user keeps SCRAM credentials beside its quotas.
+    assert ok(configs(b, "--alter", "--user", user, "--add-config", "SCRAM-SHA-256=[password=secret]")) == \
+        f"Completed updating config for user {user}.\n"
+    assert ok(configs(b, "--describe", "--user", user)).splitlines()[1] == \
+        f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-256=iterations=4096"
+
+    # Errors, as kafka-configs: one line, exit 1 (2 for usage errors), nothing changed.
+    cases = [
+        (("--alter", "--client", "app", "--delete-config", "request_percentage"), "Invalid config(s): request_percentage"),
+        (("--alter", "--client", "app", "--add-config", "producer_byte_rate=fast"),
+         "Cannot parse quota configuration value for producer_byte_rate: fast"),
+        (("--alter", "--client", "app", "--add-config", "SCRAM-SHA-256=[password=x]"),
+         "Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected config names: "
+         "Set(SCRAM-SHA-256)"),
+        (("--alter", "--user", user, "--add-config", "producer_byte_rate=1.5"),
+         "Configuration producer_byte_rate must be a LONG value"),
+        (("--alter", "--user", user, "--add-config", "consumer_byte_rate=0"), "must be greater than 0"),
+        (("--alter", "--user-defaults", "--add-config", "SCRAM-SHA-256=[password=x]"),
+         "The use of --entity-default or --user-defaults is not allowed with User SCRAM Credentials"),
+        (("--describe", "--entity-type", "users", "--entity-type", "topics"),
+         "Only 'users' and 'clients' entity types may be specified together"),
+        (("--describe", "--entity-type", "users", "--entity-type", "users"), "Duplicate entity type(s) specified: users"),
+        (("--alter", "--entity-type", "users", "--entity-name", user, "--entity-type", "clients", "--add-config",
+          "producer_byte_rate=1"), "An entity name must be specified for every entity type"),
+        (("--describe", "--user", user, "--entity-type", "clients"),
+         "--entity-{type,name,default} should not be used in conjunction with specific entity flags"),
+    ]
+    with ThreadPoolExecutor(4) as pool:
+        failures = list(pool.map(lambda case: configs(b, *case[0]), cases))
+    for (args, message), failure in zip(cases, failures, strict=True):
+        assert failed(failure, message).startswith("Error: "), (args, failure.stderr)
+        assert failure.returncode == 1
+    refused = kafka_configs(b, "--describe", "--ip-defaults")
+    assert refused.returncode == 1 and "IP connection-rate quotas" in refused.stderr
+
+    # Deleting every key removes the entity.
+    assert ok(configs(b, "--alter", "--client", "app", "--delete-config", "consumer_byte_rate")) == \
+        "Completed updating config for client app.\n"
+    assert ok(configs(b, "--alter", "--user", user, "--delete-config",
+                      "producer_byte_rate,consumer_byte_rate,request_percentage")) == \
+        f"Completed updating config for user {user}.\n"
+    assert ok(configs(b, "--describe", "--user", user)) == \
+        f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-256=iterations=4096\n"
+    assert ok(configs(b, "--describe", "--client", "app")) == ""
+
+
+# --- a three-broker cluster ----------------------------------------------------------------------
+
+@pytest.fixture
+def cluster(zookeeper, tmp_path, request):  # noqa: ANN001, ANN201
+    cluster = start_cluster(chroot_for(zookeeper, request.node.name), tmp_path, **BROKER_OVERRIDES)
+    yield cluster
+    cluster.kill()
+
+
+def test_a_quota_set_on_one_broker_reaches_every_broker(cluster) -> None:  # noqa: ANN001
+    """Altered through broker 1, described through broker 2, enforced by broker 3 (the leader the
+    producer writes to): quotas live in ZooKeeper (``/config/clients/<id>``) and every broker
+    follows their change notifications."""
+    topic, client_id = f"cluster-quota-{uuid.uuid4().hex[:8]}", "slow-cluster-producer"
+    assert ok(pybroker("topics", "--bootstrap-server", cluster.bootstrap, "create", "--topic", topic,
+                       "--replica-assignment", "3")) == f"Created topic {topic}.\n"
+    assert ok(configs(cluster.broker(1).bootstrap, "--alter", "--client", client_id, "--add-config",
+                      f"producer_byte_rate={RATE}")) == f"Completed updating config for client {client_id}.\n"
+    for node in (2, 3):
+        assert ok(configs(cluster.broker(node).bootstrap, "--describe", "--client", client_id)) == \
+            f"Quota configs for client-id '{client_id}' are producer_byte_rate={RATE}.0\n"
+    producer = KafkaProducer(bootstrap_servers=cluster.broker(1).bootstrap, client_id=client_id, linger_ms=5,
+                             batch_size=16384, acks=1)
+    try:
+        value = b"x" * 10_000
+        started = time.monotonic()
+        for _ in range(TOTAL // len(value)):
+            producer.send(topic, value)
+        producer.flush(timeout=60)
+        seconds = time.monotonic() - started
+        throttle = throttle_time_max(producer.metrics())
+    finally:
+        producer.close()
+    assert seconds >= (TOTAL - 2 * RATE) / RATE * 0.8, seconds
+    assert throttle > 0
+    # Removed through broker 2: gone everywhere.
+    assert ok(configs(cluster.broker(2).bootstrap, "--alter", "--client", client_id, "--delete-config",
+                      "producer_byte_rate")) == f"Completed updating config for client {client_id}.\n"
+    assert ok(configs(cluster.broker(3).bootstrap, "--describe", "--client", client_id)) == ""

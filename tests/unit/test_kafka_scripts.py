@@ -41,7 +41,6 @@ TRANSLATED = {
 }
 # Kafka options pybroker's commands do not take (yet): refused with "not supported by pybroker".
 KNOWN_GAPS = {
-    "kafka-configs.sh": {"client", "client-defaults", "user-defaults", "broker-logger", "ip-defaults", "ip"},
     "kafka-consumer-groups.sh": {"export", "from-file"},
     "kafka-acls.sh": {"delegation-token", "user-principal"},
 }
