@@ -128,3 +128,21 @@ def test_a_throttled_reassignment_stays_under_its_rate(cluster, topic_name, tmp_
     _, unthrottled = move(cluster, control, tmp_path / "control.json")
     print(f"throttled: {seconds:.1f} s, unthrottled: {unthrottled:.1f} s")
     assert unthrottled < seconds / 2, (unthrottled, seconds)
+
+
+@pytest.mark.parametrize("side", ["leader", "follower"])
+def test_each_side_of_the_throttle_holds_the_rate_alone(cluster, topic_name, tmp_path, side):
+    """Only the leader's throttle (broker 1's rate, the topic's leader list) or only the
+    follower's (broker 2's, the follower list), set with ``pybroker configs``: either holds the
+    copy to its rate."""
+    topic = topic_name
+    size = fill(cluster, topic)
+    node, replicas = (1, "0:1") if side == "leader" else (2, "0:2")
+    ok(pybroker("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--broker", str(node),
+                "--add-config", f"{side}.replication.throttled.rate={RATE}"))
+    ok(pybroker("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--topic", topic,
+                "--add-config", f"{side}.replication.throttled.replicas={replicas}"))
+    samples, seconds = move(cluster, topic, tmp_path / "plan.json")
+    for t, copied in samples:
+        assert copied <= RATE * (t + WINDOW) + FETCH_MAX, (t, copied, samples)
+    assert seconds >= (size - FETCH_MAX) / RATE - WINDOW, (seconds, samples)
