@@ -174,12 +174,11 @@ def test_reassign_partitions_generate_execute_verify(cluster, topic_name, tmp_pa
     assert "Current partition replica assignment" in out
     assert out.rstrip().endswith(f"Successfully started partition reassignments for {topic_name}-0,{topic_name}-1")
     wait_until(lambda: settled(cluster, topic_name, 0, [3]) and settled(cluster, topic_name, 1, [3]), timeout=20)
-    # (--preserve-throttles: clearing the broker-level throttles needs dynamic broker configs, which
-    # the unit tests of the tool's requests cover)
     out = ok(pybroker("reassign-partitions", "--bootstrap-server", cluster.bootstrap, "--verify",
-                      "--reassignment-json-file", str(plan), "--preserve-throttles"))
-    assert out == ("Status of partition reassignment:\n"
-                   f"Reassignment of partition {topic_name}-0 is completed.\n"
-                   f"Reassignment of partition {topic_name}-1 is completed.\n")
+                      "--reassignment-json-file", str(plan)))
+    assert out.startswith("Status of partition reassignment:\n"
+                          f"Reassignment of partition {topic_name}-0 is completed.\n"
+                          f"Reassignment of partition {topic_name}-1 is completed.\n")
+    assert "Clearing broker-level throttles on brokers" in out
     out = ok(pybroker("reassign-partitions", "--bootstrap-server", cluster.bootstrap, "--list"))
     assert out == "No partition reassignments found.\n"
