@@ -107,7 +107,8 @@ class BrokerCollector(Collector):
         yield _gauge(prefix + "atminisrpartitioncount",
                      "Partitions led here whose ISR is exactly min.insync.replicas.", at_min_isr)
         yield _gauge(prefix + "offlinereplicacount",
-                     "Replicas hosted here in an offline log directory (pybroker: always 0).", 0)
+                     "Replicas hosted here in an offline (failed) log directory.",
+                     len(replica_manager.offline_partitions))
         isr = replica_manager.isr_stats
         for name, doc, value in (
             ("isrshrinks_total", "ISR shrinks committed by partitions led here.", isr.shrinks),
@@ -246,6 +247,9 @@ def topic_metrics(stats: BrokerTopicStats) -> Iterator[Metric]:
     replication = _counter(prefix + "replicationbytesout", "Bytes of records sent to followers.")
     replication.add_metric([], stats.replication_bytes_out)
     yield replication
+    replication_in = _counter(prefix + "replicationbytesin", "Bytes of records appended by followers (fetched from leaders).")
+    replication_in.add_metric([], stats.replication_bytes_in)
+    yield replication_in
 
 
 def request_metrics(metrics: RequestMetrics) -> Iterator[Metric]:

@@ -73,14 +73,15 @@ class TopicCounters:
 
 class BrokerTopicStats:
     """Kafka's ``BrokerTopicStats``: per-topic counters plus the all-topics ones, and the
-    replication bytes out (followers' fetches, all topics only, as in Kafka)."""
+    replication bytes in and out (followers' fetches, all topics only, as in Kafka)."""
 
-    __slots__ = ("topics", "all", "replication_bytes_out")
+    __slots__ = ("topics", "all", "replication_bytes_out", "replication_bytes_in")
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicCounters] = {}
         self.all = TopicCounters()
         self.replication_bytes_out = 0
+        self.replication_bytes_in = 0
 
     def topic(self, name: str) -> TopicCounters:
         counters = self.topics.get(name)
@@ -108,6 +109,11 @@ class BrokerTopicStats:
         counters = self.all
         counters.bytes_in += size
         counters.messages_in += records
+
+    def replicated_in(self, size: int) -> None:
+        """A follower appended ``size`` bytes fetched from its leader (ReplicationBytesInPerSec,
+        all topics only: Kafka's ``updateReplicationBytesIn`` in ReplicaFetcherThread)."""
+        self.replication_bytes_in += size
 
     def fetched(self, replica_id: int, results: Mapping[Any, Any]) -> None:
         """A fetch response's partitions (``TopicPartition`` → result with ``error`` and

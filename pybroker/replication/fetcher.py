@@ -29,6 +29,7 @@ from typing import Protocol
 from pybroker import _native
 from pybroker.log.leader_epoch import UNDEFINED_EPOCH
 from pybroker.log.log import Log, UnexpectedAppendOffsetError
+from pybroker.metrics.stats import BrokerTopicStats
 from pybroker.protocol.errors import ErrorCode
 from pybroker.replication.truncation import (
     leader_start_offset_needed,
@@ -224,6 +225,8 @@ class ReplicaFetcher:
         self._running = False
         #: The follower replication throttle (Kafka's ReplicaFetcherThread ``quota``), or None.
         self.quota: ReplicaQuota | None = None
+        #: The broker's BrokerTopicStats (ReplicationBytesInPerSec), or None.
+        self.topic_stats: BrokerTopicStats | None = None
 
     # --- partitions ---------------------------------------------------------------------------
 
@@ -404,6 +407,8 @@ class ReplicaFetcher:
             except (UnexpectedAppendOffsetError, ValueError) as e:
                 self._mark_failed(tp, state, str(e))
                 return
+            if self.topic_stats is not None:
+                self.topic_stats.replicated_in(len(response.records))
             if info.record_count > 0:
                 state.fetch_offset = info.last_offset + 1
                 if info.last_leader_epoch >= 0:
@@ -548,6 +553,7 @@ class ReplicaFetcherManager:
     fetchers: dict[tuple[int, int], ReplicaFetcher] = field(default_factory=dict)
     _resizing: set[asyncio.Task[None]] = field(default_factory=set)
     quota: ReplicaQuota | None = None  # the follower replication throttle, given to every fetcher
+    topic_stats: BrokerTopicStats | None = None  # metrics (ReplicationBytesInPerSec), given to every fetcher
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         return abs(31 * java_string_hash(tp.topic) + tp.partition) % self.config.num_fetchers
@@ -565,6 +571,7 @@ class ReplicaFetcherManager:
                     on_high_watermark_changed=self.on_high_watermark_changed,
                 )
                 fetcher.quota = self.quota
+                fetcher.topic_stats = self.topic_stats
                 self.fetchers[key] = fetcher
                 if self.start_fetchers:
                     fetcher.start()

@@ -378,6 +378,8 @@ class ReplicaManager:
         # --- replication throttle (pybroker.server.quota): set by QuotaManagers.install ---
         self.leader_replication_quota: ReplicationQuotaManager | None = None
         self.topic_stats = BrokerTopicStats()  # metrics: bytes and messages in and out (pybroker.metrics)
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.topic_stats = self.topic_stats  # ReplicationBytesInPerSec
         self.isr_stats = IsrStats()  # metrics: ISR shrinks and expansions of the partitions hosted here
         # Log dirs: partitions of failed dirs (Kafka's HostedPartition.Offline), the replica
         # moves between dirs, and how the controller hears of a failed dir (cluster mode).

@@ -154,6 +154,12 @@ def test_a_cluster_has_one_active_controller_and_shows_under_replication_while_a
         assert total("kafka_server_replicamanager_leadercount") >= 3
         wait_until(lambda: total("kafka_server_replicamanager_underreplicatedpartitions") == 0, 15,
                    message="no under-replicated partition")
+        # Followers count what they fetched and appended (ReplicationBytesInPerSec), which the
+        # leaders counted as ReplicationBytesOutPerSec.
+        wait_until(lambda: total("kafka_server_brokertopicmetrics_replicationbytesin_total") > 0, 15,
+                   message="replication bytes in")
+        assert (total("kafka_server_brokertopicmetrics_replicationbytesin_total")
+                <= total("kafka_server_brokertopicmetrics_replicationbytesout_total"))
         states = scrape(ports[1])
         assert value(states, "kafka_server_sessionexpirelistener_sessionstate", state="CONNECTED") == 1
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from pybroker.controller.requests import LiveBroker, PartitionState, UpdateMetadata
 from pybroker.log.log import Log
+from pybroker.metrics.stats import BrokerTopicStats
 from pybroker.protocol.errors import ErrorCode as E
 from pybroker.replication.fetcher import (
     FetcherConfig,
@@ -387,6 +388,22 @@ def test_a_follower_behind_the_leaders_log_start_is_answered_without_parking(tmp
         assert c.time.monotonic_ms() == before and c.follower_log.log_start_offset == 4
         await c.round()  # reports 4 now: parks until its deadline, and completes the delete
         assert deleted.done() and deleted.result()[TP].low_watermark == 4
+    run(scenario)
+
+
+def test_follower_counts_the_bytes_it_appends_as_replication_bytes_in(tmp_path):
+    async def scenario() -> None:
+        c = Cluster(tmp_path)
+        stats = c.fetcher.topic_stats = BrokerTopicStats()
+        c.produce(3)
+        c.produce(2)
+        await c.catch_up()
+        assert c.follower_log.log_end_offset == 5
+        # Kafka's ReplicationBytesInPerSec: the record bytes appended, all topics only; they are
+        # the bytes the leader counted as ReplicationBytesOutPerSec.
+        assert stats.replication_bytes_in == len(log_bytes(c.follower_log)) > 0
+        assert stats.replication_bytes_in == c.leader.topic_stats.replication_bytes_out
+        assert not stats.topics and stats.all.bytes_in == 0  # not client bytes in
     run(scenario)
 
 
