@@ -42,6 +42,7 @@ from pybroker.log.checkpoint import CheckpointError, OffsetCheckpointFile
 from pybroker.log.config import LONG_MAX
 from pybroker.log.file_sync import fsync_paths
 from pybroker.log.log import CLEANED_SUFFIX, Log, largest_timestamp
+from pybroker.log.log_dir_failure import LogDirFailureChannel
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler, ScheduledTask, Scheduler, Time
 from pybroker.types import TopicPartition
 
@@ -225,8 +226,11 @@ class LogCleaner:
         *,
         time: Time = SYSTEM_TIME,
         scheduler: Scheduler | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self.config = config
+        #: Where an I/O error of a clean or a checkpoint write goes (its log dir goes offline).
+        self.failure_channel = failure_channel
         self.log_dirs = log_dirs
         self.logs = logs
         self.dir_of = dir_of
@@ -275,7 +279,16 @@ class LogCleaner:
                    if tp in self.logs and self.dir_of(tp) == log_dir}
         self.checkpoints[log_dir] = dict(offsets)
         path = os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT)
-        await asyncio.get_running_loop().run_in_executor(None, OffsetCheckpointFile(path).write, offsets)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, OffsetCheckpointFile(path).write, offsets)
+        except OSError as e:
+            self._io_error(log_dir, f"Error while writing to checkpoint file {path}", e)
+
+    def _io_error(self, log_dir: str, message: str, error: OSError) -> None:
+        if self.failure_channel is None:
+            log.error("%s: %s", message, error)
+        else:
+            self.failure_channel.maybe_add_offline_log_dir(log_dir, message, error)
 
     # --- events from the log manager ---------------------------------------------------------
 
@@ -357,6 +370,9 @@ class LogCleaner:
             await self.clean(chosen)
         except CleaningAbortedError:
             log.info("Cleaning of %s was aborted", tp)
+        except OSError as e:
+            log_dir = os.path.dirname(chosen.log.dir)
+            self._io_error(log_dir, f"Failed to clean up log for {tp} in dir {log_dir} due to IOException", e)
         except Exception as e:
             log.warning("Unexpected exception thrown when cleaning log %s. Marking its partition (%s) as "
                         "uncleanable: %s", chosen.log.dir, tp, e, exc_info=not isinstance(e, _native.CorruptRecordError))

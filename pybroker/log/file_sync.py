@@ -34,6 +34,7 @@ SYNCFS_THRESHOLD = 64
 
 T = TypeVar("T")
 P = TypeVar("P")
+R = TypeVar("R")
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -126,10 +127,13 @@ class BackgroundPasses(Generic[T]):
     thread; items requested meanwhile go in the next pass. The log manager runs two: fsyncing
     new partitions' files (`fsync_paths`), and writing leader-epoch checkpoints."""
 
-    def __init__(self, name: str, prepare: Callable[[list[T]], P], work: Callable[[P], None]) -> None:
+    def __init__(self, name: str, prepare: Callable[[list[T]], P], work: Callable[[P], R],
+                 on_done: Callable[[R], None] | None = None) -> None:
         self.name = name
         self._prepare = prepare
         self._work = work
+        #: Given what a pass's ``work`` returned, on the event loop (e.g. the failures it met).
+        self._on_done = on_done
         self._pending: dict[T, None] = {}  # ordered: files before the directories naming them
         self._in_pass: frozenset[T] = frozenset()
         self._task: asyncio.Task[None] | None = None
@@ -138,11 +142,18 @@ class BackgroundPasses(Generic[T]):
         """Queue ``items``; with ``start=False`` they wait for the next `start` (or another
         request). Outside a running loop the work is done at once."""
         if _running_loop() is None:
-            self._work(self._prepare(list(items)))
+            self._done(self._work(self._prepare(list(items))))
             return
         self._pending.update(dict.fromkeys(items))
         if start:
             self.start()
+
+    def _done(self, result: R) -> None:
+        if self._on_done is not None:
+            try:
+                self._on_done(result)
+            except Exception:
+                log.exception("%s: handling the pass's outcome failed", self.name)
 
     def start(self) -> None:
         if self._task is None and self._pending:
@@ -155,9 +166,11 @@ class BackgroundPasses(Generic[T]):
                 batch, self._pending = list(self._pending), {}
                 self._in_pass = frozenset(batch)
                 try:
-                    await loop.run_in_executor(None, self._work, self._prepare(batch))
+                    result = await loop.run_in_executor(None, self._work, self._prepare(batch))
                 except OSError as e:
                     log.error("%s failed: %s", self.name, e)
+                else:
+                    self._done(result)
         finally:
             self._in_pass = frozenset()
             self._task = None

@@ -47,7 +47,6 @@ from pybroker.log.cleaner import CleanerConfig, LogCleaner
 from pybroker.log.config import LONG_MAX, LogConfig
 from pybroker.log.file_descriptors import check_open_file_limit
 from pybroker.log.file_sync import BackgroundPasses, fsync_paths
-from pybroker.log.leader_epoch import LeaderEpochCache
 from pybroker.log.log import (
     PARTITION_METADATA,
     Log,
@@ -140,7 +139,7 @@ class LogManager:
         self._logs_of_topic: dict[str, set[TopicPartition]] = {}
         self._creating = asyncio.Lock()
         self._path_syncer: BackgroundPasses[str] = BackgroundPasses(
-            "fsync of new partition metadata", list, fsync_paths
+            "fsync of new partition metadata", list, self._fsync_by_dir, self._metadata_sync_failed
         )
         self._intervals = {
             "recovery": recovery_point_interval_ms,
@@ -163,14 +162,15 @@ class LogManager:
         self._pending_flushes: set[asyncio.Future[None]] = set()
         # Logs whose leader-epoch-checkpoint is behind their cache, written in coalesced passes.
         self._epoch_writer: BackgroundPasses[Log] = BackgroundPasses(
-            "writing leader-epoch checkpoints", epoch_snapshots, write_epoch_checkpoints
+            "writing leader-epoch checkpoints", epoch_snapshots, write_epoch_checkpoints, self._epoch_writes_failed
         )
         # .deleted files waiting for file.delete.delay.ms (removed by their task when it runs).
         self._scheduled_deletions: dict[ScheduledTask, list[str]] = {}
         # Compaction of compacted topics (Kafka creates its cleaner only with log.cleaner.enable).
         cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner: LogCleaner | None = (
-            LogCleaner(cleaner_config, list(log_dirs), self.logs, self._dir_of.get, time=time, scheduler=self.scheduler)
+            LogCleaner(cleaner_config, list(log_dirs), self.logs, self._dir_of.get, time=time, scheduler=self.scheduler,
+                       failure_channel=self.failure_channel)
             if cleaner_config.enable else None
         )
 
@@ -363,6 +363,49 @@ class LogManager:
     def is_log_dir_online(self, log_dir: str) -> bool:
         return log_dir in self.log_dirs and not self.failure_channel.has_offline_log_dir(log_dir)
 
+    def log_dir_containing(self, path: str) -> str | None:
+        """The log dir ``path`` is in (or is), None when none."""
+        for log_dir in self.log_dirs:
+            if path == log_dir or path.startswith(log_dir + os.sep):
+                return log_dir
+        return None
+
+    def _is_registered(self, partition_log: Log) -> bool:
+        tp = partition_log.topic_partition
+        return self.logs.get(tp) is partition_log or self.future_logs.get(tp) is partition_log
+
+    def _fsync_by_dir(self, paths: list[str]) -> list[tuple[str, OSError]]:
+        """`fsync_paths` per log dir (a worker thread); returns the dirs whose fsync failed."""
+        by_dir: dict[str, list[str]] = {}
+        for path in paths:
+            by_dir.setdefault(self.log_dir_containing(path) or os.path.dirname(path), []).append(path)
+        failed = []
+        for log_dir, dir_paths in by_dir.items():
+            try:
+                fsync_paths(dir_paths)
+            except OSError as e:
+                failed.append((log_dir, e))
+        return failed
+
+    def _metadata_sync_failed(self, failed: list[tuple[str, OSError]]) -> None:
+        """Kafka's ``PartitionMetadataFile.maybeFlush`` failing: the dir goes offline."""
+        for log_dir, error in failed:
+            self.failure_channel.maybe_add_offline_log_dir(
+                log_dir, f"Error while writing partition metadata file in dir {log_dir}", error)
+
+    def _epoch_writes_failed(self, failed: list[tuple[Log, OSError]]) -> None:
+        """A leader-epoch-checkpoint write failed: the dir of a log still here goes offline
+        (Kafka's ``CheckpointFileWithFailureHandler``); a log deleted or replaced meanwhile
+        (its directory gone) is no failure of the disk."""
+        for partition_log, error in failed:
+            path = os.path.join(partition_log.dir, "leader-epoch-checkpoint")
+            if self._is_registered(partition_log):
+                log_dir = os.path.dirname(partition_log.dir)
+                self.failure_channel.maybe_add_offline_log_dir(
+                    log_dir, f"Error while writing to checkpoint file {path}", error)
+            else:
+                log.warning("Writing %s failed: %s", path, error)
+
     def dir_of(self, tp: TopicPartition) -> str | None:
         """The log dir holding the current log of ``tp`` (None: no log here)."""
         return self._dir_of.get(tp)
@@ -459,14 +502,27 @@ class LogManager:
             self._dispose(removed)
 
     def _dispose(self, old: Log) -> None:
-        """Close a log that nothing uses any more, rename its directory ``.<uuid>-delete`` and
-        remove it, all in a worker thread (a load removes a leftover ``-delete`` directory)."""
+        """A log that nothing uses any more: its directory renamed ``.<uuid>-delete`` now, on
+        the event loop (so that the partition's name is never in two dirs once a swap returns: a
+        restart would refuse such a pair, Kafka's "Duplicate log directories"), then its files
+        closed and the directory removed in a worker thread (a load removes a leftover
+        ``-delete`` directory). Reads under way hold their own file handles."""
         stem = old.dir[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")[0] if old.dir.endswith(FUTURE_DIR_SUFFIX) else old.dir
         doomed = f"{stem}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        try:
+            os.rename(old.dir, doomed)
+        except OSError as e:
+            log_dir = os.path.dirname(old.dir)
+            self.failure_channel.maybe_add_offline_log_dir(
+                log_dir, f"Error while renaming dir for {old.topic_partition} in log dir {log_dir}", e)
+            doomed = old.dir
 
         def dispose() -> None:
-            old.close(sync=False)
-            os.rename(old.dir, doomed)
+            for segment in old.segments:
+                try:
+                    segment.close(False)
+                except (OSError, ValueError):
+                    pass
             shutil.rmtree(doomed, ignore_errors=True)
 
         try:
@@ -478,14 +534,20 @@ class LogManager:
         self._pending_flushes.add(removal)
         removal.add_done_callback(self._pending_flushes.discard)
 
-    async def finish_future_log(self, tp: TopicPartition) -> Log:
+    async def finish_future_log(self, tp: TopicPartition) -> Log | None:
         """First half of Kafka's ``replaceCurrentWithFutureLog``, for a future log that has caught
         up: in a worker thread its leader epochs are written, it is closed and fsynced, its
         directory renamed to the partition's own name and reopened from its files (the native
         segments know their paths, so a rename needs a reopen). The current log keeps taking
         appends meanwhile; the caller copies what it got since, then calls
-        ``replace_current_with_future_log`` in the same step."""
+        ``replace_current_with_future_log`` in the same step. None: the future log went away
+        (the move was cancelled) while its pending epoch writes finished."""
         future = self.future_logs[tp]
+        # The epoch writer must not write into the directory while it is renamed (nor race the
+        # write below on the same temp file); nothing appends to the future log meanwhile.
+        await self._epoch_writer.settle(future)
+        if self.future_logs.get(tp) is not future:
+            return None  # the move was cancelled (or the dir failed) meanwhile
         log_dir = self._future_dir_of[tp]
         final = os.path.join(log_dir, str(tp))
         config = self.config_for_topic(tp.topic)
@@ -556,35 +618,54 @@ class LogManager:
             loop = asyncio.get_running_loop()
             missing = [(tp, topic_id) for tp, topic_id in wanted if tp not in self.logs]
             unsynced: list[str] = []
-            for start in range(0, len(missing), CREATE_BATCH):
+            while missing:
                 placed = []
                 configs: dict[str, LogConfig] = {}
-                for tp, topic_id in missing[start : start + CREATE_BATCH]:
+                for tp, topic_id in missing[:CREATE_BATCH]:
                     if tp.topic not in configs:
                         configs[tp.topic] = self.config_for_topic(tp.topic)
                     log_dir = self._least_loaded_dir(tp)
                     self._logs_per_dir[log_dir] += 1  # reserved, so that the batch spreads over dirs
                     placed.append((tp, topic_id, log_dir, configs[tp.topic]))
+                del missing[:CREATE_BATCH]
                 try:
-                    made = await loop.run_in_executor(None, self._new_logs, placed)
+                    made, failure = await loop.run_in_executor(None, self._new_logs, placed)
                 finally:
                     for _tp, _topic_id, log_dir, _config in placed:
                         self._logs_per_dir[log_dir] -= 1
                 for log_dir, new_log in made:
                     unsynced += self._created(log_dir, new_log)
+                if failure is not None:
+                    # Kafka: that partition gets no log (KAFKA_STORAGE_ERROR), the dir goes
+                    # offline, and the rest of the batch is placed again on the dirs still online.
+                    self._creation_failed(*failure)
+                    missing[:0] = [(tp, topic_id) for tp, topic_id, _dir, _config in placed[len(made) + 1 :]]
             self._path_syncer.request(unsynced)
         return {tp: self.logs[tp] for tp, _topic_id in wanted if tp in self.logs}
 
-    def _new_logs(self, placed: list[tuple[TopicPartition, str, str, LogConfig]]) -> list[tuple[str, Log]]:
+    def _new_logs(
+        self, placed: list[tuple[TopicPartition, str, str, LogConfig]]
+    ) -> tuple[list[tuple[str, Log]], tuple[TopicPartition, str, OSError] | None]:
+        """Create the logs in order (a worker thread); an ``OSError`` stops the batch there and
+        is returned with its partition and dir, beside the logs made before it."""
         made: list[tuple[str, Log]] = []
         try:
             for tp, topic_id, log_dir, config in placed:
-                made.append((log_dir, self._new_log(tp, topic_id, log_dir, config)))
+                try:
+                    made.append((log_dir, self._new_log(tp, topic_id, log_dir, config)))
+                except OSError as e:
+                    return made, (tp, log_dir, e)
         except BaseException:
             for _log_dir, partial in made:
                 partial.close()
             raise
-        return made
+        return made, None
+
+    def _creation_failed(self, tp: TopicPartition, log_dir: str, error: OSError) -> None:
+        """Kafka's ``getOrCreateLog`` on an IOException: the dir goes offline (and ``tp`` has no
+        log: its LeaderAndIsr answers KAFKA_STORAGE_ERROR)."""
+        self.failure_channel.maybe_add_offline_log_dir(
+            log_dir, f"Error while creating log for {tp} in dir {log_dir}", error)
 
     def get_or_create_log(self, tp: TopicPartition, topic_id: str) -> Log:
         """`create_logs` for one partition, synchronously (tools and tests without a loop)."""
@@ -592,7 +673,11 @@ class LogManager:
         if existing is not None:
             return existing
         log_dir = self._least_loaded_dir(tp)
-        new_log = self._new_log(tp, topic_id, log_dir, self.config_for_topic(tp.topic))
+        try:
+            new_log = self._new_log(tp, topic_id, log_dir, self.config_for_topic(tp.topic))
+        except OSError as e:
+            self._creation_failed(tp, log_dir, e)
+            raise
         self._path_syncer.request(self._created(log_dir, new_log))
         return new_log
 
@@ -856,19 +941,29 @@ def close_logs(logs: list[Log]) -> None:
     fsync_paths(paths)
 
 
-def epoch_snapshots(logs: list[Log]) -> list[tuple[LeaderEpochCache, list[tuple[int, int]]]]:
+def epoch_snapshots(logs: list[Log]) -> list[tuple[Log, list[tuple[int, int]]]]:
     """The entries to write for each log, taken on the event loop."""
-    return [(partition_log.leader_epoch_cache, partition_log.leader_epoch_cache.entries) for partition_log in logs]
+    return [(partition_log, partition_log.leader_epoch_cache.entries) for partition_log in logs]
 
 
-def write_epoch_checkpoints(snapshots: list[tuple[LeaderEpochCache, list[tuple[int, int]]]]) -> None:
+def write_epoch_checkpoints(snapshots: list[tuple[Log, list[tuple[int, int]]]]) -> list[tuple[Log, OSError]]:
     """Write every file of a pass (temp file and rename each), then make them all durable at once:
-    the files and their directories (`fsync_paths`: one syncfs for many)."""
-    written: list[str] = []
-    for cache, entries in snapshots:
+    the files and their directories (`fsync_paths`: one syncfs for many, per log dir). Returns
+    the logs whose write or fsync failed (the log manager decides on the event loop whether
+    that is a failed dir or a log deleted meanwhile)."""
+    failed: list[tuple[Log, OSError]] = []
+    written: dict[str, list[tuple[Log, str]]] = {}
+    for partition_log, entries in snapshots:
+        cache = partition_log.leader_epoch_cache
         try:
             if cache.write(entries, sync=False):
-                written.append(cache.path)
-        except OSError as e:  # e.g. the partition was deleted meanwhile
-            log.warning("Writing %s failed: %s", cache.path, e)
-    fsync_paths(written + list(dict.fromkeys(os.path.dirname(path) for path in written)))
+                written.setdefault(os.path.dirname(partition_log.dir), []).append((partition_log, cache.path))
+        except OSError as e:
+            failed.append((partition_log, e))
+    for logs in written.values():
+        paths = [path for _log, path in logs]
+        try:
+            fsync_paths(paths + list(dict.fromkeys(os.path.dirname(path) for path in paths)))
+        except OSError as e:
+            failed.append((logs[0][0], e))
+    return failed

@@ -227,6 +227,8 @@ class ReplicaFetcher:
         self.quota: ReplicaQuota | None = None
         #: The broker's BrokerTopicStats (ReplicationBytesInPerSec), or None.
         self.topic_stats: BrokerTopicStats | None = None
+        #: Told of an I/O error appending to or truncating a log (its log dir goes offline).
+        self.on_storage_error: Callable[[TopicPartition, OSError], None] | None = None
 
     # --- partitions ---------------------------------------------------------------------------
 
@@ -256,6 +258,23 @@ class ReplicaFetcher:
     def _mark_failed(self, tp: TopicPartition, state: PartitionFetchState, why: str) -> None:
         log.warning("Partition %s marked as failed: %s", tp, why)
         state.state = FetchStateKind.FAILED
+
+    def _storage_failed(self, tp: TopicPartition, state: PartitionFetchState, error: OSError) -> None:
+        """Kafka's KafkaStorageException case: the partition stops fetching, and its log dir
+        goes offline (the failure channel's handler then removes it from this fetcher)."""
+        log.error("Error while processing data for partition %s at offset %d: %s", tp, state.fetch_offset, error)
+        state.state = FetchStateKind.FAILED
+        if self.on_storage_error is not None:
+            self.on_storage_error(tp, error)
+
+    def _truncate(self, tp: TopicPartition, state: PartitionFetchState, log_: Log, offset: int) -> bool:
+        """``log_.truncate_to(offset)``; False (the partition failed) on an I/O error."""
+        try:
+            log_.truncate_to(offset)
+        except OSError as e:
+            self._storage_failed(tp, state, e)
+            return False
+        return True
 
     @staticmethod
     def _latest_epoch(log_: Log) -> int | None:
@@ -324,7 +343,11 @@ class ReplicaFetcher:
             if state is None or response is None or state.state != FetchStateKind.FETCHING \
                     or state.fetch_offset != p.fetch_offset or state.current_leader_epoch != p.current_leader_epoch:
                 continue
-            await self._process(tp, state, response, p)
+            try:
+                await self._process(tp, state, response, p)
+            except OSError as e:
+                self._storage_failed(tp, state, e)
+                continue
             if self.quota is not None and self.quota.active and len(response.records) and self.quota.is_throttled(
                     tp, log_config_list(self.get_log(tp), "follower_replication_throttled_replicas")):
                 self.quota.record(len(response.records))
@@ -489,8 +512,8 @@ class ReplicaFetcher:
                 continue
             latest = log_.leader_epoch_cache.latest_epoch
             if latest == UNDEFINED_EPOCH:
-                log_.truncate_to(state.fetch_offset)
-                self._start_fetching(state, log_)
+                if self._truncate(tp, state, log_, state.fetch_offset):
+                    self._start_fetching(state, log_)
             else:
                 asks[tp] = (state.current_leader_epoch, latest)
         if not asks:
@@ -517,7 +540,8 @@ class ReplicaFetcher:
                 continue
             result = offset_truncation_state(answer.leader_epoch, answer.end_offset, log_.leader_epoch_cache,
                                              log_.log_end_offset, state.fetch_offset)
-            log_.truncate_to(result.offset)
+            if not self._truncate(tp, state, log_, result.offset):
+                continue
             if result.truncation_completed:
                 self._start_fetching(state, log_)
             else:
@@ -554,6 +578,7 @@ class ReplicaFetcherManager:
     _resizing: set[asyncio.Task[None]] = field(default_factory=set)
     quota: ReplicaQuota | None = None  # the follower replication throttle, given to every fetcher
     topic_stats: BrokerTopicStats | None = None  # metrics (ReplicationBytesInPerSec), given to every fetcher
+    on_storage_error: Callable[[TopicPartition, OSError], None] | None = None  # given to every fetcher
 
     def fetcher_id(self, tp: TopicPartition) -> int:
         return abs(31 * java_string_hash(tp.topic) + tp.partition) % self.config.num_fetchers
@@ -572,6 +597,7 @@ class ReplicaFetcherManager:
                 )
                 fetcher.quota = self.quota
                 fetcher.topic_stats = self.topic_stats
+                fetcher.on_storage_error = self.on_storage_error
                 self.fetchers[key] = fetcher
                 if self.start_fetchers:
                     fetcher.start()

@@ -177,7 +177,14 @@ class ReplicaAlterLogDirsManager:
             region = current.read_region(start, self.copy_max_bytes, current.log_end_offset, True)
             if region is None:
                 break
-            data = await loop.run_in_executor(None, region.read)
+            try:
+                data = await loop.run_in_executor(None, region.read)
+            except OSError as e:
+                current_dir = self.log_manager.dir_of(tp)
+                if current_dir is not None and self.current_log(tp) is current:
+                    self.log_manager.failure_channel.maybe_add_offline_log_dir(
+                        current_dir, f"Exception while reading from {tp} in dir {current_dir}", e)
+                return
             if (self.log_manager.get_future_log(tp) is not future or self.current_log(tp) is not current
                     or future.log_end_offset != start or not data):
                 continue  # something moved while the bytes were read: reconcile and read again
@@ -198,6 +205,8 @@ class ReplicaAlterLogDirsManager:
 
     async def _swap(self, tp: TopicPartition) -> None:
         reopened = await self.log_manager.finish_future_log(tp)
+        if reopened is None:
+            return
         current = self.current_log(tp)
         if current is None or self.log_manager.get_future_log(tp) is not reopened:
             self.log_manager.remove_future_log(tp)

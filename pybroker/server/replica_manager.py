@@ -374,6 +374,7 @@ class ReplicaManager:
                 on_log_start_offset_changed=self.on_log_start_offset_changed,
                 on_high_watermark_changed=self.complete_delayed_operations,
             )
+            self.fetcher_manager.on_storage_error = self._on_follower_storage_error
         self._isr_expiration: ScheduledTask | None = None
         # --- replication throttle (pybroker.server.quota): set by QuotaManagers.install ---
         self.leader_replication_quota: ReplicationQuotaManager | None = None
@@ -454,9 +455,10 @@ class ReplicaManager:
         ]
         try:
             logs = await self.log_manager.create_logs(wanted) if wanted else {}
-        except OSError as e:
+        except OSError as e:  # the log manager took the failed dir offline
             log.error("Creating logs for %d partitions failed: %s", len(wanted), e)
-            logs = {}
+            logs = {tp: partition_log for tp, _topic_id in wanted
+                    if (partition_log := self.log_manager.get_log(tp)) is not None}
         now = self.time.milliseconds()
         for state in accepted:
             tp = state.topic_partition
@@ -666,7 +668,7 @@ class ReplicaManager:
                 self.topic_stats.failed_produce(tp.topic)
             return PartitionAppendResult(code, str(e))
         except OSError as e:
-            log.error("Append to %s failed with a storage error: %s", tp, e)
+            self.log_dir_io_error(tp, "Error while appending records to", e)
             return PartitionAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
         self.topic_stats.appended(tp.topic, len(records), info.record_count)
         required = info.last_offset + 1 if required_acks == -1 else -1
@@ -718,7 +720,7 @@ class ReplicaManager:
             code = next(c for t, c in _DELETE_RECORDS_ERRORS.items() if isinstance(e, t))
             return DeleteRecordsResult(code, error_message=str(e))
         except OSError as e:
-            log.error("DeleteRecords on %s failed with a storage error: %s", tp, e)
+            self.log_dir_io_error(tp, "Exception while increasing log start offset of", e)
             return DeleteRecordsResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
         return DeleteRecordsResult(
             ErrorCode.NONE, low_watermark, partition.log.log_start_offset, requested_offset=requested
@@ -794,7 +796,7 @@ class ReplicaManager:
                 errors = True
                 continue
             except OSError as e:
-                log.error("Read from %s failed with a storage error: %s", tp, e)
+                self.log_dir_io_error(tp, "Exception while reading from", e)
                 results[tp] = FetchPartitionResult(ErrorCode.KAFKA_STORAGE_ERROR)
                 errors = True
                 continue
@@ -980,6 +982,23 @@ class ReplicaManager:
             tp = partition.topic_partition
             if self.log_manager.get_future_log(tp) is not None:
                 self.alter_log_dirs_manager.add_partition(tp)
+
+    def log_dir_io_error(self, tp: TopicPartition, operation: str, error: OSError, *, future: bool = False) -> None:
+        """Kafka's ``maybeHandleIOException``: an I/O error on the (current or future) log of
+        ``tp`` takes its log dir offline through the failure channel (the caller answers
+        KAFKA_STORAGE_ERROR); a log no longer here (deleted meanwhile) only logs it."""
+        manager = self.log_manager
+        channel = getattr(manager, "failure_channel", None)
+        dir_of = getattr(manager, "future_dir_of" if future else "dir_of", None)
+        log_dir = dir_of(tp) if dir_of is not None else None
+        if channel is None or log_dir is None:
+            log.error("%s %s failed with a storage error: %s", operation, tp, error)
+            return
+        channel.maybe_add_offline_log_dir(log_dir, f"{operation} {tp} in dir {log_dir}", error)
+
+    def _on_follower_storage_error(self, tp: TopicPartition, error: OSError) -> None:
+        """A replica fetcher's append or truncation of ``tp`` met an I/O error."""
+        self.log_dir_io_error(tp, "Error while processing data for partition", error)
 
     def _on_future_log_swapped(self, tp: TopicPartition, new_log: Log) -> None:
         partition = self.partitions.get(tp)

@@ -74,7 +74,11 @@ def test_describe_and_move_a_replica_between_log_dirs_under_load(start_broker, t
             stop.set()
             thread.join(30)
         assert moved[b][f"{topic_name}-0"][0] > 0
-        assert not any(name.startswith(f"{topic_name}-0") for name in os.listdir(a))
+        # The replaced log was renamed ``<name>.<uuid>-delete`` in the swap's step (never two dirs
+        # named after the partition), and is removed in a worker thread soon after.
+        assert f"{topic_name}-0" not in os.listdir(a)
+        wait_until(lambda: not any(name.startswith(f"{topic_name}-0") for name in os.listdir(a)), timeout=10,
+                   message="the replaced log's directory removed")
 
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic_name,
                              "auto.offset.reset": "earliest", "enable.auto.commit": False})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 
 import pytest
 
@@ -259,6 +260,30 @@ def test_a_moved_replica_catches_up_under_appends_and_is_swapped_in(tmp_path):
     asyncio.run(run())
 
 
+def test_after_the_swap_only_one_dir_holds_the_partitions_name(tmp_path):
+    """The replaced log's directory is renamed ``.<uuid>-delete`` within the swap's step (a
+    crash right after must not find the partition in two dirs), then removed in the background."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    tp = TopicPartition("t", 0)
+
+    async def run() -> None:
+        manager = manager_for(str(a), str(b))
+        current = manager.get_or_create_log(tp, TOPIC_ID)
+        current.append_as_leader(batch(count=3), 0, 0)
+        future = await manager.create_future_log(tp, TOPIC_ID, str(b))
+        future.append_as_follower(memoryview(current.read(0, 1 << 20, 3, True)))
+        await manager.finish_future_log(tp)
+        manager.replace_current_with_future_log(tp)
+        left = [name for name in os.listdir(a) if name.startswith("t-0")]
+        assert "t-0" not in left and all(name.endswith("-delete") for name in left)
+        assert "t-0" in os.listdir(b)
+        await asyncio.gather(*manager._pending_flushes)
+        assert not any(name.startswith("t-0") for name in os.listdir(a))
+        await manager.shutdown()
+
+    asyncio.run(run())
+
+
 def test_the_copy_follows_a_truncation_of_the_current_log(tmp_path):
     """A current log truncated (its leader changed) under a copy: the future log is cut the
     same way before it takes more, so the swapped-in log is the truncated one."""
@@ -296,3 +321,124 @@ def test_the_copy_throttle_is_a_token_bucket_on_the_clock():
     assert throttle.delay_ms(900) == 0
     assert throttle.delay_ms(1000) == pytest.approx(900.0)
     assert Throttle(float("inf"), time).delay_ms(10**12) == 0
+
+
+# --- every I/O path takes its dir offline (Kafka's maybeHandleIOException) ----------------------
+
+
+def eio(*_args: object, **_kwargs: object) -> None:
+    raise OSError(5, "Input/output error")
+
+
+@pytest.mark.parametrize("path", ["append", "read", "delete_records"])
+def test_an_io_error_in_an_append_or_read_takes_the_dir_offline(tmp_path, path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+
+    async def run() -> None:
+        manager = manager_for(a, b)
+        tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+        replicas = leader_replica_manager(manager, tp0, tp1)
+        assert manager.dir_of(tp0) == a and manager.dir_of(tp1) == b
+        replicas.append_records(1, 1000, [(tp0, batch())])
+        if path == "append":
+            manager.get_log(tp0).append_as_leader = eio
+            assert replicas.append_records(1, 1000, [(tp0, batch())])[tp0].error == ErrorCode.KAFKA_STORAGE_ERROR
+        elif path == "read":
+            manager.get_log(tp0).read_region = eio
+            fetched = replicas.read_from_local_log(-1, [FetchPartitionRequest(tp0, 0, 1000)], 1000)[0]
+            assert fetched[tp0].error == ErrorCode.KAFKA_STORAGE_ERROR
+        else:
+            replicas.partitions[tp0].delete_records_on_leader = eio
+            assert replicas.delete_records(1000, {tp0: 1}, True)[tp0].error == ErrorCode.KAFKA_STORAGE_ERROR
+        await asyncio.sleep(0)  # the failure handler runs on the loop
+        assert manager.failure_channel.offline_log_dirs == {a}
+        assert tp0 in replicas.offline_partitions and tp0 not in replicas.partitions
+        assert replicas.append_records(1, 1000, [(tp1, batch())])[tp1].error == ErrorCode.NONE
+        await manager.shutdown()
+
+    asyncio.run(run())
+
+
+def test_a_failed_leader_epoch_checkpoint_write_takes_the_dir_offline_unless_the_log_is_gone(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+
+    async def run() -> None:
+        manager = manager_for(a, b)
+        tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+        log0, log1 = manager.get_or_create_log(tp0, TOPIC_ID), manager.get_or_create_log(tp1, TOPIC_ID)
+        # A log deleted meanwhile: its directory is gone, which is no disk failure.
+        manager.delete_log(tp1)
+        log1.leader_epoch_cache.write = lambda *args, **kwargs: eio()
+        manager._schedule_leader_epoch_flush(log1)
+        await manager._epoch_writer.close()
+        await asyncio.sleep(0)
+        assert manager.failure_channel.offline_log_dirs == set()
+        log0.leader_epoch_cache.write = lambda *args, **kwargs: eio()
+        manager._schedule_leader_epoch_flush(log0)
+        await manager._epoch_writer.close()
+        await asyncio.sleep(0)
+        assert manager.failure_channel.offline_log_dirs == {a}
+        await manager.shutdown()
+
+    asyncio.run(run())
+
+
+def test_a_failed_partition_metadata_fsync_takes_the_dir_offline(tmp_path, monkeypatch):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    import pybroker.log.log_manager as log_manager_module
+
+    def fsync_failing_in_a(paths: list[str]) -> None:
+        if any(path.startswith(a) for path in paths):
+            eio()
+
+    async def run() -> None:
+        manager = manager_for(a, b)
+        monkeypatch.setattr(log_manager_module, "fsync_paths", fsync_failing_in_a)
+        await manager.create_logs([(TopicPartition("t", 0), TOPIC_ID), (TopicPartition("t", 1), TOPIC_ID)])
+        await manager._path_syncer.close()
+        await asyncio.sleep(0)
+        assert manager.failure_channel.offline_log_dirs == {a}
+        monkeypatch.undo()
+        await manager.shutdown()
+
+    asyncio.run(run())
+
+
+def test_a_failed_log_creation_in_leader_and_isr_takes_the_dir_offline(tmp_path):
+    """The new log of t-0 cannot be created in dir a: a goes offline, t-0 answers
+    KAFKA_STORAGE_ERROR, and the partitions after it in the batch are created in b."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+
+    async def run() -> None:
+        manager = manager_for(a, b)
+        replicas = ReplicaManager(1, manager, MetadataCache(1))
+        real = LogManager._new_log
+
+        def new_log(tp, topic_id, log_dir, config):  # noqa: ANN001, ANN202
+            if log_dir == a:
+                eio()
+            return real(tp, topic_id, log_dir, config)
+
+        manager._new_log = new_log
+        tps = [TopicPartition("t", i) for i in range(3)]
+        outcome = await replicas.become_leader_or_follower(LeaderAndIsr(
+            0, 1, 0, [PartitionState(tp, 0, 1, 0, [1], 0, [1], is_new=True) for tp in tps],
+            {"t": uuid.UUID(int=1)}, []))
+        await asyncio.sleep(0)
+        assert outcome.partition_errors == {tps[0]: ErrorCode.KAFKA_STORAGE_ERROR}
+        assert manager.failure_channel.offline_log_dirs == {a}
+        assert [manager.dir_of(tp) for tp in tps] == [None, b, b]
+        await manager.shutdown()
+
+    asyncio.run(run())
+
+
+def test_cleaner_io_errors_take_the_dir_offline(tmp_path):
+    from pybroker.log.cleaner import CleanerConfig, LogCleaner
+
+    a = tmp_path / "a"
+    a.write_text("")  # the dir is unusable: its checkpoint cannot be written
+    channel = LogDirFailureChannel()
+    cleaner = LogCleaner(CleanerConfig(), [str(a)], {}, lambda tp: None, failure_channel=channel)
+    asyncio.run(cleaner.write_checkpoint(str(a)))
+    assert channel.offline_log_dirs == {str(a)}

@@ -429,3 +429,22 @@ def test_fetcher_manager_groups_by_leader_and_shuts_down_idle_fetchers(tmp_path)
         await manager.shutdown()
         assert not manager.fetchers
     run(scenario)
+
+
+def test_an_io_error_appending_fetched_records_fails_the_partition_and_is_reported(tmp_path):
+    """Kafka's KafkaStorageException in processPartitionData: the partition is marked failed and
+    the error goes to the failure channel (here: the callback the replica manager installs)."""
+    async def scenario() -> None:
+        c = Cluster(tmp_path, isr=(LEADER,))
+        c.produce(2)
+        reported: list[tuple[TopicPartition, OSError]] = []
+        c.fetcher.on_storage_error = lambda tp, error: reported.append((tp, error))
+
+        def broken(*_args: object) -> None:
+            raise OSError(5, "Input/output error")
+
+        c.follower_log.append_as_follower = broken  # type: ignore[method-assign]
+        await c.round()
+        assert c.state.state == FetchStateKind.FAILED
+        assert [(tp, e.errno) for tp, e in reported] == [(TP, 5)]
+    run(scenario)
