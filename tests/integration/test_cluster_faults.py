@@ -264,7 +264,7 @@ def test_a_controller_whose_session_expires_resigns_and_its_epoch_is_refused(
         mark = old_process.log_mark()
 
         # The old controller resigns; it registers again and follows the new one's decisions.
-        old_process.wait_for_log(r"resigned as controller", since=mark, timeout=15)
+        old_process.wait_for_log(r"\[Controller id=\d+\] Resigned", since=mark, timeout=15)
         new_broker_epoch = wait_until(lambda: broker_epoch(zk, old), 15, message="the old controller registers again")
         assert new_broker_epoch > old_broker_epoch
         after = wait_until(lambda: (s := partition_state(zk, topic_name, 0))["leader"] == old and s, 15,
@@ -378,12 +378,12 @@ def test_a_controller_cut_off_from_zookeeper_stops_acting_before_another_is_elec
             stopped_acting = cut_off.wait_for_log(r"Controller 1 lost its ZooKeeper connection: it does not act",
                                                   since=mark, timeout=SESSION_TIMEOUT_MS / 1000 + 5)
             wait_until(lambda: controller_id(zk) == 2, EXPIRY_WAIT_S, message="the other broker elected")
-            elected = other.wait_for_log(r"Broker 2 became the controller", since=other_mark)
+            elected = other.wait_for_log(r"\[Controller id=2\] 2 successfully elected as the controller", since=other_mark)
             assert log_time(stopped_acting) < log_time(elected), (stopped_acting, elected)
             assert int(zk.get("/controller_epoch")[0]) == 2
             # Partitioned, the old controller decided nothing (nor could it), and still serves
             # what it has.
-            assert "became the controller" not in cut_off.log()[mark:]
+            assert "successfully elected as the controller" not in cut_off.log()[mark:]
 
             link.restore()
             cut_off.wait_for_log(r"ZooKeeper session of broker 1 expired", since=mark, timeout=15)
