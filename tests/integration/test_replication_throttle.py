@@ -13,6 +13,7 @@ unthrottled move of the same data finishes much faster: the test measures the th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -22,6 +23,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
+from pybroker.client.admin import TOPIC_RESOURCE, Admin
 from tests.conftest import wait_until
 from tests.integration.cluster import Cluster, start_cluster
 from tests.integration.test_cli import ok, pybroker
@@ -56,7 +58,10 @@ def log_bytes(cluster: Cluster, node: int, topic: str) -> int:
 def fill(cluster: Cluster, topic: str) -> int:
     assert ok(pybroker("topics", "--bootstrap-server", cluster.bootstrap, "create", "--topic", topic,
                        "--replica-assignment", "1")) == f"Created topic {topic}.\n"
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1, "linger.ms": 5})
+    # Batches well under one fetch (librdkafka's default batch.size is 1 MB, and a fetch returns
+    # at least one whole batch, KIP-74): "one fetch's worth" below is then FETCH_MAX.
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": 1, "linger.ms": 5,
+                         "batch.size": FETCH_MAX // 4})
     value = os.urandom(1000)
     for i in range(TOTAL // len(value)):
         producer.produce(topic, value[i % 10:] + value[:i % 10])
@@ -85,6 +90,16 @@ def move(cluster: Cluster, topic: str, plan: Path, *throttle: str) -> tuple[list
 
     wait_until(copied, timeout=60, interval=0.05, message=f"broker 2 copying {size} bytes")
     return samples, samples[-1][0]
+
+
+def topic_config_on(bootstrap: str, topic: str, key: str) -> str | None:
+    """``key`` of ``topic`` as the broker at ``bootstrap`` itself describes it."""
+    async def describe() -> str | None:
+        async with Admin(bootstrap) as admin:
+            entries = await admin.describe_configs(TOPIC_RESOURCE, topic, keys=[key])
+        return next((e.value for e in entries if e.name == key), None)
+
+    return asyncio.run(describe())
 
 
 def dynamic_configs(admin: AdminClient, kind: ResourceType, name: str, wanted: tuple[str, ...]) -> dict[str, str]:
@@ -142,6 +157,11 @@ def test_each_side_of_the_throttle_holds_the_rate_alone(cluster, topic_name, tmp
                 "--add-config", f"{side}.replication.throttled.rate={RATE}"))
     ok(pybroker("configs", "--bootstrap-server", cluster.bootstrap, "--alter", "--topic", topic,
                 "--add-config", f"{side}.replication.throttled.replicas={replicas}"))
+    # The topic config reaches the throttling broker by a ZooKeeper notification: move only once
+    # it has it (else the first fetches go unthrottled).
+    key = f"{side}.replication.throttled.replicas"
+    wait_until(lambda: topic_config_on(cluster.broker(node).bootstrap, topic, key) == replicas,
+               message=f"broker {node} seeing {key}")
     samples, seconds = move(cluster, topic, tmp_path / "plan.json")
     for t, copied in samples:
         assert copied <= RATE * (t + WINDOW) + FETCH_MAX, (t, copied, samples)
