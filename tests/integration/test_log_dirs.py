@@ -123,7 +123,8 @@ def test_a_failed_log_dir_takes_its_partitions_offline_and_leadership_moves(zook
     chmod would not stop anything); the next high-watermark checkpoint fails, so broker 1 takes
     a offline, writes a log dir event to ZooKeeper, and the controller moves partition 0's
     leadership to another replica and takes broker 1 out of its ISR, while broker 1 keeps
-    leading partition 1 in dir b."""
+    leading partition 1 in dir b. The replica is offline in the metadata until broker 1
+    restarts with dir a repaired; then it rejoins the ISR."""
     a, b = tmp_path / "b1-a", tmp_path / "b1-b"
 
     def overrides(node: int, _broker: object) -> dict[str, object]:
@@ -164,7 +165,30 @@ def test_a_failed_log_dir_takes_its_partitions_offline_and_leadership_moves(zook
             errors = {r["log_dir"]: r["error_code"] for answer in admin.describe_log_dirs(brokers=[1])
                       for r in answer["log_dirs"]}
             assert errors == {str(a): 56, str(b): 0}
+            # The controller records broker 1's replica of partition 0 as offline (KIP-112), and
+            # every broker's Metadata (v5+) shows it.
+            wait_until(lambda: offline_replicas(admin, topic_name) == {0: [1], 1: []}, timeout=10,
+                       message="broker 1's replica of partition 0 offline in the metadata")
+        finally:
+            admin.close()
+
+        # Broker 1 restarts with the disk back: its replica is online again and rejoins the ISR.
+        cluster.broker(1).stop()
+        a.unlink()
+        (tmp_path / "b1-a-unplugged").rename(a)
+        cluster.broker(1).start()
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10000)
+        try:
+            wait_until(lambda: offline_replicas(admin, topic_name) == {0: [], 1: []}
+                       and cluster.partitions(topic_name)[0][2] == [1, 2, 3], timeout=30,
+                       message="broker 1's replica of partition 0 back online and in the ISR")
         finally:
             admin.close()
     finally:
         cluster.kill()
+
+
+def offline_replicas(admin: KafkaAdminClient, topic: str) -> dict[int, list[int]]:
+    """kafka-python's describe_topics (Metadata v5+): partition → offline replicas."""
+    [described] = admin.describe_topics([topic])
+    return {p["partition_index"]: sorted(p["offline_replicas"]) for p in described["partitions"]}
