@@ -1,6 +1,7 @@
 """Several log dirs (JBOD) through real clients: DescribeLogDirs and AlterReplicaLogDirs through
 kafka-python's ``KafkaAdminClient`` (confluent-kafka 2.16 and aiokafka expose neither), the
-``pybroker log-dirs`` tool, a replica moved between dirs under a producer's load, and a failed
+``pybroker log-dirs`` tool, a replica moved between dirs under a producer's load and by
+``pybroker reassign-partitions`` with ``log_dirs``, and a failed
 log dir on a three-broker cluster.
 """
 
@@ -192,3 +193,30 @@ def offline_replicas(admin: KafkaAdminClient, topic: str) -> dict[int, list[int]
     """kafka-python's describe_topics (Metadata v5+): partition → offline replicas."""
     [described] = admin.describe_topics([topic])
     return {p["partition_index"]: sorted(p["offline_replicas"]) for p in described["partitions"]}
+
+
+def test_reassign_partitions_moves_a_replica_to_the_log_dir_named(start_broker, tmp_path, topic_name):
+    """``pybroker reassign-partitions --execute`` with a log dir in ``log_dirs`` moves the replica
+    there (AlterReplicaLogDirs); ``--verify`` reports the move until it has completed."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    broker = start_broker(**{"log.dirs": f"{a},{b}", "node.id": 1})
+    creator = AdminClient({"bootstrap.servers": broker.bootstrap})
+    creator.create_topics([NewTopic(topic_name, num_partitions=1, replication_factor=1)])[topic_name].result(10)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
+    try:
+        placed = wait_until(lambda: (d := replicas_by_dir(admin)) and f"{topic_name}-0" in str(d) and d, timeout=10)
+        source = next(d for d, replicas in placed.items() if f"{topic_name}-0" in replicas)
+        target = b if source == a else a
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic_name, "partition": 0, "replicas": [1], "log_dirs": [target]}]}))
+        out = ok(pybroker("reassign-partitions", "--bootstrap-server", broker.bootstrap, "--execute",
+                          "--reassignment-json-file", str(plan)))
+        assert out.splitlines()[-1] == f"Successfully started log directory move for: {topic_name}-0-1"
+        wait_until(lambda: f"{topic_name}-0" in replicas_by_dir(admin)[target]
+                   and f"{topic_name}-0" not in replicas_by_dir(admin)[source], timeout=20)
+        verified = pybroker("reassign-partitions", "--bootstrap-server", broker.bootstrap, "--verify",
+                            "--reassignment-json-file", str(plan))
+        assert f"Reassignment of replica {topic_name}-0-1 completed successfully." in verified.stdout
+    finally:
+        admin.close()
