@@ -18,8 +18,9 @@ Exactly one action:
 * ``--list``: the reassignments under way.
 
 The JSON of a reassignment is Kafka's: ``{"version":1,"partitions":[{"topic":"t","partition":0,
-"replicas":[1,2],"log_dirs":["any","any"]}]}`` (``log_dirs`` optional; only ``any`` is
-supported here). Output lines and error messages are Kafka's. Every action takes
+"replicas":[1,2],"log_dirs":["any","any"]}]}`` (``log_dirs`` optional; a path instead of ``any``
+moves that replica to that log dir: --execute sends AlterReplicaLogDirs, retried while the replica
+does not exist yet on its broker for up to --timeout ms, and --verify reports each move). Output lines and error messages are Kafka's. Every action takes
 ``--bootstrap-server`` and ``--command-config``. Exit status 1 on failure, 2 on usage errors.
 """
 
@@ -29,7 +30,8 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +45,7 @@ from pybroker.client.admin import (
 )
 from pybroker.client.connection import KafkaClientError
 from pybroker.controller.replica_assignment import AdminOperationError, assign_replicas_to_brokers
+from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 
 PROG = "pybroker reassign-partitions"
@@ -155,9 +158,8 @@ def parse_reassignment_data(text: str) -> list[tuple[TopicPartition, list[int]]]
                 raise ReassignmentFailure(
                     f"Size of replicas list {replicas} is different from size of log dirs list {log_dirs} for "
                     f"partition {topic}-{partition}")
-            if any(d != ANY_LOG_DIR for d in log_dirs):
-                raise ReassignmentFailure("moving replicas between log directories (log_dirs other than \"any\") "
-                                          "is not supported by this tool yet")
+            if not all(isinstance(d, str) for d in log_dirs):
+                raise ReassignmentFailure('"log_dirs" must be a list of strings')
         out.append((TopicPartition(topic, partition), list(replicas)))
     if not out:
         raise ReassignmentFailure("Partition reassignment list cannot be empty")
@@ -175,6 +177,95 @@ def parse_reassignment_data(text: str) -> list[tuple[TopicPartition, list[int]]]
             + ",".join(map(str, dict.fromkeys(r for r in replicas if replicas.count(r) > 1)))
             for tp, replicas in bad))
     return out
+
+
+def parse_log_dir_moves(text: str) -> dict[tuple[TopicPartition, int], str]:
+    """The replicas whose ``log_dirs`` entry is not "any": (partition, broker) → absolute log dir
+    (Kafka's targetLogDirs), after `parse_reassignment_data`'s checks."""
+    parse_reassignment_data(text)
+    moves: dict[tuple[TopicPartition, int], str] = {}
+    for entry in _load_json(text)["partitions"]:  # type: ignore[index]
+        tp = TopicPartition(entry["topic"], entry["partition"])
+        for broker, log_dir in zip(entry["replicas"], entry.get("log_dirs") or [], strict=False):
+            if log_dir != ANY_LOG_DIR:
+                moves[(tp, broker)] = log_dir
+    return moves
+
+
+def replica_name(replica: tuple[TopicPartition, int]) -> str:
+    """Kafka's TopicPartitionReplica: ``topic-partition-broker``."""
+    return f"{replica[0]}-{replica[1]}"
+
+
+def _replica_order(replica: tuple[TopicPartition, int]) -> tuple[str, int, int]:
+    return replica[0].topic, replica[0].partition, replica[1]
+
+
+async def execute_moves(
+    admin: Admin, moves: Mapping[tuple[TopicPartition, int], str], timeout_ms: int,
+    sleep_s: float = 0.1, clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Kafka's executeMoves: AlterReplicaLogDirs for the pending replicas until every move has
+    started, retrying those answered REPLICA_NOT_AVAILABLE (a replica not created on its new
+    broker yet) every 100 ms for up to ``timeout_ms``; any other error fails the command."""
+    deadline = clock() + timeout_ms / 1000
+    pending = dict(moves)
+    while True:
+        results = await admin.alter_replica_log_dirs(pending)
+        completed = []
+        for replica, error in results.items():
+            if error is None:
+                completed.append(replica)
+            elif error.error != ErrorCode.REPLICA_NOT_AVAILABLE:
+                raise ReassignmentFailure(f"Failed to alter dir for {replica_name(replica)}: {error.message}")
+        if completed:
+            print(f"Successfully started log directory move{'' if len(completed) == 1 else 's'} for: "
+                  + ",".join(replica_name(r) for r in sorted(completed, key=_replica_order)))
+        for replica in completed:
+            pending.pop(replica, None)
+        if not pending:
+            return
+        if clock() >= deadline:
+            raise ReassignmentFailure(
+                f"Timed out before log directory move{'' if len(pending) == 1 else 's'} could be started for: "
+                + ",".join(replica_name(r) for r in sorted(pending, key=_replica_order)))
+        await asyncio.sleep(sleep_s)
+
+
+async def log_dir_move_lines(
+    admin: Admin, moves: Mapping[tuple[TopicPartition, int], str],
+) -> tuple[list[str], bool]:
+    """Kafka's verifyReplicaMoves: one line per replica move (from DescribeLogDirs: the replica's
+    current and future dirs), and whether some move is not done."""
+    described = await admin.describe_log_dirs(sorted({b for _, b in moves}), sorted({tp for tp, _ in moves}))
+    where: dict[tuple[TopicPartition, int], dict[bool, str]] = {}
+    for broker, dirs in described.items():
+        for d in dirs:
+            for r in d.replicas:
+                where.setdefault((r.topic_partition, broker), {})[r.is_future] = d.path
+    lines: list[str] = []
+    ongoing = False
+    for replica in sorted(moves, key=_replica_order):
+        target, (tp, broker) = moves[replica], replica
+        info = where.get(replica)
+        if info is None:
+            ongoing = True
+            lines.append(f"Partition {tp} cannot be found in any live log directory on broker {broker}.")
+        elif False not in info:
+            ongoing = True
+            lines.append(f"Partition {tp} is not found in any live log dir on broker {broker}. There is likely an "
+                         "offline log directory on the broker.")
+        elif True in info:
+            ongoing = True
+            lines.append(f"Reassignment of replica {replica_name(replica)} is still in progress." if info[True] == target
+                         else f"Partition {tp} on broker {broker} is being moved to log dir {info[True]} instead of "
+                              f"{target}.")
+        elif info[False] == target:
+            lines.append(f"Reassignment of replica {replica_name(replica)} completed successfully.")
+        else:
+            lines.append(f"Partition {tp} on broker {broker} is not being moved from log dir {info[False]} to "
+                         f"{target}.")
+    return lines, ongoing
 
 
 # --- throttles -----------------------------------------------------------------------------------
@@ -306,7 +397,9 @@ async def generate(admin: Admin, args: argparse.Namespace) -> None:
 
 
 async def execute(admin: Admin, args: argparse.Namespace) -> None:
-    targets = parse_reassignment_data(_read(args.reassignment_json_file))
+    text = _read(args.reassignment_json_file)
+    targets = parse_reassignment_data(text)
+    moves = parse_log_dir_moves(text)
     proposed = dict(targets)
     under_way = await admin.list_partition_reassignments()
     if not args.additional and under_way:
@@ -323,7 +416,8 @@ async def execute(admin: Admin, args: argparse.Namespace) -> None:
         print(RUN_VERIFY_PERIODICALLY)
         if args.throttle >= 0:
             await set_reassignment_throttles(admin, proposed_move_map(under_way, proposed, current), args.throttle)
-        # (no log directory moves here: --replica-alter-log-dirs-throttle only matters with them)
+        if args.replica_alter_log_dirs_throttle >= 0:
+            await set_log_dir_throttle(admin, {b for _, b in moves}, args.replica_alter_log_dirs_throttle)
     results = await admin.alter_partition_reassignments(proposed)
     errors = {tp: e for tp, e in results.items() if e is not None}
     if errors:
@@ -331,11 +425,15 @@ async def execute(admin: Admin, args: argparse.Namespace) -> None:
             f"{tp}: {errors[tp].message}" for tp in sorted(errors)))
     print(f"Successfully started partition reassignment{'' if len(proposed) == 1 else 's'} for "
           + ",".join(map(str, sorted(proposed))))
+    if moves:
+        await execute_moves(admin, moves, args.timeout)
 
 
 async def verify(admin: Admin, args: argparse.Namespace) -> bool:
     """Prints the state of each partition; True when some reassignment is under way."""
-    targets = parse_reassignment_data(_read(args.reassignment_json_file))
+    text = _read(args.reassignment_json_file)
+    targets = parse_reassignment_data(text)
+    moves = parse_log_dir_moves(text)
     under_way = await admin.list_partition_reassignments()
     current = await current_assignment(admin, {tp.topic for tp, _ in targets}) if targets else {}
     lines = ["Status of partition reassignment:"]
@@ -348,9 +446,13 @@ async def verify(admin: Admin, args: argparse.Namespace) -> bool:
             lines.append(f"There is no active reassignment of partition {tp}, but replica set is "
                          f"{','.join(map(str, current.get(tp, [])))} rather than {','.join(map(str, replicas))}.")
     print("\n".join(lines))
-    if not under_way and not args.preserve_throttles:
+    moving = False
+    if moves:
+        move_lines, moving = await log_dir_move_lines(admin, moves)
+        print("\n".join(move_lines))
+    if not under_way and not moving and not args.preserve_throttles:
         await clear_all_throttles(admin, targets)
-    return bool(under_way)
+    return bool(under_way) or moving
 
 
 async def cancel(admin: Admin, args: argparse.Namespace) -> None:

@@ -138,6 +138,9 @@ class ControllerBrokerRequestBatch:
     update_metadata_brokers: set[int] = field(default_factory=set)
     update_metadata_states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
     stop_replica: dict[int, list[StopReplicaPartition]] = field(default_factory=dict)
+    # Filled by `send`: the futures of the LeaderAndIsr answers by broker (KIP-112's
+    # KAFKA_STORAGE_ERROR per partition tells the controller of replicas on failed log dirs).
+    leader_and_isr_answers: dict[int, asyncio.Future[ControlResponse]] = field(default_factory=dict)
 
     def add_leader_and_isr(self, broker_ids: list[int], state: PartitionState, metadata_to: set[int]) -> None:
         """LeaderAndIsr for ``state`` to ``broker_ids``, and (as Kafka does for every
@@ -166,13 +169,15 @@ class ControllerBrokerRequestBatch:
         """Queue every request of the batch; the futures of the StopReplica answers by broker."""
         for broker_id, states in self.leader_and_isr.items():
             leaders = {s.leader for s in states.values()}
-            channels.send(broker_id, LeaderAndIsr(
+            answer = channels.send(broker_id, LeaderAndIsr(
                 self.controller_id, self.controller_epoch, broker_epochs.get(broker_id, -1),
                 list(states.values()),
                 {s.topic_partition.topic: topic_ids[s.topic_partition.topic]
                  for s in states.values() if s.topic_partition.topic in topic_ids},
                 [live_brokers[b] for b in leaders if b in live_brokers],
             ))
+            if answer is not None:
+                self.leader_and_isr_answers[broker_id] = answer
         states = list(self.update_metadata_states.values())
         brokers = list(live_brokers.values())
         used_ids = {s.topic_partition.topic: topic_ids[s.topic_partition.topic]

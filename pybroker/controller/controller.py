@@ -114,6 +114,9 @@ class ControllerContext:
     topics_being_deleted: set[str] = field(default_factory=set)
     deletions_started: set[str] = field(default_factory=set)  # StopReplica sent, answers pending
     shutting_down: set[int] = field(default_factory=set)  # brokers in controlled shutdown
+    # KIP-112 (Kafka's replicasOnOfflineDirs): per live broker, its replicas whose log dir failed,
+    # as it answered LeaderAndIsr with KAFKA_STORAGE_ERROR; forgotten when the broker registers again.
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     @property
     def eligible_brokers(self) -> set[int]:
@@ -121,12 +124,23 @@ class ControllerContext:
         liveBrokerIds; a shutting-down broker still receives requests)."""
         return set(self.live_brokers) - self.shutting_down
 
+    def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        """Kafka's isReplicaOnline (shutting-down brokers included): the broker is registered and
+        the replica's log dir has not failed."""
+        return broker_id in self.live_brokers and tp not in self.replicas_on_offline_dirs.get(broker_id, ())
+
+    def eligible_for(self, tp: TopicPartition) -> set[int]:
+        """The brokers whose replica of ``tp`` may lead it or join its ISR: `eligible_brokers`
+        without those holding it on a failed log dir (every election's candidates)."""
+        return {b for b in self.eligible_brokers if tp not in self.replicas_on_offline_dirs.get(b, ())}
+
     def state(self, topic: TopicMetadata, index: int, is_new: bool = False) -> PartitionState:
         p = topic.partitions[index]
         return PartitionState(
             TopicPartition(topic.name, index), p.controller_epoch, p.leader, p.leader_epoch, list(p.isr),
             p.partition_epoch, list(p.replicas),
-            offline_replicas=[r for r in p.replicas if r not in self.live_brokers], is_new=is_new,
+            offline_replicas=[r for r in p.replicas if not self.is_replica_online(r, TopicPartition(topic.name, index))],
+            is_new=is_new,
             undeleted_partition_count=topic.undeleted_partition_count,
             leader_epochs_after_creation=dict(topic.leader_epochs_after_creation.get(index, {})),
             leader_epochs_before_deletion=dict(topic.leader_epochs_before_deletion.get(index, {})),
@@ -367,7 +381,8 @@ class Controller:
                 if p.leader_epoch < 0 or broker_id not in p.replicas or len(p.replicas) < 2:
                     continue
                 if p.leader == broker_id:
-                    result = elect_controlled_shutdown(_value(p), p.replicas, ctx.eligible_brokers, ctx.shutting_down)
+                    result = elect_controlled_shutdown(_value(p), p.replicas, ctx.eligible_for(TopicPartition(topic.name, index)),
+                                                       ctx.shutting_down)
                     if result.leader_and_isr is not None:
                         led.append((topic, index, result.leader_and_isr, result.recipients))
                 else:
@@ -598,7 +613,7 @@ class Controller:
                     election_type,
                     None if p is None else p.replicas,
                     None if p is None or p.leader_epoch < 0 else _value(p),
-                    ctx.eligible_brokers,
+                    ctx.eligible_for(tp),
                     topic_being_deleted=tp.topic in ctx.topics_being_deleted,
                     partition_name=str(tp),
                 )
@@ -655,6 +670,8 @@ class Controller:
                 if p.leader_epoch >= 0:
                     states[tp] = _value(p)
         candidates = partitions_to_rebalance(assignments, states, ctx.eligible_brokers, imbalance_percentage)
+        # Kafka checks the preferred replica with isReplicaOnline: not one on a failed log dir.
+        candidates = [tp for tp in candidates if ctx.is_replica_online(assignments[tp][0], tp)]
         if not candidates:
             return
         outcomes = await self._elect_leaders(candidates, ElectionType.PREFERRED, admin=False)
@@ -708,6 +725,8 @@ class Controller:
         the state of every partition it hosts (it becomes their follower, or leader where it is
         the only choice), and leaderless partitions may now elect it."""
         ctx = self.context
+        for broker_id in started:  # registered again: its log dirs are read afresh (Kafka's onBrokerStartup)
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
         batch = self._batch()
         batch.add_update_metadata(set(ctx.live_brokers) - started, [])
         self._send(batch)
@@ -739,9 +758,10 @@ class Controller:
                 continue
             unclean = self._unclean_enabled(topic.name)
             for index, p in enumerate(topic.partitions):
-                if p.leader_epoch < 0 or p.leader in ctx.eligible_brokers:
+                eligible = ctx.eligible_for(TopicPartition(topic.name, index))
+                if p.leader_epoch < 0 or p.leader in eligible:
                     continue
-                result = elect_offline(_value(p), p.replicas, ctx.eligible_brokers, unclean)
+                result = elect_offline(_value(p), p.replicas, eligible, unclean)
                 if result.leader_and_isr is None:
                     log.warning("Partition %s-%d has no live in-sync replica (ISR %s); it stays offline",
                                 topic.name, index, p.isr)
@@ -1200,7 +1220,6 @@ class Controller:
                 if p.leader_epoch >= 0:
                     for broker in brokers & set(p.replicas):
                         states.setdefault(broker, []).append(ctx.state(topic, index))
-        answers: dict[int, asyncio.Future[ControlResponse]] = {}
         for broker, broker_states in states.items():
             leaders = {s.leader for s in broker_states}
             future = self.channels.send(broker, LeaderAndIsrRequest(
@@ -1210,26 +1229,54 @@ class Controller:
                 [ctx.live_brokers[b] for b in leaders if b in ctx.live_brokers],
             ))
             if future is not None:
-                answers[broker] = future
-        if answers:
-            asyncio.get_running_loop().create_task(self._await_log_dir_failure_answers(answers))
+                self._watch_leader_and_isr_answer(broker, {s.topic_partition for s in broker_states}, future)
 
-    async def _await_log_dir_failure_answers(self, answers: dict[int, asyncio.Future[ControlResponse]]) -> None:
-        """Wait for the LeaderAndIsr answers, then hand the offline replicas to the event task
-        (Kafka's LeaderAndIsrResponseReceived)."""
-        results = await asyncio.gather(*answers.values(), return_exceptions=True)
-        offline = {
-            broker: {tp for tp, error in result.partition_errors.items() if error == ErrorCode.KAFKA_STORAGE_ERROR}
-            for broker, result in zip(answers, results, strict=True) if isinstance(result, ControlResponse)
-        }
-        offline = {broker: tps for broker, tps in offline.items() if tps}
-        if offline:
-            self._enqueue("LeaderAndIsrResponseReceived", lambda: self._on_replicas_offline(offline))
+    def _watch_leader_and_isr_answer(
+        self, broker: int, partitions: set[TopicPartition], future: asyncio.Future[ControlResponse]
+    ) -> None:
+        """When ``broker`` answers a LeaderAndIsr for ``partitions``, hand its replicas on failed
+        log dirs (KAFKA_STORAGE_ERROR) and those it now serves to the event task (Kafka's
+        LeaderAndIsrResponseReceived) — only when that may change what the controller knows."""
+        ctx = self.context
+        broker_epoch = ctx.broker_epochs.get(broker, -1)
+
+        def answered(f: asyncio.Future[ControlResponse]) -> None:
+            if f.cancelled() or f.exception() is not None or f.result().error != ErrorCode.NONE:
+                return
+            errors = f.result().partition_errors
+            offline = {tp for tp, error in errors.items() if error == ErrorCode.KAFKA_STORAGE_ERROR}
+            online = {tp for tp in partitions if tp not in errors}
+            if offline or online & ctx.replicas_on_offline_dirs.get(broker, set()):
+                self._enqueue("LeaderAndIsrResponseReceived", lambda: self._process_leader_and_isr_response(
+                    ctx, broker, broker_epoch, offline, online))
+
+        future.add_done_callback(answered)
+
+    async def _process_leader_and_isr_response(
+        self, ctx: ControllerContext, broker: int, broker_epoch: int,
+        offline: set[TopicPartition], online: set[TopicPartition],
+    ) -> None:
+        """Kafka's processLeaderAndIsrResponseReceived: the broker's replicas on offline dirs
+        become (previous - online + offline); those newly offline go offline
+        (`_on_replicas_offline`). An answer from an earlier controller context or an earlier
+        registration of the broker is ignored."""
+        if not self.active or self.context is not ctx or ctx.broker_epochs.get(broker) != broker_epoch:
+            return
+        previous = ctx.replicas_on_offline_dirs.get(broker, set())
+        current = (previous - online) | offline
+        if current:
+            ctx.replicas_on_offline_dirs[broker] = current
+        else:
+            ctx.replicas_on_offline_dirs.pop(broker, None)
+        if current - previous:
+            await self._on_replicas_offline({broker: current - previous})
 
     async def _on_replicas_offline(self, offline: dict[int, set[TopicPartition]]) -> None:
-        """Kafka's ``onReplicasBecomeOffline``: a partition whose leader replica is offline
-        elects another leader among its other live in-sync replicas (OfflinePartition →
-        OnlinePartition); every offline replica leaves the ISR (OfflineReplica)."""
+        """Kafka's ``onReplicasBecomeOffline`` (the replicas are already recorded in
+        ``replicas_on_offline_dirs``): a partition whose leader replica is offline elects another
+        leader among its other live in-sync replicas (OfflinePartition → OnlinePartition); every
+        offline replica leaves the ISR (OfflineReplica); every live broker learns the partitions'
+        offline replicas (UpdateMetadata)."""
         if not self.active:
             return
         ctx = self.context
@@ -1237,6 +1284,7 @@ class Controller:
             log.info("Replicas %s on broker %d are offline (their log dir failed)",
                      ",".join(sorted(map(str, partitions))), broker)
         decided: list[tuple[TopicMetadata, int, LeaderAndIsrValue, tuple[int, ...]]] = []
+        unchanged: list[tuple[TopicMetadata, int]] = []
         for topic in ctx.topics.values():
             if topic.name in ctx.topics_being_deleted:
                 continue
@@ -1246,9 +1294,9 @@ class Controller:
                 if not gone or p.leader_epoch < 0:
                     continue
                 original = current = _value(p)
-                recipients = tuple(r for r in p.replicas if r in ctx.live_brokers and r not in gone)
+                recipients = tuple(r for r in p.replicas if ctx.is_replica_online(r, tp))
                 if p.leader in gone:
-                    result = elect_offline(current, p.replicas, ctx.eligible_brokers - gone,
+                    result = elect_offline(current, p.replicas, ctx.eligible_for(tp) - gone,
                                            self._unclean_enabled(topic.name))
                     if result.leader_and_isr is not None:
                         current = result.leader_and_isr
@@ -1259,7 +1307,13 @@ class Controller:
                     current = remove_replica_from_isr(current, replica) or current
                 if current != original:
                     decided.append((topic, index, current, recipients))
+                else:
+                    unchanged.append((topic, index))
         await self._apply_decisions(decided)
+        if unchanged:
+            batch = self._batch()
+            batch.add_update_metadata(set(ctx.live_brokers), [ctx.state(topic, index) for topic, index in unchanged])
+            self._send(batch)
 
     # --- sending -------------------------------------------------------------------------------
 
@@ -1270,7 +1324,11 @@ class Controller:
         if not self.active:  # resigned during the event (its session expired): decided nothing
             return {}
         ctx = self.context
-        return batch.send(self.channels, ctx.live_brokers, ctx.broker_epochs, ctx.topic_ids, ctx.partition_counts)
+        stops = batch.send(self.channels, ctx.live_brokers, ctx.broker_epochs, ctx.topic_ids, ctx.partition_counts)
+        for broker, answer in batch.leader_and_isr_answers.items():
+            partitions = {TopicPartition(topic, index) for topic, index in batch.leader_and_isr[broker]}
+            self._watch_leader_and_isr_answer(broker, partitions, answer)
+        return stops
 
 
 def _ids(brokers: Collection[int]) -> str:

@@ -267,7 +267,8 @@ class PartitionReassignments:
             p = topic.partitions[index]
             if p.leader_epoch < 0:
                 return
-            if p.leader in p.replicas and p.leader in ctx.eligible_brokers:
+            eligible = ctx.eligible_for(TopicPartition(topic.name, index))  # not on a failed log dir
+            if p.leader in p.replicas and p.leader in eligible:
                 log.info("Leader %d for partition %s being reassigned, is already in the new list of replicas %s "
                          "and is alive", p.leader, tp, ",".join(map(str, p.replicas)))
                 if await ctrl._bump_leader_epochs(topic, [index]) is None:
@@ -279,7 +280,7 @@ class PartitionReassignments:
             else:
                 log.info("Leader %d for partition %s being reassigned, is already in the new list of replicas %s "
                          "but is dead", p.leader, tp, ",".join(map(str, p.replicas)))
-            leader = next((r for r in p.replicas if r in ctx.eligible_brokers and r in p.isr), None)
+            leader = next((r for r in p.replicas if r in eligible and r in p.isr), None)
             if leader is None:
                 log.error("Partition %s being reassigned has no live in-sync replica among %s to lead it", tp,
                           p.replicas)

@@ -1,6 +1,7 @@
 """Several log dirs (JBOD) through real clients: DescribeLogDirs and AlterReplicaLogDirs through
 kafka-python's ``KafkaAdminClient`` (confluent-kafka 2.16 and aiokafka expose neither), the
-``pybroker log-dirs`` tool, a replica moved between dirs under a producer's load, and a failed
+``pybroker log-dirs`` tool, a replica moved between dirs under a producer's load and by
+``pybroker reassign-partitions`` with ``log_dirs``, and a failed
 log dir on a three-broker cluster.
 """
 
@@ -123,7 +124,8 @@ def test_a_failed_log_dir_takes_its_partitions_offline_and_leadership_moves(zook
     chmod would not stop anything); the next high-watermark checkpoint fails, so broker 1 takes
     a offline, writes a log dir event to ZooKeeper, and the controller moves partition 0's
     leadership to another replica and takes broker 1 out of its ISR, while broker 1 keeps
-    leading partition 1 in dir b."""
+    leading partition 1 in dir b. The replica is offline in the metadata until broker 1
+    restarts with dir a repaired; then it rejoins the ISR."""
     a, b = tmp_path / "b1-a", tmp_path / "b1-b"
 
     def overrides(node: int, _broker: object) -> dict[str, object]:
@@ -164,7 +166,57 @@ def test_a_failed_log_dir_takes_its_partitions_offline_and_leadership_moves(zook
             errors = {r["log_dir"]: r["error_code"] for answer in admin.describe_log_dirs(brokers=[1])
                       for r in answer["log_dirs"]}
             assert errors == {str(a): 56, str(b): 0}
+            # The controller records broker 1's replica of partition 0 as offline (KIP-112), and
+            # every broker's Metadata (v5+) shows it.
+            wait_until(lambda: offline_replicas(admin, topic_name) == {0: [1], 1: []}, timeout=10,
+                       message="broker 1's replica of partition 0 offline in the metadata")
+        finally:
+            admin.close()
+
+        # Broker 1 restarts with the disk back: its replica is online again and rejoins the ISR.
+        cluster.broker(1).stop()
+        a.unlink()
+        (tmp_path / "b1-a-unplugged").rename(a)
+        cluster.broker(1).start()
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10000)
+        try:
+            wait_until(lambda: offline_replicas(admin, topic_name) == {0: [], 1: []}
+                       and cluster.partitions(topic_name)[0][2] == [1, 2, 3], timeout=30,
+                       message="broker 1's replica of partition 0 back online and in the ISR")
         finally:
             admin.close()
     finally:
         cluster.kill()
+
+
+def offline_replicas(admin: KafkaAdminClient, topic: str) -> dict[int, list[int]]:
+    """kafka-python's describe_topics (Metadata v5+): partition → offline replicas."""
+    [described] = admin.describe_topics([topic])
+    return {p["partition_index"]: sorted(p["offline_replicas"]) for p in described["partitions"]}
+
+
+def test_reassign_partitions_moves_a_replica_to_the_log_dir_named(start_broker, tmp_path, topic_name):
+    """``pybroker reassign-partitions --execute`` with a log dir in ``log_dirs`` moves the replica
+    there (AlterReplicaLogDirs); ``--verify`` reports the move until it has completed."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    broker = start_broker(**{"log.dirs": f"{a},{b}", "node.id": 1})
+    creator = AdminClient({"bootstrap.servers": broker.bootstrap})
+    creator.create_topics([NewTopic(topic_name, num_partitions=1, replication_factor=1)])[topic_name].result(10)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
+    try:
+        placed = wait_until(lambda: (d := replicas_by_dir(admin)) and f"{topic_name}-0" in str(d) and d, timeout=10)
+        source = next(d for d, replicas in placed.items() if f"{topic_name}-0" in replicas)
+        target = b if source == a else a
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic_name, "partition": 0, "replicas": [1], "log_dirs": [target]}]}))
+        out = ok(pybroker("reassign-partitions", "--bootstrap-server", broker.bootstrap, "--execute",
+                          "--reassignment-json-file", str(plan)))
+        assert out.splitlines()[-1] == f"Successfully started log directory move for: {topic_name}-0-1"
+        wait_until(lambda: f"{topic_name}-0" in replicas_by_dir(admin)[target]
+                   and f"{topic_name}-0" not in replicas_by_dir(admin)[source], timeout=20)
+        verified = pybroker("reassign-partitions", "--bootstrap-server", broker.bootstrap, "--verify",
+                            "--reassignment-json-file", str(plan))
+        assert f"Reassignment of replica {topic_name}-0-1 completed successfully." in verified.stdout
+    finally:
+        admin.close()

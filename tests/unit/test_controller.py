@@ -80,6 +80,8 @@ class Recorder:
 
     def __init__(self) -> None:
         self.sent: list[tuple[int, object]] = []
+        # per-partition errors a broker answers a LeaderAndIsr with (KIP-112 tests)
+        self.leader_and_isr_errors: dict[int, dict[TopicPartition, ErrorCode]] = {}
 
     def connect(self, broker: LiveBroker) -> RecordingChannel:
         return RecordingChannel(broker.broker_id, self)
@@ -95,6 +97,10 @@ class RecordingChannel:
 
     async def send(self, request: object) -> ControlResponse:
         self.recorder.sent.append((self.broker_id, request))
+        errors = self.recorder.leader_and_isr_errors.get(self.broker_id, {})
+        if isinstance(request, LeaderAndIsr) and errors:
+            mine = {s.topic_partition for s in request.partition_states}
+            return ControlResponse(partition_errors={tp: e for tp, e in errors.items() if tp in mine})
         return ControlResponse()
 
     async def close(self) -> None:
@@ -879,5 +885,65 @@ def test_a_new_controller_takes_the_replicas_of_unregistered_brokers_offline(tmp
             assert {b for b, _ in recorder.take()} == {2}
         finally:
             await successor.shutdown()
+
+    run_cluster(tmp_path, scenario)
+
+
+def offline_replicas_announced(sent: list[tuple[int, object]], tp: TopicPartition) -> dict[int, list[int]]:
+    """Per broker: the offline replicas of ``tp`` in the last UpdateMetadata it received."""
+    out: dict[int, list[int]] = {}
+    for broker_id, request in sent:
+        if isinstance(request, UpdateMetadata):
+            for s in request.partition_states:
+                if s.topic_partition == tp:
+                    out[broker_id] = s.offline_replicas
+    return out
+
+
+def test_replicas_on_a_failed_log_dir_stay_offline_until_their_broker_registers_again(tmp_path):
+    """KIP-112 in the controller: broker 2 answers the LeaderAndIsr of a log dir event with
+    KAFKA_STORAGE_ERROR for t-1, which it leads. t-1 elects 3, 2 leaves its ISR, and its
+    replica is offline in every broker's metadata (t-0's replica on 2 is not); no election,
+    unclean ones included, picks it; registering again (a restart) forgets it."""
+    async def scenario(store, controller, recorder):
+        await create(store, controller, {"unclean.leader.election.enable": "true"})
+        recorder.leader_and_isr_errors[2] = {T1: ErrorCode.KAFKA_STORAGE_ERROR}
+        events: set[int] = set()
+
+        async def take_log_dir_events(controller_epoch: int) -> set[int]:
+            taken = set(events)
+            events.clear()
+            return taken
+
+        store.take_log_dir_events = take_log_dir_events
+        recorder.take()
+        events.add(2)
+        store.listener.on_log_dir_event()
+        for _ in range(2):  # the event, then the answers' event
+            await settle(controller)
+        sent = recorder.take()
+        ctx = controller.context
+        assert ctx.replicas_on_offline_dirs == {2: {T1}}
+        state = ctx.topics["t"].partitions
+        assert (state[1].leader, state[1].isr) == (3, [3, 1])
+        assert (state[0].leader, state[0].isr) == (1, [1, 2, 3])
+        assert offline_replicas_announced(sent, T1) == {1: [2], 2: [2], 3: [2]}
+        assert ctx.state(ctx.topics["t"], 0).offline_replicas == []
+        # A preferred election cannot pick 2's replica; neither can an unclean one.
+        outcomes = await controller.elect_leaders([T1], ElectionType.PREFERRED)
+        assert errors(outcomes) == {T1: ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE}
+        for b in (3, 1):
+            store.unregister(b)
+            await settle(controller)
+        assert (state[1].leader, state[1].isr) == (-1, [1])
+        # 2 restarts with its dir repaired: forgotten, and the unclean election now takes it.
+        recorder.leader_and_isr_errors.clear()
+        store.unregister(2)
+        await settle(controller)
+        await store.register_broker(broker(2))
+        await settle(controller)
+        assert ctx.replicas_on_offline_dirs == {}
+        assert state[1].leader == 2
+        assert ctx.state(ctx.topics["t"], 1).offline_replicas == [3, 1]
 
     run_cluster(tmp_path, scenario)

@@ -15,11 +15,15 @@ from pybroker.cli import reassign_partitions as tool
 from pybroker.client.admin import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
+    AdminError,
+    LogDirInfo,
+    LogDirReplicaInfo,
     Node,
     PartitionInfo,
     PartitionReassignment,
     TopicDescription,
 )
+from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -166,3 +170,85 @@ def test_usage_errors():
     assert tool.usage_error(args(list=True, bootstrap_server=None)) == "Please specify --bootstrap-server"
     assert tool.usage_error(args(list=True, throttle=5)) == 'Option "[throttle]" can\'t be used with action "[list]"'
     assert tool.usage_error(args(generate=True, broker_list="1")) == 'Missing required argument "[topics-to-move-json-file]"'
+
+
+class LogDirAdmin(FakeAdmin):
+    """FakeAdmin with log dirs: AlterReplicaLogDirs answers REPLICA_NOT_AVAILABLE for the replicas
+    in ``missing`` (each time, until removed); DescribeLogDirs answers ``dirs``."""
+
+    def __init__(self, assignment, missing=(), dirs=None) -> None:
+        super().__init__(assignment)
+        self.missing = set(missing)
+        self.dir_calls: list[dict] = []
+        self.dirs: dict[int, list[LogDirInfo]] = dirs or {}
+
+    async def alter_replica_log_dirs(self, assignments):
+        self.dir_calls.append(dict(assignments))
+        answers = {r: AdminError(str(r), ErrorCode.REPLICA_NOT_AVAILABLE) if r in self.missing else None
+                   for r in assignments}
+        self.missing -= {(T1, 3)}  # broker 3's new replica of t-1 exists after the first try
+        return answers
+
+    async def describe_log_dirs(self, broker_ids=None, partitions=None):
+        return {b: self.dirs.get(b, []) for b in broker_ids}
+
+
+def moves_plan(tmp_path) -> str:
+    path = tmp_path / "moves.json"
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d/b", "any"]},
+        {"topic": "t", "partition": 1, "replicas": [3], "log_dirs": ["/d/a"]}]}))
+    return str(path)
+
+
+def test_execute_moves_replicas_between_log_dirs_retrying_replicas_not_created_yet(tmp_path, capsys):
+    """Kafka's executeMoves: AlterReplicaLogDirs for every replica with a log dir; a replica its
+    broker does not have yet (REPLICA_NOT_AVAILABLE: t-1 is moving to broker 3) is asked again."""
+    assert tool.parse_log_dir_moves(open(moves_plan(tmp_path)).read()) == {(T0, 1): "/d/b", (T1, 3): "/d/a"}
+    admin = LogDirAdmin({T0: [1, 2], T1: [1]}, missing={(T1, 3)})
+    asyncio.run(tool.execute(admin, args(execute=True, reassignment_json_file=moves_plan(tmp_path),
+                                         replica_alter_log_dirs_throttle=1000)))
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3:] == ["Successfully started partition reassignments for t-0,t-1",
+                        "Successfully started log directory move for: t-0-1",
+                        "Successfully started log directory move for: t-1-3"]
+    assert admin.dir_calls == [{(T0, 1): "/d/b", (T1, 3): "/d/a"}, {(T1, 3): "/d/a"}]
+    assert "The replica-alter-dir throttle limit was set to 1000 B/s" in out
+    assert admin.configs == [(BROKER_RESOURCE, str(b), {tool.BROKER_LOG_DIR_THROTTLE: "1000"}, ()) for b in (1, 3)]
+
+
+def test_execute_moves_give_up_after_the_timeout():
+    admin = LogDirAdmin({}, missing={(T0, 1)})
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    with pytest.raises(tool.ReassignmentFailure,
+                       match="^Timed out before log directory move could be started for: t-0-1$"):
+        asyncio.run(tool.execute_moves(admin, {(T0, 1): "/d/b"}, 2500, sleep_s=0, clock=clock))
+    assert len(admin.dir_calls) == 3  # the deadline 3.5 s: tries at 2, 3 and 4 s
+
+
+def test_verify_reports_each_log_dir_move(tmp_path, capsys):
+    """Kafka's replicaMoveStatesToString: completed, in progress (a future replica in the target
+    dir); the throttles stay while a move is under way."""
+    dirs = {1: [LogDirInfo("/d/a", 0, [LogDirReplicaInfo(T0, 10, 0, False)]),
+                LogDirInfo("/d/b", 0, [LogDirReplicaInfo(T0, 5, 0, True)])],
+            3: [LogDirInfo("/d/a", 0, [LogDirReplicaInfo(T1, 10, 0, False)])]}
+    admin = LogDirAdmin({T0: [1, 2], T1: [3]}, dirs=dirs)
+    assert asyncio.run(tool.verify(admin, args(verify=True, reassignment_json_file=moves_plan(tmp_path)))) is True
+    assert capsys.readouterr().out == (
+        "Status of partition reassignment:\n"
+        "Reassignment of partition t-0 is completed.\n"
+        "Reassignment of partition t-1 is completed.\n"
+        "Reassignment of replica t-0-1 is still in progress.\n"
+        "Reassignment of replica t-1-3 completed successfully.\n"
+    )
+    assert admin.configs == []
+    admin.dirs = {1: [LogDirInfo("/d/b", 0, [LogDirReplicaInfo(T0, 10, 0, False)])]}
+    assert asyncio.run(tool.verify(admin, args(verify=True, reassignment_json_file=moves_plan(tmp_path)))) is True
+    out = capsys.readouterr().out
+    assert ("Reassignment of replica t-0-1 completed successfully.\n"
+            "Partition t-1 cannot be found in any live log directory on broker 3.\n") in out
