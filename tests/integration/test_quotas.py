@@ -4,7 +4,8 @@ a producer and a consumer held to their byte rates with ``throttle_time_ms`` see
 kafka-python's metrics, and DescribeProducers through kafka-python's admin client; ``pybroker
 configs`` / kafka-configs.sh altering and describing quotas (kafka-configs' output and errors);
 on a three-broker cluster, a quota altered through one broker described through another and
-enforced by a third.
+enforced by a third, and kafka-python's own AlterClientQuotas/DescribeClientQuotas messages
+(which its admin client does not expose) sent through its network layer.
 
 The broker keeps short quota windows (2 samples of 1 s) so a throttle shows within seconds."""
 
@@ -276,3 +277,53 @@ def test_a_quota_set_on_one_broker_reaches_every_broker(cluster) -> None:  # noq
     assert ok(configs(cluster.broker(2).bootstrap, "--alter", "--client", client_id, "--delete-config",
                       "producer_byte_rate")) == f"Completed updating config for client {client_id}.\n"
     assert ok(configs(cluster.broker(3).bootstrap, "--describe", "--client", client_id)) == ""
+
+
+def test_kafka_pythons_own_quota_messages_on_a_cluster(cluster) -> None:  # noqa: ANN001
+    """kafka-python 3.0.12 has no client-quota admin methods, but it has the messages
+    (``kafka.protocol.admin.AlterClientQuotasRequest`` / ``DescribeClientQuotasRequest``, v0-1):
+    sent by its own network layer, encoded and decoded by its own code, to different brokers of
+    the cluster — a user's client entity and the default client altered through broker 2,
+    described through broker 3, strict and not."""
+    from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+    entry, entity, op = (AlterClientQuotasRequest.EntryData, AlterClientQuotasRequest.EntryData.EntityData,
+                         AlterClientQuotasRequest.EntryData.OpData)
+    component = DescribeClientQuotasRequest.ComponentData
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        def send(request, node):  # noqa: ANN001, ANN202
+            async def go():  # noqa: ANN202
+                return await admin._manager.send(request, node_id=node)
+            return admin._manager.run(go)
+
+        altered = send(AlterClientQuotasRequest(entries=[
+            entry(entity=[entity(entity_type="user", entity_name="alice"),
+                          entity(entity_type="client-id", entity_name="app")],
+                  ops=[op(key="producer_byte_rate", value=1024.0, remove=False),
+                       op(key="consumer_byte_rate", value=2048.0, remove=False)]),
+            entry(entity=[entity(entity_type="client-id", entity_name=None)],
+                  ops=[op(key="request_percentage", value=50.0, remove=False)]),
+            entry(entity=[entity(entity_type="client-id", entity_name="bad")],
+                  ops=[op(key="producer_byte_rate", value=-1.0, remove=False)]),
+        ], validate_only=False), 2)
+        errors = [(tuple((e.entity_type, e.entity_name) for e in r.entity), r.error_code) for r in altered.entries]
+        assert errors[:2] == [((("user", "alice"), ("client-id", "app")), 0), ((("client-id", None),), 0)]
+        assert errors[2][1] == ErrorCode.INVALID_REQUEST
+
+        def described(components, strict):  # noqa: ANN001, ANN202
+            response = send(DescribeClientQuotasRequest(components=components, strict=strict), 3)
+            assert response.error_code == 0, response.error_message
+            return sorted(((tuple(sorted((e.entity_type, e.entity_name or "") for e in r.entity)),
+                            tuple(sorted((v.key, v.value) for v in r.values))) for r in response.entries))
+
+        alice_app = ((("client-id", "app"), ("user", "alice")),
+                     (("consumer_byte_rate", 2048.0), ("producer_byte_rate", 1024.0)))
+        default_client = ((("client-id", ""),), (("request_percentage", 50.0),))  # "": the default (null)
+        assert described([component(entity_type="user", match_type=0, match="alice")], False) == [alice_app]
+        assert described([component(entity_type="user", match_type=0, match="alice")], True) == []
+        assert described([component(entity_type="client-id", match_type=1, match=None)], True) == [default_client]
+        assert described([component(entity_type="client-id", match_type=2, match=None)], False) == sorted(
+            [alice_app, default_client])
+    finally:
+        admin.close()
