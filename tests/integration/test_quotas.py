@@ -314,8 +314,8 @@ def test_kafka_pythons_own_quota_messages_on_a_cluster(cluster) -> None:  # noqa
         def described(components, strict):  # noqa: ANN001, ANN202
             response = send(DescribeClientQuotasRequest(components=components, strict=strict), 3)
             assert response.error_code == 0, response.error_message
-            return sorted(((tuple(sorted((e.entity_type, e.entity_name or "") for e in r.entity)),
-                            tuple(sorted((v.key, v.value) for v in r.values))) for r in response.entries))
+            return sorted((tuple(sorted((e.entity_type, e.entity_name or "") for e in r.entity)),
+                            tuple(sorted((v.key, v.value) for v in r.values))) for r in response.entries)
 
         alice_app = ((("client-id", "app"), ("user", "alice")),
                      (("consumer_byte_rate", 2048.0), ("producer_byte_rate", 1024.0)))
