@@ -218,10 +218,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_for_command(args.command_config)
     if settings is None:
         return 1
-    client: dict[str, object] = {"client_id": settings.client_id or "pybroker-acls"}
-    client["security"] = settings.security
-    if settings.request_timeout_ms is not None:
-        client["request_timeout"] = settings.request_timeout_ms / 1000
+    client = settings.admin_options("pybroker-acls")
     try:
         asyncio.run(_main(args, client))
     except UsageError as e:

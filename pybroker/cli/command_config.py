@@ -53,6 +53,14 @@ class ClientSettings:
     security: ClientSecurity = PLAINTEXT
     warnings: list[str] = field(default_factory=list)
 
+    def admin_options(self, default_client_id: str) -> dict[str, object]:
+        """The `pybroker.client.admin.Admin` keyword arguments these settings give (the command's
+        own client id unless the file names one)."""
+        options: dict[str, object] = {"client_id": self.client_id or default_client_id, "security": self.security}
+        if self.request_timeout_ms is not None:
+            options["request_timeout"] = self.request_timeout_ms / 1000
+        return options
+
 
 def _unescape(text: str) -> str:
     out, i = [], 0

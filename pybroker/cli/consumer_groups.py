@@ -533,10 +533,8 @@ RUNNERS = {
 
 
 async def _run(args: argparse.Namespace, action: str, settings: ClientSettings) -> int:
-    async with Admin(args.bootstrap_server, settings.client_id or "pybroker-consumer-groups",
-                     retry_timeout=args.timeout / 1000, security=settings.security,
-                     **({"request_timeout": settings.request_timeout_ms / 1000}
-                        if settings.request_timeout_ms else {})) as admin:
+    async with Admin(args.bootstrap_server, retry_timeout=args.timeout / 1000,
+                     **settings.admin_options("pybroker-consumer-groups")) as admin:  # type: ignore[arg-type]
         return await RUNNERS[action](admin, args)
 
 

@@ -140,10 +140,7 @@ def run(args: argparse.Namespace) -> int:
     for warning in settings.warnings:
         print(f"Warning: --command-config {args.command_config}: {warning}", file=sys.stderr)
     timeout_ms = args.timeout_ms if args.timeout_ms is not None else (settings.default_api_timeout_ms or DEFAULT_TIMEOUT_MS)
-    client: dict[str, object] = {"client_id": settings.client_id or "pybroker-delete-records"}
-    client["security"] = settings.security
-    if settings.request_timeout_ms is not None:
-        client["request_timeout"] = settings.request_timeout_ms / 1000
+    client = settings.admin_options("pybroker-delete-records")
     try:
         return asyncio.run(_run(args, dict(entries), client, timeout_ms))
     except (AdminError, KafkaClientError, ValueError, TimeoutError) as e:

@@ -106,9 +106,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_for_command(args.command_config)
     if settings is None:
         return 1
-    client: dict[str, object] = {"client_id": settings.client_id or "pybroker-log-dirs", "security": settings.security}
-    if settings.request_timeout_ms:
-        client["request_timeout"] = settings.request_timeout_ms / 1000
+    client = settings.admin_options("pybroker-log-dirs")
     try:
         return asyncio.run(_describe(args, client))
     except (AdminError, KafkaClientError, OSError, TimeoutError) as e:

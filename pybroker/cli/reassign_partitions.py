@@ -544,10 +544,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_for_command(args.command_config)
     if settings is None:
         return 1
-    client: dict[str, object] = {"client_id": settings.client_id or "reassign-partitions-tool",
-                                 "security": settings.security}
-    if settings.request_timeout_ms:
-        client["request_timeout"] = settings.request_timeout_ms / 1000
+    client = settings.admin_options("reassign-partitions-tool")
     try:
         return asyncio.run(_run(args, client))
     except ReassignmentFailure as e:

@@ -252,9 +252,7 @@ def _configs(items: list[str]) -> dict[str, str]:
 
 
 async def _run(args: argparse.Namespace, action: str, settings: ClientSettings) -> int:
-    async with Admin(args.bootstrap_server, settings.client_id or "pybroker-topics", security=settings.security,
-                     **({"request_timeout": settings.request_timeout_ms / 1000}
-                        if settings.request_timeout_ms else {})) as admin:
+    async with Admin(args.bootstrap_server, **settings.admin_options("pybroker-topics")) as admin:  # type: ignore[arg-type]
         kafka = args.kafka_tool
         if action == "list":
             if kafka or args.topic or args.exclude_internal:
