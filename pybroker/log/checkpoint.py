@@ -6,6 +6,20 @@ per-partition ``leader-epoch-checkpoint`` (``epoch start_offset`` lines). Every 
 line (``0``), a count line, then the entries; a write goes to ``<name>.tmp``, is fsynced, renamed
 over the old file, and the directory is fsynced. A damaged file raises ``CheckpointError`` naming
 the file and line, so the operator sees what is wrong instead of silently losing state.
+
+One writer per file. Two writes of one file at once would share its ``.tmp``: the second rename
+finds it gone (ENOENT) and a race of the broker's own would pass for a failed disk. So every file
+written here has exactly one writer, as Kafka's ``CheckpointFile`` has its lock:
+
+* the log-dir files (``recovery-point-offset-checkpoint``, ``replication-offset-checkpoint``,
+  ``log-start-offset-checkpoint``, and the cleaner's ``cleaner-offset-checkpoint``) each belong to
+  one `pybroker.log.file_sync.CoalescingFileWriter` of their owner (the log manager, the
+  cleaner): one task writes them, and writes asked for meanwhile are folded into its next one;
+* a partition's ``leader-epoch-checkpoint`` is written by the log manager's one epoch-writer pass
+  at a time (`pybroker.log.file_sync.BackgroundPasses`), or synchronously by its cache while the
+  log belongs to no log manager (loading, tools);
+* ``meta.properties`` and ``.kafka_cleanshutdown`` are written once, at start-up and at shutdown,
+  when nothing else runs.
 """
 
 from __future__ import annotations
@@ -74,6 +88,11 @@ def _parse(path: str, fields_per_line: int) -> list[list[str]]:
     return entries
 
 
+def render_offsets(offsets: Mapping[TopicPartition, int]) -> str:
+    """The text of an offset checkpoint holding ``offsets``."""
+    return _render([f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())])
+
+
 class OffsetCheckpointFile:
     """A log-dir checkpoint of one offset per partition (recovery point, HW, log start offset)."""
 
@@ -81,8 +100,7 @@ class OffsetCheckpointFile:
         self.path = path
 
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
-        lines = [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())]
-        write_atomically(self.path, _render(lines))
+        write_atomically(self.path, render_offsets(offsets))
 
     def read(self) -> dict[TopicPartition, int]:
         out: dict[TopicPartition, int] = {}

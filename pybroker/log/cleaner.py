@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -38,9 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pybroker import _native
-from pybroker.log.checkpoint import CheckpointError, OffsetCheckpointFile
+from pybroker.log.checkpoint import CheckpointError, OffsetCheckpointFile, render_offsets
 from pybroker.log.config import LONG_MAX
-from pybroker.log.file_sync import fsync_paths
+from pybroker.log.file_sync import CoalescingFileWriter, fsync_paths
 from pybroker.log.log import CLEANED_SUFFIX, Log, largest_timestamp
 from pybroker.log.log_dir_failure import LogDirFailureChannel
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler, ScheduledTask, Scheduler, Time
@@ -238,6 +239,14 @@ class LogCleaner:
         self.scheduler: Scheduler = scheduler or AsyncioScheduler()
         self.throttler = _native.Throttler(config.io_max_bytes_per_second)
         self.checkpoints: dict[str, dict[TopicPartition, int]] = {d: {} for d in log_dirs}
+        # Each dir's cleaner-offset-checkpoint has one writer (`pybroker.log.checkpoint`): the
+        # threads finish cleans at once.
+        self._checkpoint_writers = {
+            d: CoalescingFileWriter(os.path.join(d, CLEANER_OFFSET_CHECKPOINT),
+                                    functools.partial(self._render_checkpoint, d),
+                                    log_errors=False)
+            for d in log_dirs
+        }
         self.in_progress: set[TopicPartition] = set()
         self.uncleanable: set[TopicPartition] = set()
         self._aborted: set[TopicPartition] = set()
@@ -273,16 +282,22 @@ class LogCleaner:
             self.checkpoints[log_dir][tp] = offset
         return log_dir
 
+    def _render_checkpoint(self, log_dir: str) -> str:
+        return render_offsets(self.checkpoints[log_dir])
+
     async def write_checkpoint(self, log_dir: str) -> None:
-        """Write a log dir's checkpoint (off the event loop), keeping only logs it still holds."""
-        offsets = {tp: offset for tp, offset in self.checkpoints[log_dir].items()
-                   if tp in self.logs and self.dir_of(tp) == log_dir}
-        self.checkpoints[log_dir] = dict(offsets)
-        path = os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT)
+        """Write a log dir's checkpoint (off the event loop, by its one writer), keeping only logs
+        it still holds."""
+        self.checkpoints[log_dir] = {tp: offset for tp, offset in self.checkpoints[log_dir].items()
+                                     if tp in self.logs and self.dir_of(tp) == log_dir}
+        writer = self._checkpoint_writers[log_dir]
+        save = writer.request()
+        if save is None:
+            return
         try:
-            await asyncio.get_running_loop().run_in_executor(None, OffsetCheckpointFile(path).write, offsets)
+            await save
         except OSError as e:
-            self._io_error(log_dir, f"Error while writing to checkpoint file {path}", e)
+            self._io_error(log_dir, f"Error while writing to checkpoint file {writer.path}", e)
 
     def _io_error(self, log_dir: str, message: str, error: OSError) -> None:
         if self.failure_channel is None:
@@ -368,15 +383,19 @@ class LogCleaner:
         tp = chosen.topic_partition
         try:
             await self.clean(chosen)
-        except CleaningAbortedError:
-            log.info("Cleaning of %s was aborted", tp)
-        except OSError as e:
-            log_dir = os.path.dirname(chosen.log.dir)
-            self._io_error(log_dir, f"Failed to clean up log for {tp} in dir {log_dir} due to IOException", e)
         except Exception as e:
-            log.warning("Unexpected exception thrown when cleaning log %s. Marking its partition (%s) as "
-                        "uncleanable: %s", chosen.log.dir, tp, e, exc_info=not isinstance(e, _native.CorruptRecordError))
-            self.uncleanable.add(tp)
+            if isinstance(e, CleaningAbortedError) or self._is_aborted(chosen):
+                # The log was deleted, replaced or truncated under the clean (its directory may
+                # be gone): the clean's own failure, not the disk's.
+                log.info("Cleaning of %s was aborted", tp)
+            elif isinstance(e, OSError):
+                log_dir = os.path.dirname(chosen.log.dir)
+                self._io_error(log_dir, f"Failed to clean up log for {tp} in dir {log_dir} due to IOException", e)
+            else:
+                log.warning("Unexpected exception thrown when cleaning log %s. Marking its partition (%s) as "
+                            "uncleanable: %s", chosen.log.dir, tp, e,
+                            exc_info=not isinstance(e, _native.CorruptRecordError))
+                self.uncleanable.add(tp)
         finally:
             self.in_progress.discard(tp)
             self._aborted.discard(tp)
@@ -435,10 +454,15 @@ class LogCleaner:
                 raise CleaningAbortedError(f"{chosen.topic_partition}: a segment being cleaned was deleted") from None
             raise
 
-    def _check(self, chosen: LogToClean) -> None:
+    def _is_aborted(self, chosen: LogToClean) -> bool:
+        """Whether the clean must stop: its log was truncated, deleted or replaced meanwhile, or
+        the cleaner is stopping."""
         tp = chosen.topic_partition
-        if tp in self._aborted or self.logs.get(tp) is not chosen.log or (self._tasks and not self._running):
-            raise CleaningAbortedError(str(tp))
+        return tp in self._aborted or self.logs.get(tp) is not chosen.log or bool(self._tasks and not self._running)
+
+    def _check(self, chosen: LogToClean) -> None:
+        if self._is_aborted(chosen):
+            raise CleaningAbortedError(str(chosen.topic_partition))
 
     async def clean(self, chosen: LogToClean) -> CleanResult:
         """Clean one log (Kafka's ``Cleaner.doClean``) and checkpoint its new first dirty offset."""

@@ -51,11 +51,14 @@ def _observed(future: asyncio.Future[None]) -> asyncio.Future[None]:
 
 
 class CoalescingFileWriter:
-    """Rewrites ``path`` atomically with ``render()``'s text, in the background, coalescing."""
+    """Rewrites ``path`` atomically with ``render()``'s text, in the background, coalescing.
+    The file's one writer: its saves never overlap (`pybroker.log.checkpoint`)."""
 
-    def __init__(self, path: str, render: Callable[[], str]) -> None:
+    def __init__(self, path: str, render: Callable[[], str], *, log_errors: bool = True) -> None:
         self.path = path
         self._render = render
+        #: False when every caller handles the save's error itself (e.g. a failed log dir).
+        self._log_errors = log_errors
         self._next: asyncio.Future[None] | None = None  # the save that will cover new changes
         self._task: asyncio.Task[None] | None = None
 
@@ -82,7 +85,8 @@ class CoalescingFileWriter:
                 try:
                     await loop.run_in_executor(None, write_atomically, self.path, text)
                 except OSError as e:
-                    log.error("Could not save %s: %s", self.path, e)
+                    if self._log_errors:
+                        log.error("Could not save %s: %s", self.path, e)
                     saving.set_exception(e)
                 else:
                     saving.set_result(None)

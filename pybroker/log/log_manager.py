@@ -28,6 +28,7 @@ log's directory is renamed ``…-delete`` on the event loop and removed in a wor
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shutil
@@ -41,12 +42,13 @@ from pybroker.log.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
     OffsetCheckpointFile,
+    render_offsets,
     write_atomically,
 )
 from pybroker.log.cleaner import CleanerConfig, LogCleaner
 from pybroker.log.config import LONG_MAX, LogConfig
 from pybroker.log.file_descriptors import check_open_file_limit
-from pybroker.log.file_sync import BackgroundPasses, fsync_paths
+from pybroker.log.file_sync import BackgroundPasses, CoalescingFileWriter, fsync_paths
 from pybroker.log.log import (
     PARTITION_METADATA,
     Log,
@@ -164,6 +166,13 @@ class LogManager:
         self._epoch_writer: BackgroundPasses[Log] = BackgroundPasses(
             "writing leader-epoch checkpoints", epoch_snapshots, write_epoch_checkpoints, self._epoch_writes_failed
         )
+        # The offset checkpoints' one writer each (`pybroker.log.checkpoint`: one writer per file).
+        self._checkpoint_writers = {
+            (log_dir, name): CoalescingFileWriter(
+                os.path.join(log_dir, name), functools.partial(self._render_checkpoint, log_dir, name),
+                log_errors=False)
+            for log_dir in log_dirs for name in CHECKPOINT_ATTRIBUTES
+        }
         # .deleted files waiting for file.delete.delay.ms (removed by their task when it runs).
         self._scheduled_deletions: dict[ScheduledTask, list[str]] = {}
         # Compaction of compacted topics (Kafka creates its cleaner only with log.cleaner.enable).
@@ -682,26 +691,15 @@ class LogManager:
         return new_log
 
     def delete_log(self, tp: TopicPartition) -> None:
-        """Remove a partition's log: close it and rename its directory ``…-delete`` now (a load
-        removes such a directory), then remove the directory in a worker thread."""
+        """Remove a partition's log: its directory renamed ``.<uuid>-delete`` now, closed and
+        removed in a worker thread (`_dispose`). The caller rewrites the checkpoints next
+        (``write_all_checkpoints``), as Kafka does, so that a topic created again under this name
+        never inherits this one's start offset."""
         if self.cleaner is not None:
             self.cleaner.abort(tp)
         removed = self._unregister(tp)
-        if removed is None:
-            return
-        removed.close()
-        doomed = f"{removed.dir}.{self.time.milliseconds()}{DELETE_DIR_SUFFIX}"
-        os.rename(removed.dir, doomed)
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            shutil.rmtree(doomed, ignore_errors=True)
-            return
-        removal = loop.run_in_executor(None, shutil.rmtree, doomed, True)
-        self._pending_flushes.add(removal)
-        removal.add_done_callback(self._pending_flushes.discard)
-        # The caller rewrites the checkpoints next (``write_all_checkpoints``), as Kafka does, so
-        # that a topic created again under this name never inherits this one's start offset.
+        if removed is not None:
+            self._dispose(removed)
 
     def update_config(self, topic: str) -> None:
         config = self.config_for_topic(topic)
@@ -836,25 +834,14 @@ class LogManager:
         future.add_done_callback(self._pending_flushes.discard)
         return future
 
-    def _snapshot(self, attribute: str) -> dict[str, dict[TopicPartition, int]]:
-        """Per live dir, the offsets of its logs (future logs included, in their own dir)."""
-        per_dir: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.live_log_dirs}
-        for logs, dirs in ((self.logs, self._dir_of), (self.future_logs, self._future_dir_of)):
-            for tp, partition_log in logs.items():
-                offsets = per_dir.get(dirs[tp])
-                if offsets is not None:
-                    offsets[tp] = getattr(partition_log, attribute)
-        return per_dir
-
-    def _write_checkpoints(self, name: str, per_dir: dict[str, dict[TopicPartition, int]]) -> list[tuple[str, OSError]]:
-        """Write each dir's file (a worker thread); returns the dirs whose write failed."""
-        failed = []
-        for log_dir, offsets in per_dir.items():
-            try:
-                OffsetCheckpointFile(os.path.join(log_dir, name)).write(offsets)
-            except OSError as e:
-                failed.append((log_dir, e))
-        return failed
+    def _render_checkpoint(self, log_dir: str, name: str) -> str:
+        """The text of ``log_dir``'s checkpoint ``name`` now (on the event loop: a consistent
+        snapshot), future logs included."""
+        attribute = CHECKPOINT_ATTRIBUTES[name]
+        offsets = {tp: getattr(partition_log, attribute)
+                   for logs, dirs in ((self.logs, self._dir_of), (self.future_logs, self._future_dir_of))
+                   for tp, partition_log in logs.items() if dirs[tp] == log_dir}
+        return render_offsets(offsets)
 
     async def write_all_checkpoints(self) -> None:
         """Write every offset checkpoint of every log dir now (off the event loop)."""
@@ -862,11 +849,17 @@ class LogManager:
             await self.checkpoint(name)
 
     async def checkpoint(self, name: str) -> None:
-        per_dir = self._snapshot(CHECKPOINT_ATTRIBUTES[name])
-        failed = await asyncio.get_running_loop().run_in_executor(None, self._write_checkpoints, name, per_dir)
-        for log_dir, error in failed:
-            self.failure_channel.maybe_add_offline_log_dir(
-                log_dir, f"Disk error while writing {name} in dir {log_dir}", error)
+        """Write the checkpoint ``name`` of every live log dir, each by its one writer; returns
+        when a write begun after this call is on disk (callers at once share it)."""
+        saves = {log_dir: self._checkpoint_writers[log_dir, name].request() for log_dir in self.live_log_dirs}
+        for log_dir, save in saves.items():
+            if save is None:
+                continue
+            try:
+                await save
+            except OSError as e:
+                self.failure_channel.maybe_add_offline_log_dir(
+                    log_dir, f"Disk error while writing {name} in dir {log_dir}", e)
 
     def start_background_tasks(self) -> None:
         """Kafka's LogManager tasks: the checkpoint writers, the flusher and the producer expiry

@@ -4,12 +4,18 @@ DescribeLogDirs' view and AlterReplicaLogDirs' errors (replica manager level).""
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 import os
+import time
 import uuid
 
 import pytest
 
+from pybroker import _native
 from pybroker.controller.requests import LeaderAndIsr, PartitionState
+from pybroker.log import file_sync as file_sync_module
+from pybroker.log.checkpoint import RECOVERY_POINT_CHECKPOINT
 from pybroker.log.log_dir_failure import LogDirFailureChannel
 from pybroker.log.log_manager import LogDirError, LogManager, read_meta_properties
 from pybroker.protocol.errors import ErrorCode
@@ -442,3 +448,116 @@ def test_cleaner_io_errors_take_the_dir_offline(tmp_path):
     cleaner = LogCleaner(CleanerConfig(), [str(a)], {}, lambda tp: None, failure_channel=channel)
     asyncio.run(cleaner.write_checkpoint(str(a)))
     assert channel.offline_log_dirs == {str(a)}
+
+
+# --- one writer per checkpoint file; races and exhaustion are not disk failures ----------------
+
+
+def test_checkpoints_asked_for_at_once_share_one_writer_and_never_race(tmp_path, monkeypatch):
+    """Eight topic deletions at once each rewrite every offset checkpoint (Kafka's rule). Two
+    writes of one file at once would share its ``.tmp`` and the second rename would fail with
+    ENOENT, which took the only dir offline. Each file now has one writer: concurrent requests
+    fold into its next write, and no write of a file overlaps another."""
+    from pybroker.log import checkpoint as checkpoint_module
+
+    a = str(tmp_path / "a")
+    writing: set[str] = set()
+    overlaps: list[str] = []
+    writes: list[str] = []
+    real_write = checkpoint_module.write_atomically
+
+    def watched_write(path: str, text: str, *, sync: bool = True) -> None:
+        if path in writing:
+            overlaps.append(path)
+        writing.add(path)
+        try:
+            time.sleep(0.005)  # a slow disk: the next request comes while this write is under way
+            real_write(path, text, sync=sync)
+            writes.append(path)
+        finally:
+            writing.discard(path)
+
+    monkeypatch.setattr(file_sync_module, "write_atomically", watched_write)
+
+    async def run() -> None:
+        manager = manager_for(a)
+        tps = [TopicPartition(f"t{i}", 0) for i in range(8)]
+        for tp in tps:
+            manager.get_or_create_log(tp, TOPIC_ID)
+
+        async def delete(tp: TopicPartition) -> None:
+            manager.delete_log(tp)
+            await manager.write_all_checkpoints()
+
+        await asyncio.gather(*(delete(tp) for tp in tps), *(manager.checkpoint(RECOVERY_POINT_CHECKPOINT)
+                                                               for _ in range(8)))
+        assert manager.failure_channel.offline_log_dirs == set()
+        await manager.shutdown()
+
+    asyncio.run(run())
+    assert overlaps == []
+    assert len(writes) < 8 * 3 + 8 + 3  # folded: fewer writes than requests
+    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint"):
+        assert (tmp_path / "a" / name).read_text() == "0\n0\n"
+    assert not any(p.name.endswith(".tmp") for p in (tmp_path / "a").iterdir())
+
+
+def test_a_log_deleted_while_it_is_cleaned_aborts_the_clean_not_the_dir(tmp_path, caplog):
+    """The cleaner writes its ``.cleaned`` segment into the log's directory; a topic deletion
+    renames that directory meanwhile. The clean fails (ENOENT) and is dropped as aborted: the
+    dir stays online and the checkpoint forgets the log."""
+    from pybroker.log.cleaner import CleanerConfig, LogCleaner, log_to_clean
+
+    a = str(tmp_path / "a")
+
+    async def run() -> None:
+        manager = manager_for(a)
+        tp = TopicPartition("compacted", 0)
+        log_ = manager.get_or_create_log(tp, TOPIC_ID)
+        for i in range(4):
+            log_.append_as_leader(batch(b"v%d" % i), 0, 0)
+            log_.roll()
+        log_.update_high_watermark(log_.log_end_offset)
+        cleaner = LogCleaner(CleanerConfig(), [a], manager.logs, manager.dir_of, failure_channel=manager.failure_channel)
+        chosen = log_to_clean(tp, log_, 0, log_.log_end_offset)
+        assert chosen.cleanable_bytes > 0
+        cleaner.in_progress.add(tp)
+        cleaner.grab_filthiest_compacted_log = lambda: chosen
+        run_in_worker = cleaner._run
+
+        async def deleted_before_the_cleaned_segment(function, *args):
+            if function is _native.Segment:  # the .cleaned segment: the topic is deleted first
+                manager.delete_log(tp)
+            return await run_in_worker(function, *args)
+
+        cleaner._run = deleted_before_the_cleaned_segment
+        with caplog.at_level(logging.INFO, logger="pybroker.log.cleaner"):
+            await cleaner.clean_filthiest_log()
+        assert "Cleaning of compacted-0 was aborted" in caplog.text
+        assert manager.failure_channel.offline_log_dirs == set()
+        assert tp not in cleaner.uncleanable and tp not in cleaner.in_progress
+        await manager.shutdown()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("code", [errno.EMFILE, errno.ENFILE, errno.ENOMEM])
+def test_running_out_of_descriptors_fails_the_operation_and_leaves_the_dir_online(tmp_path, code):
+    a = str(tmp_path / "a")
+
+    def exhausted(*_args: object, **_kwargs: object) -> None:
+        raise OSError(code, os.strerror(code))
+
+    async def run() -> None:
+        manager = manager_for(a)
+        tp = TopicPartition("t", 0)
+        replicas = leader_replica_manager(manager, tp)
+        manager.get_log(tp).append_as_leader = exhausted
+        assert replicas.append_records(1, 1000, [(tp, batch())])[tp].error == ErrorCode.KAFKA_STORAGE_ERROR
+        await asyncio.sleep(0)
+        assert manager.failure_channel.offline_log_dirs == set() and tp in replicas.partitions
+        del manager.get_log(tp).append_as_leader  # descriptors free again: the next append works
+        assert replicas.append_records(1, 1000, [(tp, batch())])[tp].error == ErrorCode.NONE
+        await manager.shutdown()
+
+    asyncio.run(run())
