@@ -12,6 +12,7 @@ connection because of a bug rather than on purpose, cannot pass for one that beh
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -26,6 +27,8 @@ import pytest
 
 from bench.brokers import free_port
 from pybroker.client.connection import BrokerConnection
+from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.messages import MetadataRequest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -250,3 +253,18 @@ async def broker_connection(bootstrap: str) -> BrokerConnection:
     connection = BrokerConnection(host, int(port))
     await connection.connect()
     return connection
+
+
+async def auto_create(connection: BrokerConnection, topic: str, timeout: float = 10.0) -> None:
+    """Create ``topic`` as a client does through Metadata (allow_auto_topic_creation): the first
+    answer is LEADER_NOT_AVAILABLE, as Kafka's; ask again until its partitions have leaders."""
+    deadline = time.monotonic() + timeout
+    while True:
+        response = await connection.send(ApiKey.METADATA, MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True))
+        found = response.topics[0]
+        if found.error_code == 0 and found.partitions and all(p.leader_id >= 0 for p in found.partitions):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"topic {topic} not ready after {timeout}s: error {found.error_code}")
+        await asyncio.sleep(0.02)

@@ -958,6 +958,11 @@ class Log:
                 break
         return found
 
+    def segment_base_offset_of(self, offset: int) -> int:
+        """The base offset of the segment whose range holds ``offset`` (the first segment's for
+        an offset below it, the active one's for the log end offset)."""
+        return self._base_offsets[max(bisect.bisect_right(self._base_offsets, offset) - 1, 0)]
+
     def segments_between(self, from_offset: int, to_offset: int) -> list[_native.Segment]:
         """The segments holding offsets in ``[from_offset, to_offset)``: from the one holding
         ``from_offset`` to the last based below ``to_offset`` (Kafka's ``logSegments(from, to)``)."""

@@ -19,6 +19,7 @@ import uuid
 from pybroker.controller.metadata import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    InvalidTopicError,
     TopicExistsError,
     UnknownTopicError,
     validate_topic_name,
@@ -28,13 +29,27 @@ from pybroker.controller.replica_assignment import (
     assignment_for_new_partitions,
 )
 from pybroker.controller.store import ControllerStore
-from pybroker.log.config import TOPIC_CONFIGS, validate_topic_configs
+from pybroker.log.config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
+from pybroker.protocol.errors import ErrorCode
 from pybroker.server.config import BrokerConfig
 from pybroker.server.metadata_cache import MetadataCache
 
 log = logging.getLogger(__name__)
 
 UNTIMED_WAIT_MS = 5000
+
+# What `AdminManager.create_topic` raises, as CreateTopics (and an auto-creating Metadata) answer.
+TOPIC_CREATION_ERRORS: dict[type[Exception], ErrorCode] = {
+    TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
+    InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
+    InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
+    InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
+    ConfigError: ErrorCode.INVALID_CONFIG,
+}
+
+
+def topic_creation_error(error: Exception) -> ErrorCode:
+    return next(code for kind, code in TOPIC_CREATION_ERRORS.items() if isinstance(error, kind))
 
 
 class AdminManager:

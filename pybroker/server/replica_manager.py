@@ -293,42 +293,30 @@ class DelayedDeleteRecords(DelayedOperation):
             self._future.set_result(self.results)
 
 
-def behind_leader_log_start(
-    results: dict[TopicPartition, FetchPartitionResult], follower_log_starts: dict[TopicPartition, int]
-) -> bool:
-    """Whether a follower reported a log start offset below its leader's: it has something to
-    learn (KIP-107), so its fetch is answered at once instead of parking."""
-    return any(
-        tp in results and results[tp].log_start_offset > offset >= 0 for tp, offset in follower_log_starts.items()
-    )
-
-
 class DelayedFetch(DelayedOperation):
-    """A long poll: waits until ``min_bytes`` are readable or ``max_wait_ms`` passes. A follower's
-    fetch also completes once the leader's log start offset is above the one the follower reported
-    (so DeleteRecords reaches the followers in one round trip), and is answered by ``final_read``
-    (which records the fetch)."""
+    """A long poll (Kafka's ``DelayedFetch``): each check reads again and completes when
+    ``answerable`` says that read may be answered (`ReplicaManager.fetch_answerable`), or when
+    ``max_wait_ms`` passes. A follower's fetch is answered by ``final_read`` (which records the
+    fetch)."""
 
     def __init__(
         self,
         max_wait_ms: int,
-        min_bytes: int,
         read: Callable[[], tuple[dict[TopicPartition, FetchPartitionResult], int, bool]],
+        answerable: Callable[[dict[TopicPartition, FetchPartitionResult], int, bool], bool],
         future: asyncio.Future[dict[TopicPartition, FetchPartitionResult]],
-        log_start_offsets: dict[TopicPartition, int] | None = None,
         final_read: Callable[[], dict[TopicPartition, FetchPartitionResult]] | None = None,
     ) -> None:
         super().__init__(max_wait_ms)
-        self._min_bytes = min_bytes
         self._read = read
+        self._answerable = answerable
         self._future = future
         self._result: dict[TopicPartition, FetchPartitionResult] | None = None
-        self._log_start_offsets = log_start_offsets or {}
         self._final_read = final_read
 
     def try_complete(self) -> bool:
         results, total, errors = self._read()
-        if total >= self._min_bytes or errors or behind_leader_log_start(results, self._log_start_offsets):
+        if self._answerable(results, total, errors):
             self._result = results
             return self.force_complete()
         return False
@@ -845,30 +833,70 @@ class ReplicaManager:
         self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
         requests: list[FetchPartitionRequest], read_committed: bool = False,
     ) -> dict[TopicPartition, FetchPartitionResult] | asyncio.Future[dict[TopicPartition, FetchPartitionResult]]:
-        """Read now if enough is there (or no waiting is wanted), else long-poll in the purgatory.
-        A follower's fetch is recorded when it is answered (at once, or when the parked fetch
-        completes)."""
+        """Read now if the read may be answered (`fetch_answerable`, or no waiting is wanted),
+        else long-poll in the purgatory. A follower's fetch is recorded when it is answered (at
+        once, or when the parked fetch completes)."""
         results, total, errors = self.read_from_local_log(replica_id, requests, max_bytes, read_committed)
         follower = replica_id >= 0
-        # Kafka records a follower's position before deciding to park: the HW may move now.
-        follower_log_starts = {r.topic_partition: r.log_start_offset for r in requests} if follower else {}
         if follower:
+            # Kafka records a follower's position before deciding to park: the HW may move now.
             self._record_follower_fetch(replica_id, requests, results)
-        if (max_wait_ms <= 0 or not requests or total >= min_bytes or errors
-                or behind_leader_log_start(results, follower_log_starts)):
+
+        def answerable(results: dict[TopicPartition, FetchPartitionResult], total: int, errors: bool) -> bool:
+            return self.fetch_answerable(replica_id, requests, min_bytes, read_committed, results, total, errors)
+
+        if max_wait_ms <= 0 or not requests or answerable(results, total, errors):
             self.topic_stats.fetched(replica_id, results)
             return results
         future: asyncio.Future[dict[TopicPartition, FetchPartitionResult]] = asyncio.get_running_loop().create_future()
         operation = DelayedFetch(
-            max_wait_ms, min_bytes, lambda: self.read_from_local_log(replica_id, requests, max_bytes, read_committed),
-            future,
-            log_start_offsets=follower_log_starts,
+            max_wait_ms, lambda: self.read_from_local_log(replica_id, requests, max_bytes, read_committed),
+            answerable, future,
             final_read=(lambda: self._follower_read(replica_id, requests, max_bytes)) if follower else None,
         )
         # The read above found too little; wait for appends to these partitions (or the deadline).
         self.fetch_purgatory.watch(operation, [r.topic_partition for r in requests])
         self.topic_stats.fetched_later(replica_id, future)
         return future
+
+    def fetch_answerable(
+        self, replica_id: int, requests: list[FetchPartitionRequest], min_bytes: int, read_committed: bool,
+        results: dict[TopicPartition, FetchPartitionResult], total: int, errors: bool,
+    ) -> bool:
+        """Whether a fetch whose read gave ``results`` (``total`` bytes) is answered now rather
+        than parked, or a parked one completes: Kafka's ``DelayedFetch.tryComplete`` cases.
+
+        * A-E, H: a partition answered an error (no longer leader or follower, unknown, storage,
+          fenced or unknown leader epoch, offset out of range) or a diverging epoch;
+        * G: ``min_bytes`` readable;
+        * F: the fetch offset lies on another segment than the end offset it reads to (the log
+          end offset for a follower, the last stable offset for read_committed, else the high
+          watermark): on an older one the read stopped at its segment's end and waiting cannot
+          gather more (unless the follower is throttled), on a newer one the log was truncated;
+        * beyond Kafka: a follower reported a log start offset below its leader's, so it learns
+          the new one at once (KIP-107: DeleteRecords reaches the followers in one round trip).
+        """
+        if total >= min_bytes or errors:
+            return True
+        follower = replica_id >= 0
+        for request in requests:
+            tp = request.topic_partition
+            result = results.get(tp)
+            partition = self.partitions.get(tp)
+            if result is None or partition is None or partition.log is None:
+                continue
+            if follower and result.log_start_offset > request.log_start_offset >= 0:
+                return True
+            log_ = partition.log
+            end = (log_.log_end_offset if follower
+                   else log_.last_stable_offset if read_committed else log_.high_watermark)
+            if request.fetch_offset == end:
+                continue  # also just after a roll: the end is the new segment's base
+            if log_.segment_base_offset_of(request.fetch_offset) != log_.segment_base_offset_of(end):
+                behind = request.fetch_offset < end
+                if not (behind and follower and self._should_leader_throttle(partition, replica_id)):
+                    return True
+        return False
 
     async def shutdown(self) -> None:
         """Stop fetching and the ISR task, then answer everything waiting in the purgatories."""

@@ -75,6 +75,14 @@ def raw(broker):
     client.close()
 
 
+def create(raw: RawClient, topic: str) -> None:
+    """Auto-create ``topic`` by Metadata v4 and ask again until it is ready (the first answer is
+    LEADER_NOT_AVAILABLE, as Kafka's)."""
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True)
+    wait_until(lambda: raw.request(ApiKey.METADATA, 4, request).topics[0].error_code == ErrorCode.NONE,
+               message=f"topic {topic} ready")
+
+
 def assert_broker_healthy(broker) -> None:
     assert broker.alive
     other = RawClient(broker.bootstrap)
@@ -164,7 +172,7 @@ def test_malformed_body_closes_connection(broker, raw, frame, request_name):
 def test_partition_leader_epochs_for_unknown_partitions(broker, raw, topic_name):
     """An unknown topic, and partitions out of range of a known one, get UNKNOWN_TOPIC_OR_PARTITION
     each (and no epochs), in the same answer as a known partition; the connection stays open."""
-    raw.request(ApiKey.METADATA, 4, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)], allow_auto_topic_creation=True))
+    create(raw, topic_name)
     R = PartitionLeaderEpochsForPartitionsRequest
     response = raw.request(ApiKey.PARTITION_LEADER_EPOCHS_FOR_PARTITIONS, 0, R(topics=[
         R.RequestTopic(name=f"{topic_name}-absent", partition_indexes=[0, 1]),
@@ -213,7 +221,7 @@ def _log_end_offset(raw: RawClient, topic: str) -> int:
 
 
 def test_corrupt_batches_get_corrupt_message_and_append_nothing(broker, raw, topic_name):
-    raw.request(ApiKey.METADATA, 4, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)], allow_auto_topic_creation=True))
+    create(raw, topic_name)
     good = build_batch([(b"k", b"v")])
     assert _produce(raw, topic_name, good).error_code == 0
 
@@ -231,7 +239,7 @@ def test_corrupt_batches_get_corrupt_message_and_append_nothing(broker, raw, top
 
 
 def test_batch_over_max_message_bytes_is_rejected(broker, raw, topic_name):
-    raw.request(ApiKey.METADATA, 4, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)], allow_auto_topic_creation=True))
+    create(raw, topic_name)
     assert _produce(raw, topic_name, build_batch([(b"k", b"small")])).error_code == ErrorCode.NONE
     # message.max.bytes defaults to 1048588: a batch one byte over it is refused whole.
     limit = 1048588

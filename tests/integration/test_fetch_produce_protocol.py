@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-from pybroker.client.connection import BrokerConnection
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
@@ -15,7 +14,7 @@ from pybroker.protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
-from tests.conftest import broker_connection
+from tests.conftest import auto_create, broker_connection
 from tests.unit.batches import build_batch
 
 
@@ -26,9 +25,7 @@ def run(coro):
 connect = broker_connection
 
 
-async def create(connection: BrokerConnection, topic: str) -> None:
-    await connection.send(ApiKey.METADATA, MetadataRequest(
-        topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True))
+create = auto_create
 
 
 def produce_request(topic: str, batch: bytes, acks: int = 1) -> ProduceRequest:

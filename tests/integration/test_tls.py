@@ -24,7 +24,7 @@ from pybroker.client.security import ClientSecurity
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import FetchRequest, MetadataRequest, ProduceRequest
 from pybroker.security.certificates import CertificateAuthority, IssuedCertificate
-from tests.conftest import BrokerProcess, wait_until
+from tests.conftest import BrokerProcess, auto_create, wait_until
 from tests.unit.batches import build_batch
 
 
@@ -226,8 +226,7 @@ def test_large_fetch_over_tls_is_byte_exact(tls: TlsBroker, topic_name: str) -> 
         plain = await _connect(tls.plaintext, None)
         secure = await _connect(tls.ssl, tls.context())
         try:
-            await plain.send(ApiKey.METADATA, MetadataRequest(
-                topics=[MetadataRequest.MetadataRequestTopic(name=topic_name)], allow_auto_topic_creation=True))
+            await auto_create(plain, topic_name)
             for batch in batches:
                 response = await secure.send(ApiKey.PRODUCE, ProduceRequest(
                     acks=1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(

@@ -12,18 +12,13 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
-from pybroker.controller.metadata import (
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
-    InvalidTopicError,
-    TopicExistsError,
-)
-from pybroker.log.config import ConfigError, validate_topic_configs
+from pybroker.log.config import validate_topic_configs
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server import config_describer
+from pybroker.server.admin_manager import TOPIC_CREATION_ERRORS, topic_creation_error
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.CREATE_TOPICS
@@ -33,14 +28,6 @@ AUTHORIZES = frozenset({
     (AclOperation.CREATE, ResourceType.TOPIC),
     (AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC),
 })
-
-_ERRORS: dict[type[Exception], ErrorCode] = {
-    TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
-    InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
-    InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
-    InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
-    ConfigError: ErrorCode.INVALID_CONFIG,
-}
 
 _Result = CreateTopicsResponse.CreatableTopicResult
 
@@ -137,9 +124,8 @@ async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: obje
             created_id = await broker.admin_manager.create_topic(name, partitions, replication, configs, assignment)
     except _AssignmentError as e:
         return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT if "Invalid" in str(e) else ErrorCode.INVALID_REQUEST, str(e))
-    except tuple(_ERRORS) as e:
-        code = next(c for t, c in _ERRORS.items() if isinstance(e, t))
-        return _error(name, code, str(e))
+    except tuple(TOPIC_CREATION_ERRORS) as e:
+        return _error(name, topic_creation_error(e), str(e))
     described = None
     if ctx.api_version >= 5 and created_id is not None:
         described = [

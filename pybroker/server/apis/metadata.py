@@ -1,6 +1,10 @@
 """Metadata (3): brokers, controller, topics with ids, partitions, leaders and epochs.
 
-Creates missing topics when the client allows it and ``auto.create.topics.enable`` is true.
+Creates missing topics when the client allows it and ``auto.create.topics.enable`` is true, and
+answers each topic this request created as Kafka's ``AutoTopicCreationManager`` does: at once,
+LEADER_NOT_AVAILABLE with no partitions (and the zero topic id), or the creation's error (e.g.
+INVALID_REPLICATION_FACTOR when default.replication.factor exceeds the live brokers); the
+partitions appear in later answers, once the controller has elected their leaders.
 Brokers are given by their endpoint on the listener the request arrived on; brokers without that
 listener are left out, and a partition whose live leader lacks it has no leader
 (LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before), as Kafka's ZkMetadataCache answers.
@@ -30,13 +34,13 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import MetadataRequest, MetadataResponse
 from pybroker.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
+from pybroker.server.admin_manager import TOPIC_CREATION_ERRORS, topic_creation_error
 from pybroker.server.metadata_cache import CachedTopic
 from pybroker.server.request_context import RequestContext, supported
 
 API_KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-AUTO_CREATE_WAIT_MS = 5000
 ZERO_UUID = uuid.UUID(int=0)
 AUTHORIZES = frozenset({
     (AclOperation.DESCRIBE, ResourceType.TOPIC),
@@ -48,9 +52,8 @@ log = logging.getLogger(__name__)
 
 
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
-    """The response from the metadata cache. Missing topics are created when the client allows
-    it; the answer then waits (at most ``AUTO_CREATE_WAIT_MS``) for their leaders, so that the
-    client can use them at once (Kafka answers LEADER_NOT_AVAILABLE at once, and clients retry)."""
+    """The response from the metadata cache; missing topics are created when the client allows
+    it (and answered as not ready yet)."""
     broker = ctx.broker
     version = ctx.api_version
     cache = broker.metadata_cache
@@ -62,13 +65,8 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
         "auto.create.topics.enable"
     )
     refused = _refused(ctx, request.topics, auto_create)
-    created: list[str] = []
-    topics = [refused.get(id(wanted)) or await _requested_topic(ctx, wanted, auto_create, created)
+    topics = [refused.get(id(wanted)) or await _requested_topic(ctx, wanted, auto_create)
               for wanted in request.topics]
-    if created:
-        await broker.admin_manager.wait_for_leaders(created, AUTO_CREATE_WAIT_MS)
-        topics = [refused.get(id(wanted)) or await _requested_topic(ctx, wanted, False, [])
-                  for wanted in request.topics]
     return _response(ctx, request, topics)
 
 
@@ -138,7 +136,7 @@ def _response(
 
 
 async def _requested_topic(
-    ctx: RequestContext, wanted: object, auto_create: bool, created: list[str]
+    ctx: RequestContext, wanted: object, auto_create: bool
 ) -> MetadataResponse.MetadataResponseTopic:
     cache = ctx.broker.metadata_cache
     name = wanted.name  # type: ignore[attr-defined]
@@ -158,14 +156,13 @@ async def _requested_topic(
     if not auto_create or name in INTERNAL_TOPICS:
         return _missing(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        topic_id = await ctx.broker.admin_manager.create_topic(name, -1, -1, {})
-    except TopicExistsError:  # created meanwhile by someone else: not ready yet
-        return _missing(name, ZERO_UUID, ErrorCode.LEADER_NOT_AVAILABLE)
-    except Exception as e:  # e.g. a disk problem: report, don't fail
-        log.warning("Auto-creation of topic %s failed: %s", name, e)
-        return _missing(name, ZERO_UUID, ErrorCode.LEADER_NOT_AVAILABLE)
-    created.append(name)
-    return _missing(name, topic_id, ErrorCode.LEADER_NOT_AVAILABLE)
+        await ctx.broker.admin_manager.create_topic(name, -1, -1, {})
+    except TopicExistsError:  # created meanwhile by another request: not ready yet either
+        pass
+    except tuple(TOPIC_CREATION_ERRORS) as e:
+        log.info("Auto-creation of topic %s failed: %s", name, e)
+        return _missing(name, ZERO_UUID, topic_creation_error(e))
+    return _missing(name, ZERO_UUID, ErrorCode.LEADER_NOT_AVAILABLE)
 
 
 def _missing(
