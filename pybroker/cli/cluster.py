@@ -49,7 +49,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help=f"port of the ZooKeeper this command starts (default {DEFAULT_ZOOKEEPER_PORT})")
     parser.add_argument(
         "--override", metavar="KEY=VALUE", action="append", default=[],
-        help="set a broker property on every broker (repeatable), e.g. --override num.partitions=3",
+        help="set a broker property on every broker (repeatable), e.g. --override num.partitions=3; values "
+             "are templates: {id} (node id), {port} (FIRST+id-1), {port+N}, {port-N}, {id+N}, {host} (127.0.0.1), "
+             "e.g. --override 'listeners=PLAINTEXT://{host}:{port},SASL_PLAINTEXT://{host}:{port+100}'",
+    )
+    parser.add_argument(
+        "--broker-override", metavar="ID:KEY=VALUE", action="append", default=[],
+        help="set a broker property on broker ID only (repeatable; a template too), e.g. "
+             "--broker-override '2:advertised.listeners=PLAINTEXT://proxy-2:19092'",
+    )
+    parser.add_argument(
+        "--config", metavar="FILE",
+        help="a properties file of broker properties (templates): KEY=VALUE lines for every broker, "
+             "broker.ID.KEY=VALUE lines for broker ID; the command line wins over the file, and a value for "
+             "one broker over a value for all",
     )
     parser.add_argument("--secure", action="store_true",
                         help="SASL_SSL listeners only (replication too), a generated CA and broker certificate, an "
@@ -100,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         cluster = LocalCluster(
             args.dir, args.brokers, args.port,
             zookeeper_connect=args.zookeeper, zookeeper_port=args.zookeeper_port, overrides=args.override,
+            broker_overrides=args.broker_override, config_file=args.config,
             secure=secure, metrics=not args.no_metrics, metrics_port=args.metrics_port,
             log_format=args.log_format,
         )

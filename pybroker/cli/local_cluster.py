@@ -9,9 +9,16 @@ Owns what ``pybroker cluster`` does, apart from parsing its arguments:
 - **The brokers' configuration**: node ids 1..N on ``127.0.0.1`` ports ``FIRST..FIRST+N-1``,
   each with a Prometheus endpoint (``metrics.prometheus.port``, recorded in cluster.json for
   ``pybroker cluster status``), ``zookeeper.connect``, the defaults of a local cluster (`cluster_defaults`) and the user's
-  ``--override``s, in Kafka's property names. Every start rewrites the files; data is kept.
+  properties (``--override``, ``--broker-override``, ``--config``: per-broker templates, see
+  `pybroker.cli.cluster_overrides`), in Kafka's property names. Every start rewrites the files;
+  data is kept.
+- **The brokers' listeners** (`LocalCluster._resolve_listeners`): one PLAINTEXT listener on
+  the broker's port, unless the user sets ``listeners`` or ``advertised.listeners``; then each
+  broker's, as bound and as advertised, and the one the command talks to (`command_listener`:
+  the first PLAINTEXT one, SASL_SSL with --secure), whose addresses are the bootstrap servers
+  it prints and writes.
 - **The processes**: checks before anything starts (ZooKeeper installed, ports free, every
-  property valid), ZooKeeper started and stopped through `ZooKeeperServer`, one broker child
+  property valid, each listener port a broker's own), ZooKeeper started and stopped through `ZooKeeperServer`, one broker child
   process per node id (each in its own session, so that a terminal's Ctrl-C reaches only the
   ``pybroker cluster`` process, which then stops them in order), readiness (every broker
   registered under ``/brokers/ids``, a controller elected, and every broker answering Metadata
@@ -44,12 +51,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pybroker.child_process import terminated_with_parent
+from pybroker.cli.cluster_overrides import LISTENER_PROPERTIES, BrokerOverrides, OverrideError
+from pybroker.cli.secure_setup import LISTENER as SECURE_LISTENER
 from pybroker.cli.secure_setup import SecureSetup, create_admin_user
 from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import KafkaClientError
 from pybroker.client.security import PLAINTEXT
 from pybroker.log.config import ConfigError
-from pybroker.server.config import BrokerConfig
+from pybroker.server.config import BrokerConfig, Endpoint
 from pybroker.zookeeper.client import KazooException, ZooKeeperClient, ZooKeeperConnectionError
 from pybroker.zookeeper.kafka_zk_client import KafkaZkClient
 from pybroker.zookeeper.server import ZooKeeperInstall, ZooKeeperServer, ZooKeeperStartError
@@ -60,9 +69,6 @@ DEFAULT_BROKERS = 3
 DEFAULT_FIRST_PORT = 9092
 DEFAULT_ZOOKEEPER_PORT = 2181  # clientPort of Kafka's shipped config/zookeeper.properties
 MANIFEST = "cluster.json"
-# Set per broker by the command; an --override of them would break the cluster.
-MANAGED_PROPERTIES = ("node.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "zookeeper.connect",
-                      "metrics.prometheus.port")
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0  # per broker: controlled shutdown, then a clean stop
 FAILED_START_STOP_TIMEOUT_S = 5.0  # a start that failed has no controller to shut down with
@@ -95,23 +101,6 @@ def cluster_defaults(brokers: int) -> dict[str, str]:
         "transaction.state.log.replication.factor": str(min(3, brokers)),
         "transaction.state.log.min.isr": str(min(2, brokers)),
     }
-
-
-def parse_overrides(items: Iterable[str]) -> dict[str, str]:
-    """``key=value`` items as a dict (later wins); `ClusterError` for a malformed or managed key."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ClusterError(f"--override {item!r} is not of the form key=value")
-        if key in MANAGED_PROPERTIES:
-            raise ClusterError(
-                f"--override {key}: pybroker cluster sets {key} for each broker "
-                "(use --brokers, --port, --dir or --zookeeper)"
-            )
-        out[key] = value.strip()
-    return out
 
 
 def port_in_use(port: int, host: str = HOST) -> bool:
@@ -193,20 +182,35 @@ def find_serve_process(config_path: Path, exclude: Iterable[int] = ()) -> int | 
 
 @dataclass
 class LocalBroker:
-    """One broker of the cluster: its id, port and directory, and the process running it."""
+    """One broker of the cluster: its id, port and directory, its listeners, and the process
+    running it."""
 
     node_id: int
-    port: int
+    port: int  # --port FIRST+id-1: its one listener's port, or {port} in a listeners template
     directory: Path
     proc: subprocess.Popen[bytes] | None = None
     metrics_port: int | None = None  # its Prometheus endpoint (metrics.prometheus.port), None: off
     # A broker restarted by hand (``pybroker serve --config ...``): not a child of ours.
     adopted_pid: int | None = None
     exit_reported: bool = False
+    # Its listeners as bound and as advertised (advertised.listeners, else the bound ones), and
+    # the one the command talks to (see `LocalCluster.command_listener`); set by LocalCluster.
+    listeners: tuple[Endpoint, ...] = ()
+    advertised: tuple[Endpoint, ...] = ()
+    command_listener: Endpoint | None = None
 
     @property
     def address(self) -> str:
-        return f"{HOST}:{self.port}"
+        """``host:port`` of the listener the command talks to (its bootstrap server)."""
+        if self.command_listener is None:
+            return f"{HOST}:{self.port}"
+        return reachable_address(self.command_listener)
+
+    def advertised_address(self, endpoint: Endpoint) -> str:
+        """``host:port`` the broker registers for an advertised listener (no host: this machine's
+        name, port 0: the listener's bound port, as the broker does)."""
+        bound = (e.port for e in self.listeners if e.listener_name == endpoint.listener_name)
+        return _host_port(endpoint.host or socket.getfqdn(), endpoint.port or next(bound, 0))
 
     @property
     def config_path(self) -> Path:
@@ -235,6 +239,22 @@ class LocalBroker:
         return None
 
 
+def reachable_address(endpoint: Endpoint) -> str:
+    """``host:port`` a client on this machine reaches a bound listener on (a listener on every
+    interface, host empty or 0.0.0.0, is reached on 127.0.0.1)."""
+    host = {"": HOST, "0.0.0.0": HOST, "::": "::1"}.get(endpoint.host, endpoint.host)
+    return _host_port(host, endpoint.port)
+
+
+def listener_uris(endpoints: Iterable[Endpoint]) -> str:
+    """Endpoints as a ``listeners`` value: ``NAME://host:port,...``."""
+    return ",".join(f"{e.listener_name}://{_host_port(e.host, e.port)}" for e in endpoints)
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _shown(path: Path) -> str:
     """``path`` relative to the working directory when it is below it, else absolute."""
     try:
@@ -260,6 +280,8 @@ class LocalCluster:
         zookeeper_connect: str | None = None,
         zookeeper_port: int = DEFAULT_ZOOKEEPER_PORT,
         overrides: Iterable[str] = (),
+        broker_overrides: Iterable[str] = (),
+        config_file: str | Path | None = None,
         python: str = sys.executable,
         out: TextIO | None = None,
         install: ZooKeeperInstall | None = None,
@@ -279,29 +301,39 @@ class LocalCluster:
             LocalBroker(node_id, first_port + node_id - 1, self.directory / f"broker-{node_id}")
             for node_id in range(1, brokers + 1)
         ]
-        self.overrides = parse_overrides(overrides)
+        # --override, --broker-override, --config: templates expanded per broker.
+        try:
+            self.settings = BrokerOverrides.parse(brokers, overrides, broker_overrides, config_file)
+        except OverrideError as e:
+            raise ClusterError(str(e)) from None
+        self.custom_listeners = any(self.settings.sets(key) for key in LISTENER_PROPERTIES)
+        # --secure: SASL_SSL listeners, ACLs, an admin user (`pybroker.cli.secure_setup`)
+        self.secure = secure
+        self.security = secure.broker_security() if secure is not None else PLAINTEXT
+        self.zookeeper: ZooKeeperServer | None = None
+        if zookeeper_connect is None:
+            self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", zookeeper_port,
+                                             install=install)
+            self.zookeeper_connect = self.zookeeper.connect_string
+        else:
+            self.zookeeper_connect = zookeeper_connect.strip()
+        for broker in self.brokers:
+            self._user_sections(broker)  # a template that cannot expand fails now, not half-way
+        self._resolve_listeners()
         # Each broker's Prometheus endpoint: ports FIRST..FIRST+N-1 (--metrics-port), else ports
         # free now, written into its server.properties and cluster.json (`pybroker cluster status`).
         if metrics:
             if metrics_port is not None and not 1 <= metrics_port <= 65535 - brokers + 1:
                 raise ClusterError(f"--metrics-port {metrics_port}: ports {metrics_port}..{metrics_port + brokers - 1} "
                                    "are not all valid")
-            taken = {b.port for b in self.brokers}
+            taken = self.listener_ports
             for broker in self.brokers:
                 broker.metrics_port = (metrics_port + broker.node_id - 1 if metrics_port is not None
                                        else _free_port(taken))
                 taken.add(broker.metrics_port)
         self.log_format = log_format
-        self.secure = secure  # --secure: SASL_SSL listeners, ACLs, an admin user (`pybroker.cli.secure_setup`)
-        self.security = secure.broker_security() if secure is not None else PLAINTEXT
         self.python = python
         self.out = out if out is not None else sys.stdout
-        self.zookeeper: ZooKeeperServer | None = None
-        if zookeeper_connect is None:
-            self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", zookeeper_port, install=install)
-            self.zookeeper_connect = self.zookeeper.connect_string
-        else:
-            self.zookeeper_connect = zookeeper_connect.strip()
         self.state = "new"
         self.controller_id: int | None = None
         self._zk: ZooKeeperClient | None = None
@@ -318,22 +350,123 @@ class LocalCluster:
     def manifest_path(self) -> Path:
         return self.directory / MANIFEST
 
+    @property
+    def bootstrap_listener(self) -> str:
+        """The name of the listener `bootstrap_servers` is on (`command_listener`)."""
+        listener = self.brokers[0].command_listener
+        return listener.listener_name if listener is not None else "PLAINTEXT"
+
+    @property
+    def listener_ports(self) -> set[int]:
+        """The ports every broker's listeners bind."""
+        return {e.port for b in self.brokers for e in b.listeners}
+
+    def _user_sections(self, broker: LocalBroker) -> list[tuple[str, dict[str, str]]]:
+        """The user's properties for ``broker``, expanded, by source
+        (`BrokerOverrides.sections`)."""
+        try:
+            return self.settings.sections(broker.node_id, broker.port, HOST)
+        except OverrideError as e:
+            raise ClusterError(str(e)) from None
+
+    def _resolve_listeners(self) -> None:
+        """Each broker's listeners, as bound and as advertised, and the one the command talks to.
+
+        Without a user's ``listeners`` or ``advertised.listeners`` that is one listener on
+        ``127.0.0.1:{port}`` (PLAINTEXT, SASL_SSL with --secure). With them, each broker's
+        properties are read as the broker will read them (every listener check of Kafka's: names,
+        protocols, the inter-broker listener advertised, ...), then the command's own checks:
+        fixed ports, no port bound by two brokers (or by our ZooKeeper), no address advertised
+        by two brokers for one listener. `ClusterError` (one line) for the first that fails.
+        """
+        for broker in self.brokers:
+            if self.custom_listeners:
+                try:
+                    config = BrokerConfig(self.properties(broker))
+                    listeners, advertised = config.listeners, config.advertised_listeners
+                except ConfigError as e:
+                    raise ClusterError(f"broker {broker.node_id}: {e}") from None
+            else:
+                name = SECURE_LISTENER if self.secure is not None else "PLAINTEXT"
+                listeners = advertised = [Endpoint(name, HOST, broker.port, name)]
+            broker.listeners, broker.advertised = tuple(listeners), tuple(advertised)
+            broker.command_listener = self.command_listener(broker)
+        if not self.custom_listeners:
+            return
+        first = self.bootstrap_listener
+        for broker in self.brokers[1:]:
+            assert broker.command_listener is not None
+            name = broker.command_listener.listener_name
+            if name != first:
+                raise ClusterError(
+                    f"broker {broker.node_id}: the command would talk to it on listener {name}, to "
+                    f"broker 1 on {first}: give every broker the same listener names (a client on "
+                    "one listener only learns the brokers that have it)")
+        owners: dict[int, str] = {}
+        if self.zookeeper is not None:
+            owners[self.zookeeper.port] = "ZooKeeper's (--zookeeper-port)"
+        for broker in self.brokers:
+            for endpoint in broker.listeners:
+                what = f"broker {broker.node_id}'s listener {endpoint.listener_name}"
+                if not 1 <= endpoint.port <= 65535:
+                    raise ClusterError(
+                        f"{what} has port {endpoint.port}: pybroker cluster needs a fixed port "
+                        "(1..65535) for every listener, e.g. {port} or {port+N}")
+                if endpoint.port in owners:
+                    raise ClusterError(
+                        f"port {endpoint.port} is both {owners[endpoint.port]} and {what}: give "
+                        "each broker ports of its own, e.g. {port} or {port+N} in listeners")
+                owners[endpoint.port] = what
+        advertisers: dict[tuple[str, str], int] = {}
+        for broker in self.brokers:
+            for endpoint in broker.advertised:
+                address = broker.advertised_address(endpoint)
+                other = advertisers.setdefault((endpoint.listener_name, address), broker.node_id)
+                if other != broker.node_id:
+                    raise ClusterError(
+                        f"brokers {other} and {broker.node_id} both advertise "
+                        f"{endpoint.listener_name}://{address}: each broker needs an address of "
+                        "its own, e.g. {port+N} or {id} in advertised.listeners")
+
+    def command_listener(self, broker: LocalBroker) -> Endpoint:
+        """The listener the command checks ``broker`` on and lists as its bootstrap server: the
+        first PLAINTEXT one; with --secure the SASL_SSL one (it logs in as the broker user)."""
+        listeners = listener_uris(broker.listeners)
+        if self.secure is not None:
+            found = next((e for e in broker.listeners if e.listener_name == SECURE_LISTENER), None)
+            if found is None:
+                raise ClusterError(
+                    f"broker {broker.node_id}: --secure needs the {SECURE_LISTENER} listener in "
+                    f"listeners={listeners} (the command connects to it)")
+            return found
+        found = next((e for e in broker.listeners if e.security_protocol == "PLAINTEXT"), None)
+        if found is None:
+            raise ClusterError(
+                f"broker {broker.node_id}: listeners={listeners} has no PLAINTEXT listener: "
+                "pybroker cluster needs one to see the brokers ready (its addresses are the "
+                "bootstrap servers it lists)")
+        return found
+
     def properties(self, broker: LocalBroker) -> dict[str, str]:
-        """The broker's properties, in Kafka's names: managed ones, cluster defaults, overrides."""
+        """The broker's properties, in Kafka's names: managed ones, cluster defaults, then the
+        user's (`pybroker.cli.cluster_overrides`), expanded for this broker."""
         return {
             "node.id": str(broker.node_id),
-            "listeners": f"PLAINTEXT://{broker.address}",
+            "listeners": f"PLAINTEXT://{HOST}:{broker.port}",
             "log.dirs": str(broker.data_dir),
             "zookeeper.connect": self.zookeeper_connect,
             **({"metrics.prometheus.port": str(broker.metrics_port)} if broker.metrics_port is not None else {}),
             **cluster_defaults(len(self.brokers)),
             **(self.secure.broker_properties(HOST, broker.port) if self.secure is not None else {}),
-            **self.overrides,
+            **{key: value
+               for _, values in self._user_sections(broker) for key, value in values.items()},
         }
 
     def render_properties(self, broker: LocalBroker) -> str:
         """``server.properties`` text for ``broker``."""
         props = self.properties(broker)
+        sections = self._user_sections(broker)
+        user_keys = {key for _, values in sections for key in values}
         defaults = cluster_defaults(len(self.brokers))
         lines = [
             f"# Broker {broker.node_id} of the local cluster in {self.directory}, written by `pybroker cluster`",
@@ -342,19 +475,19 @@ class LocalCluster:
             f"#   pybroker serve --config {broker.config_path}",
         ]
         for key in ("node.id", "listeners", "log.dirs", "zookeeper.connect", "metrics.prometheus.port"):
-            if key in props:
+            if key in props and key not in user_keys:
                 lines.append(f"{key}={props[key]}")
         if self.secure is not None:
             lines.append(f"# --secure (certificates and passwords in {self.secure.directory}):")
             lines += [f"{key}={value}" for key, value in self.secure.broker_properties(HOST, broker.port).items()
-                      if key not in self.overrides and key != "listeners"]
-        kept = [key for key in defaults if key not in self.overrides]
+                      if key not in user_keys and key != "listeners"]
+        kept = [key for key in defaults if key not in user_keys]
         if kept:
             lines.append("# The defaults of a local cluster (see the README):")
             lines += [f"{key}={props[key]}" for key in kept]
-        if self.overrides:
-            lines.append("# --override:")
-            lines += [f"{key}={value}" for key, value in self.overrides.items()]
+        for label, values in sections:  # each key under the source that set it
+            lines.append(f"# {label}:")
+            lines += [f"{key}={value}" for key, value in values.items()]
         return "\n".join(lines) + "\n"
 
     def check(self) -> list[str]:
@@ -374,14 +507,25 @@ class LocalCluster:
                 f"(see {_shown(self.manifest_path)})? Choose another port with --zookeeper-port, or use the "
                 f"running ZooKeeper with --zookeeper {HOST}:{self.zookeeper.port}"
             )
+        listener_ports = self.listener_ports
         for broker in self.brokers:
-            if port_in_use(broker.port):
+            for endpoint in broker.listeners:
+                if not port_in_use(endpoint.port, endpoint.host):
+                    continue
+                if not self.custom_listeners:
+                    raise ClusterError(
+                        f"port {broker.port} on {HOST} (broker {broker.node_id}) is in use: is a "
+                        f"cluster already running (see {_shown(self.manifest_path)})? Choose other "
+                        "ports with --port"
+                    )
                 raise ClusterError(
-                    f"port {broker.port} on {HOST} (broker {broker.node_id}) is in use: is a cluster already "
-                    f"running (see {_shown(self.manifest_path)})? Choose other ports with --port"
+                    f"port {endpoint.port} on {endpoint.host or '0.0.0.0'} (broker "
+                    f"{broker.node_id}, listener {endpoint.listener_name}) is in use: is a cluster "
+                    f"already running (see {_shown(self.manifest_path)})? Choose other ports with "
+                    "--port or in the listeners"
                 )
             if broker.metrics_port is not None and (
-                    port_in_use(broker.metrics_port) or broker.metrics_port in {b.port for b in self.brokers}):
+                    port_in_use(broker.metrics_port) or broker.metrics_port in listener_ports):
                 raise ClusterError(
                     f"port {broker.metrics_port} on {HOST} (broker {broker.node_id}'s metrics) is in use: choose "
                     "other ports with --metrics-port, or --no-metrics"
@@ -405,7 +549,10 @@ class LocalCluster:
         """What cluster.json holds: the command's own PID and state (starting, running,
         stopping, stopped, failed), ZooKeeper's address and PID (None when not ours or not
         running), and each broker's node id, address, PID (None when not running), config,
-        data directory and log file."""
+        data directory and log file; with a user's listeners also the listener
+        ``bootstrap_servers`` is on (``bootstrap_listener``) and each broker's ``listeners``
+        (where this machine reaches them) and ``advertised_listeners`` (what clients are told),
+        by listener name."""
         zookeeper: dict[str, Any] = {"connect": self.zookeeper_connect, "pid": None}
         if self.zookeeper is not None:
             zookeeper.update(
@@ -414,25 +561,24 @@ class LocalCluster:
                 data_dir=str(self.zookeeper.data_dir),
                 log=str(self.zookeeper.log_path),
             )
-        return {
+        manifest: dict[str, Any] = {
             "pid": os.getpid(),
             "state": self.state,
             "bootstrap_servers": self.bootstrap_servers,
-            "controller": self.controller_id,
-            "zookeeper": zookeeper,
-            "brokers": [
-                {
-                    "node_id": b.node_id,
-                    "address": b.address,
-                    "metrics_port": b.metrics_port,
-                    "pid": b.pid,
-                    "config": str(b.config_path),
-                    "data_dir": str(b.data_dir),
-                    "log": str(b.log_path),
-                }
-                for b in self.brokers
-            ],
         }
+        if self.custom_listeners:
+            manifest["bootstrap_listener"] = self.bootstrap_listener
+        manifest.update(controller=self.controller_id, zookeeper=zookeeper, brokers=[])
+        for b in self.brokers:
+            entry: dict[str, Any] = {"node_id": b.node_id, "address": b.address}
+            if self.custom_listeners:
+                entry["listeners"] = {e.listener_name: reachable_address(e) for e in b.listeners}
+                entry["advertised_listeners"] = {e.listener_name: b.advertised_address(e)
+                                                 for e in b.advertised}
+            entry.update(metrics_port=b.metrics_port, pid=b.pid, config=str(b.config_path),
+                         data_dir=str(b.data_dir), log=str(b.log_path))
+            manifest["brokers"].append(entry)
+        return manifest
 
     def write_manifest(self, state: str | None = None) -> None:
         """Write cluster.json atomically (readers never see half a file)."""
@@ -584,17 +730,30 @@ class LocalCluster:
         return False
 
     def print_summary(self) -> None:
-        rows = []
+        rows: list[tuple[str, str, int | None, Path, LocalBroker | None]] = []
         if self.zookeeper is not None:
-            rows.append(("ZooKeeper", self.zookeeper.connect_string, self.zookeeper.pid, self.zookeeper.log_path))
+            zookeeper = self.zookeeper
+            rows.append(("ZooKeeper", zookeeper.connect_string, zookeeper.pid, zookeeper.log_path,
+                         None))
         for b in self.brokers:
-            rows.append((f"broker {b.node_id}", b.address, b.pid, b.log_path))
+            rows.append((f"broker {b.node_id}", b.address, b.pid, b.log_path, b))
         if self.zookeeper is None:
             self.say(f"ZooKeeper: {self.zookeeper_connect}")
-        for name, address, pid, log_path in rows:
+        for name, address, pid, log_path, broker in rows:
             self.say(f"{name:<10} {address:<16} pid {pid!s:<8} log {_shown(log_path)}")
+            if self.custom_listeners and broker is not None:  # under it, every listener it has
+                advertised = ("" if broker.advertised == broker.listeners
+                              else f"; advertised {listener_uris(broker.advertised)}")
+                self.say(f"{'':<10} listeners {listener_uris(broker.listeners)}{advertised}")
         self.say(f"Controller: broker {self.controller_id}")
         self.say(f"Bootstrap servers: {self.bootstrap_servers}")
+        if self.custom_listeners:  # and on each other listener
+            names = dict.fromkeys(e.listener_name for b in self.brokers for e in b.listeners)
+            for name in names:
+                if name != self.bootstrap_listener:
+                    self.say(f"Bootstrap servers ({name}): " + ",".join(
+                        reachable_address(e) for b in self.brokers for e in b.listeners
+                        if e.listener_name == name))
         if any(b.metrics_port is not None for b in self.brokers):
             self.say("Prometheus metrics: " + ", ".join(f"http://{HOST}:{b.metrics_port}/metrics" for b in self.brokers)
                      + f"; live view: pybroker cluster status --dir {_shown(self.directory)}")
@@ -772,8 +931,12 @@ async def run_cluster(
         await cluster.wait_for_stale_registrations(stop)
         if stop.is_set():
             return
-        cluster.say(f"Starting {len(cluster.brokers)} broker(s) on {HOST} ports "
-                    f"{cluster.brokers[0].port}-{cluster.brokers[-1].port} (data in {_shown(cluster.directory)})")
+        if cluster.custom_listeners:
+            where = f"{cluster.bootstrap_servers} and their other listeners"
+        else:
+            where = f"{HOST} ports {cluster.brokers[0].port}-{cluster.brokers[-1].port}"
+        cluster.say(f"Starting {len(cluster.brokers)} broker(s) on {where} "
+                    f"(data in {_shown(cluster.directory)})")
         cluster.start_brokers()
         cluster.write_manifest()
         if not await cluster.wait_until_ready(stop):

@@ -112,7 +112,7 @@ def test_an_override_may_replace_a_cluster_default(tmp_path):
     assert read_properties(str(cluster.brokers[0].config_path))["offsets.topic.replication.factor"] == "1"
 
 
-@pytest.mark.parametrize("override", ["node.id=5", "listeners=PLAINTEXT://127.0.0.1:1", "log.dirs=/tmp/x",
+@pytest.mark.parametrize("override", ["node.id=5", "log.dir=/tmp/x", "log.dirs=/tmp/x",
                                       "zookeeper.connect=h:1", "no-equals-sign", "=value"])
 def test_overrides_the_command_owns_or_cannot_read_are_refused(tmp_path, override):
     with pytest.raises(ClusterError, match="--override"):
