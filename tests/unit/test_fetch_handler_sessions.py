@@ -122,8 +122,7 @@ def fetch_request(session_id: int, epoch: int, offsets: dict[TopicPartition, int
 
 
 def decode(frame: Any, version: int) -> FetchResponse:
-    raw = bytes(frame) if isinstance(frame, codec.FrameWithRegions) else bytes(frame)
-    _, response = codec.decode_response(ApiKey.FETCH, version, memoryview(raw)[4:])
+    _, response = codec.decode_response(ApiKey.FETCH, version, memoryview(bytes(frame))[4:])  # regions read
     return response
 
 
