@@ -82,6 +82,7 @@ class BrokerCollector(Collector):
         yield from request_metrics(broker.dispatcher.request_metrics)
         yield from self._replica_manager()
         yield from self._purgatories()
+        yield from self._fetch_sessions()
         yield from self._logs()
         yield from self._controller()
         yield from self._zookeeper()
@@ -118,6 +119,18 @@ class BrokerCollector(Collector):
             family = _counter(prefix + name.removesuffix("_total"), doc)
             family.add_metric([], value)
             yield family
+
+    # --- kafka.server:type=FetchSessionCache ----------------------------------------------------
+
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        cache = self.broker.fetch_manager.cache
+        prefix = "kafka_server_fetchsessioncache_"
+        yield _gauge(prefix + "numincrementalfetchsessions", "Incremental fetch sessions cached.", cache.size)
+        yield _gauge(prefix + "numincrementalfetchpartitionscached", "Partitions of all cached fetch sessions.",
+                     cache.total_partitions)
+        evictions = _counter(prefix + "incrementalfetchsessionevictions", "Fetch sessions evicted.")
+        evictions.add_metric([], cache.evictions)
+        yield evictions
 
     # --- kafka.server:type=DelayedOperationPurgatory --------------------------------------------
 

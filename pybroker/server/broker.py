@@ -69,6 +69,7 @@ from pybroker.server.broker_control import BrokerControl, InProcessBrokerChannel
 from pybroker.server.config import BrokerConfig
 from pybroker.server.dispatcher import RequestDispatcher
 from pybroker.server.dynamic_broker_config import DynamicBrokerConfig
+from pybroker.server.fetch_session import FetchManager, FetchSessionCache
 from pybroker.server.group.coordinator import GroupConfig, GroupCoordinator
 from pybroker.server.group.metadata_manager import GroupMetadataManager
 from pybroker.server.metadata_cache import MetadataCache
@@ -166,6 +167,10 @@ class Broker:
             replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
             alter_log_dirs_max_bytes_per_second=_rate(config.get("replica.alter.log.dirs.io.max.bytes.per.second")),
         )
+        # Fetch sessions (KIP-227): Kafka's FetchManager over its sharded session cache.
+        self.fetch_manager = FetchManager(self.time, FetchSessionCache.create(
+            config.get("max.incremental.fetch.session.cache.slots"),
+            config.get("min.incremental.fetch.session.eviction.ms")))
         # A failed log dir is reported to the controller (cluster mode, Kafka's log dir event).
         if self.zookeeper_connect:
             self.replica_manager.on_log_dir_failure_notify = self._propagate_log_dir_event

@@ -4,7 +4,8 @@ Owns the per-frame pipeline: decode the header, check the API and version agains
 registry (an unknown ApiVersions version gets error 35 in the v0 layout so clients retry lower;
 anything else unsupported closes the connection, as Kafka does), decode the body (malformed →
 close with one log line), call the handler, and encode its response — now, or when its future
-completes. Returns to the connection the encoded frame, a future of it, or None.
+completes (a `DeferredResponse` is answered after the client quotas decided). Returns to the
+connection the encoded frame, a future of it, or None.
 
 A handler that fails (raises, or its future does) is an internal error, never a deliberate close:
 as Kafka's ``KafkaApis.handle`` does, the stack trace is logged at ERROR and the client gets the
@@ -29,7 +30,7 @@ from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.server.apis import HANDLERS
-from pybroker.server.quota.throttling import RequestThrottler
+from pybroker.server.quota.throttling import RequestThrottler, resolved
 from pybroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
@@ -144,6 +145,7 @@ class _Call:
         header = self.header
         if self.throttler is not None:
             response = self.throttled(response)
+        response = resolved(response)  # a DeferredResponse nothing throttled: answered in full
         return codec.encode_response(header.api_key, header.api_version, header.correlation_id, response)
 
     def complete(self, task: asyncio.Future[Any], reply: asyncio.Future[Any]) -> None:

@@ -154,6 +154,8 @@ class FetchPartitionResult:
     diverging_epoch: tuple[int, int] | None = None
     # read_committed: (producer id, first offset) of the aborted transactions in the records.
     aborted_transactions: list[tuple[int, int]] = field(default_factory=list)
+    # KIP-392's preferred read replica (-1: none; pybroker computes none, consumers read leaders).
+    preferred_read_replica: int = -1
 
 
 class DelayedProduce(DelayedOperation):

@@ -1,7 +1,17 @@
 """Fetch (1): read record batches, long-polling up to max_wait_ms for min_bytes.
 
-Fetch sessions (KIP-227) are not cached: every response carries session id 0, which tells
-clients to send full fetch requests.
+Kafka's ``handleFetchRequest``: the request's fetch session metadata makes its context when it
+arrives (`pybroker.server.fetch_session`: sessionless, full with a new session, incremental in
+an existing one, or a session error); the context says which partitions are read (an
+incremental request's are its session's, listed in the request or not). Each is refused
+(authorization, KIP-253's partition count, a partition the metadata does not know) or read;
+when the read completes — at once or from the fetch purgatory — the answer is a
+`PendingFetchResponse`, whose context generates the response data (creating or updating the
+session) unless the client quotas throttle it (`pybroker.server.quota.throttling`).
+
+The response lists the partitions read, in the context's order, then those refused (Kafka's
+order), consecutive partitions of a topic under one topic entry; an incremental response only
+those that changed.
 
 Authorization (Kafka's ``handleFetchRequest``): a follower's fetch (replica id >= 0) needs
 CLUSTER_ACTION on the cluster, all or nothing; a consumer's needs READ on each topic. Refused
@@ -16,6 +26,8 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
+from pybroker.server.fetch_session import FetchContext, FetchMetadata, SessionResponse
+from pybroker.server.quota.throttling import DeferredResponse
 from pybroker.server.replica_manager import FetchPartitionRequest, FetchPartitionResult
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
@@ -23,100 +35,209 @@ from pybroker.types import TopicPartition
 API_KEY = ApiKey.FETCH
 VERSIONS = (4, 12)
 READ_COMMITTED = 1
-_FINAL_EPOCH = -1
-AUTHORIZES = frozenset({(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER), (AclOperation.READ, ResourceType.TOPIC)})
+AUTHORIZES = frozenset(
+    {(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER), (AclOperation.READ, ResourceType.TOPIC)}
+)
 
 
-def handle(ctx: RequestContext, request: FetchRequest) -> FetchResponse | asyncio.Future:
-    if request.session_id != 0:
-        return FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
-    if request.session_epoch not in (0, _FINAL_EPOCH):
-        return FetchResponse(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=0, responses=[])
-    partitions = [
-        FetchPartitionRequest(
-            TopicPartition(topic.topic, p.partition), p.fetch_offset, p.partition_max_bytes,
-            p.current_leader_epoch, p.log_start_offset, p.last_fetched_epoch,
+def handle(ctx: RequestContext, request: FetchRequest) -> PendingFetchResponse | asyncio.Future:
+    fetch_data = {
+        TopicPartition(topic.topic, p.partition): FetchPartitionRequest(
+            TopicPartition(topic.topic, p.partition),
+            p.fetch_offset,
+            p.partition_max_bytes,
+            p.current_leader_epoch,
+            p.log_start_offset,
+            p.last_fetched_epoch,
         )
         for topic in request.topics
         for p in topic.partitions
+    }
+    to_forget = [
+        TopicPartition(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions
     ]
-    if request.replica_id >= 0:
-        denied = set() if ctx.authorize_cluster(AclOperation.CLUSTER_ACTION) else {t.topic for t in request.topics}
-    else:
-        denied = {name for name in dict.fromkeys(t.topic for t in request.topics)
-                  if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name)}
-    refused = _partition_count_errors(ctx, request, denied)
-    refused.update((p.topic_partition, FetchPartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                   for p in partitions if p.topic_partition.topic in denied)
-    if refused:
-        partitions = [p for p in partitions if p.topic_partition not in refused]
-    if not partitions and refused:
-        return _response(request, refused)  # nothing left to read: no long poll (Kafka answers at once)
+    follower = request.replica_id >= 0
+    context = ctx.broker.fetch_manager.new_context(
+        FetchMetadata(request.session_id, request.session_epoch), follower, fetch_data, to_forget
+    )
+    interesting, erroneous = _classify(ctx, request, context.partitions())
+    if not interesting:  # nothing to read: no long poll (Kafka answers at once)
+        return PendingFetchResponse(request, context, erroneous)
     outcome = ctx.broker.replica_manager.fetch_messages(
-        request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes, partitions,
+        request.replica_id,
+        request.max_wait_ms,
+        request.min_bytes,
+        request.max_bytes,
+        interesting,
         read_committed=request.isolation_level == READ_COMMITTED,
     )
     if asyncio.isfuture(outcome):
-        return _respond_later(request, outcome, refused)
-    return _response(request, outcome | refused)
+        return _respond_later(request, context, interesting, outcome, erroneous)
+    return PendingFetchResponse(request, context, _in_order(interesting, outcome, erroneous))
+
+
+def _classify(
+    ctx: RequestContext, request: FetchRequest, partitions: list[FetchPartitionRequest]
+) -> tuple[list[FetchPartitionRequest], dict[TopicPartition, FetchPartitionResult]]:
+    """The partitions to read, and those refused with their error (TOPIC_AUTHORIZATION_FAILED,
+    KIP-253's INVALID_PARTITION_METADATA, UNKNOWN_TOPIC_OR_PARTITION), both in order."""
+    interesting: list[FetchPartitionRequest] = []
+    erroneous: dict[TopicPartition, FetchPartitionResult] = {}
+    if not partitions:
+        return interesting, erroneous
+    metadata = ctx.broker.metadata_cache
+    if request.replica_id >= 0:
+        if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return interesting, {
+                p.topic_partition: FetchPartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in partitions
+            }
+        denied: set[str] = set()
+        count_errors: dict[TopicPartition, ErrorCode] = {}
+    else:
+        denied = {
+            name
+            for name in dict.fromkeys(p.topic_partition.topic for p in partitions)
+            if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name)
+        }
+        count_errors = _partition_count_errors(ctx, request, denied)
+    for p in partitions:
+        tp = p.topic_partition
+        if tp.topic in denied:
+            erroneous[tp] = FetchPartitionResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif tp in count_errors:
+            erroneous[tp] = FetchPartitionResult(count_errors[tp])
+        elif not metadata.contains(tp):
+            erroneous[tp] = FetchPartitionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        else:
+            interesting.append(p)
+    return interesting, erroneous
 
 
 def _partition_count_errors(
     ctx: RequestContext, request: FetchRequest, denied: set[str]
-) -> dict[TopicPartition, FetchPartitionResult]:
+) -> dict[TopicPartition, ErrorCode]:
     """KIP-253: a consumer that sent a partition count other than the leader's gets
-    INVALID_PARTITION_METADATA for the topic's partitions (followers are not checked, nor
-    ``denied`` topics)."""
-    if request.replica_id >= 0:
-        return {}
-    errors = ctx.broker.replica_manager.partition_count_errors(
-        ((TopicPartition(t.topic, p.partition), t.undeleted_partition_count) for t in request.topics
-         if t.undeleted_partition_count >= 0 and t.topic not in denied for p in t.partitions), producing=False)
-    return {tp: FetchPartitionResult(error) for tp, error in errors.items()}
+    INVALID_PARTITION_METADATA for the topic's partitions it lists (followers are not checked,
+    nor ``denied`` topics)."""
+    return ctx.broker.replica_manager.partition_count_errors(
+        (
+            (TopicPartition(t.topic, p.partition), t.undeleted_partition_count)
+            for t in request.topics
+            if t.undeleted_partition_count >= 0 and t.topic not in denied
+            for p in t.partitions
+        ),
+        producing=False,
+    )
+
+
+def _in_order(
+    interesting: list[FetchPartitionRequest],
+    results: dict[TopicPartition, FetchPartitionResult],
+    erroneous: dict[TopicPartition, FetchPartitionResult],
+) -> dict[TopicPartition, FetchPartitionResult]:
+    """Kafka's response map: the partitions read in the order read, then those refused."""
+    partitions = {p.topic_partition: results[p.topic_partition] for p in interesting}
+    partitions.update(erroneous)
+    return partitions
 
 
 async def _respond_later(
-    request: FetchRequest, outcome: asyncio.Future, refused: dict[TopicPartition, FetchPartitionResult]
+    request: FetchRequest,
+    context: FetchContext,
+    interesting: list[FetchPartitionRequest],
+    outcome: asyncio.Future,
+    erroneous: dict[TopicPartition, FetchPartitionResult],
+) -> PendingFetchResponse:
+    return PendingFetchResponse(request, context, _in_order(interesting, await outcome, erroneous))
+
+
+class PendingFetchResponse(DeferredResponse):
+    """A fetch whose partitions are read: answered in full by its context (which creates or
+    updates the fetch session then), or with the context's throttled response."""
+
+    __slots__ = ("request", "context", "partitions")
+
+    def __init__(
+        self,
+        request: FetchRequest,
+        context: FetchContext,
+        partitions: dict[TopicPartition, FetchPartitionResult],
+    ) -> None:
+        self.request = request
+        self.context = context
+        self.partitions = partitions
+
+    def response_size(self) -> int:
+        return self.context.response_size(self.partitions)
+
+    def respond(self, throttle_time_ms: int) -> FetchResponse:
+        context = self.context
+        if throttle_time_ms > 0:
+            answer = context.throttled_response()
+        else:
+            answer = context.update_and_generate_response_data(self.partitions)
+        return _response(self.request, answer, throttle_time_ms)
+
+
+def _response(
+    request: FetchRequest, answer: SessionResponse, throttle_time_ms: int = 0
 ) -> FetchResponse:
-    return _response(request, await outcome | refused)
-
-
-def _response(request: FetchRequest, results: dict[TopicPartition, FetchPartitionResult]) -> FetchResponse:
     read_committed = request.isolation_level == READ_COMMITTED
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            result = results[TopicPartition(topic.topic, p.partition)]
-            partitions.append(
-                FetchResponse.PartitionData(
-                    partition_index=p.partition,
-                    error_code=result.error,
-                    high_watermark=result.high_watermark,
-                    last_stable_offset=result.last_stable_offset,
-                    log_start_offset=result.log_start_offset,
-                    aborted_transactions=(
-                        [FetchResponse.AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
-                         for producer_id, first_offset in result.aborted_transactions]
-                        if read_committed else None
-                    ),
-                    preferred_read_replica=-1,
-                    records=result.records,
-                )
-            )
-            if result.diverging_epoch is not None:
-                epoch, end_offset = result.diverging_epoch
-                partitions[-1].diverging_epoch = FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end_offset)
-        topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=partitions))
-    return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=topics)
+    topics: list[FetchResponse.FetchableTopicResponse] = []
+    current: FetchResponse.FetchableTopicResponse | None = None
+    for tp, result in answer.partitions.items():
+        data = FetchResponse.PartitionData(
+            partition_index=tp.partition,
+            error_code=result.error,
+            high_watermark=result.high_watermark,
+            last_stable_offset=result.last_stable_offset,
+            log_start_offset=result.log_start_offset,
+            aborted_transactions=(
+                [
+                    FetchResponse.AbortedTransaction(
+                        producer_id=producer_id, first_offset=first_offset
+                    )
+                    for producer_id, first_offset in result.aborted_transactions
+                ]
+                if read_committed
+                else None
+            ),
+            preferred_read_replica=result.preferred_read_replica,
+            records=result.records,
+        )
+        if result.diverging_epoch is not None:
+            epoch, end_offset = result.diverging_epoch
+            data.diverging_epoch = FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end_offset)
+        if current is None or current.topic != tp.topic:
+            current = FetchResponse.FetchableTopicResponse(topic=tp.topic, partitions=[])
+            topics.append(current)
+        current.partitions.append(data)
+    return FetchResponse(
+        throttle_time_ms=throttle_time_ms,
+        error_code=answer.error,
+        session_id=answer.session_id,
+        responses=topics,
+    )
 
 
 def error_response(request: FetchRequest, version: int, error: ErrorCode) -> FetchResponse:
-    """Kafka's getErrorResponse below v13: ``error`` at the top and on every partition."""
-    response = _response(request, {
-        TopicPartition(topic.topic, p.partition): FetchPartitionResult(error)
-        for topic in request.topics
-        for p in topic.partitions
-    })
-    response.error_code = error
-    return response
+    """Kafka's getErrorResponse below v13: ``error`` at the top and on every partition of the
+    request (high watermark -1), and the request's session id."""
+    return FetchResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        session_id=request.session_id,
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic=topic.topic,
+                partitions=[
+                    FetchResponse.PartitionData(
+                        partition_index=p.partition, error_code=error, high_watermark=-1
+                    )
+                    for p in topic.partitions
+                ],
+            )
+            for topic in request.topics
+        ],
+    )

@@ -14,6 +14,10 @@ After a request is handled, as its response is about to be encoded:
   are exempt; a follower's fetch records the bytes of its throttled partitions against the
   leader replication quota instead.
 
+A Fetch handler answers with a `DeferredResponse`: its response depends on this decision
+(Kafka's ``processResponseCallback``): a throttled consumer gets the fetch context's empty
+throttled response (no fetch session created or updated), everyone else the full one.
+
 A throttle sets ``throttle_time_ms`` in the response, which is sent at once, and mutes the
 connection for that long (`KafkaConnection.throttle`): KIP-219, as Kafka 3.6 does for every
 version — clients from the versions Kafka lists in ``shouldClientThrottle`` also back off by
@@ -29,6 +33,7 @@ is of one thread's time: 100 means the whole event loop for the window.
 from __future__ import annotations
 
 import functools
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +54,26 @@ EXEMPT_APIS = frozenset({
     ApiKey.WRITE_TXN_MARKERS, ApiKey.ALTER_PARTITION,
 })
 NANOS_TO_PERCENTAGE_PER_SECOND = 100.0 / 1e9
+
+
+class DeferredResponse(ABC):
+    """A handler's answer whose response is built once the client quotas have decided (the
+    dispatcher resolves it with ``respond(0)`` when no quota applies)."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def response_size(self) -> int:
+        """The bytes the full response counts against a byte-rate quota (changes nothing)."""
+
+    @abstractmethod
+    def respond(self, throttle_time_ms: int) -> Any:
+        """The response: in full (``throttle_time_ms`` 0), or the empty throttled one."""
+
+
+def resolved(response: Any) -> Any:
+    """``response``, with a `DeferredResponse` answered in full."""
+    return response.respond(0) if isinstance(response, DeferredResponse) else response
 
 
 @functools.lru_cache(maxsize=4096)
@@ -78,11 +103,12 @@ class RequestThrottler:
             return response
         quotas = self.quotas
         if api_key == ApiKey.FETCH and request.replica_id >= 0:
+            response = resolved(response)
             if response is not None and quotas.leader.active:
                 self._record_leader_replication(response)
             return response
         if not quotas.client_quotas_enabled:
-            return response
+            return resolved(response)
         user = _sanitized(connection.principal.name)
         client = _sanitized(client_id or "")
         now = self.time.monotonic_ms()
@@ -94,11 +120,14 @@ class RequestThrottler:
         if api_key == ApiKey.PRODUCE:
             bandwidth_ms = quotas.produce.record_and_get_throttle_time_ms(user, client, request_size, now)
         elif api_key == ApiKey.FETCH and response is not None:
-            size = fetch_response_size(response)
+            deferred = isinstance(response, DeferredResponse)
+            size = response.response_size() if deferred else fetch_response_size(response)
             bandwidth_ms = quotas.fetch.record_and_get_throttle_time_ms(user, client, size, now)
             if max(bandwidth_ms, request_ms) > 0:
                 quotas.fetch.unrecord(user, client, size, now)
-                response = FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=[])
+                response = response.respond(max(bandwidth_ms, request_ms)) if deferred else FetchResponse(
+                    throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=[])
+        response = resolved(response)
         throttle_ms = max(bandwidth_ms, request_ms)
         if throttle_ms > 0:
             if response is not None and hasattr(response, "throttle_time_ms"):
