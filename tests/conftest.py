@@ -2,7 +2,9 @@
 
 Every broker a test starts is a separate ``python -m pybroker serve`` process with its own data
 directory; fixtures stop each one by its PID when the test (or module) ends. The same holds for
-the ZooKeeper server of the ``zookeeper`` fixture (one per module, see ``tests/zookeeper.py``).
+the ZooKeeper server of the ``zookeeper`` fixture (one per module, see ``tests/zookeeper.py``),
+and for Apache Kafka beside pybroker, the oracle: the ``kafka`` broker and ``kafka_cluster``
+(``bench/kafka.py``, one per module on that module's ZooKeeper, each under a chroot of its own).
 
 Every test is also checked against its brokers' logs: an ERROR or CRITICAL entry, or a traceback,
 written while the test ran fails it, unless the test declares the entry with
@@ -26,6 +28,13 @@ from pathlib import Path
 import pytest
 
 from bench.brokers import free_port
+from bench.kafka import (
+    ZOOKEEPER_VERSION,
+    KafkaBroker,
+    KafkaCluster,
+    KafkaNotResolvedError,
+    kafka_libs,
+)
 from pybroker.client.connection import BrokerConnection
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import MetadataRequest
@@ -245,6 +254,60 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield server
     finally:
         server.stop()
+
+
+def _kafka_chroot(zookeeper: object, request: pytest.FixtureRequest, prefix: str) -> str:
+    """``zookeeper``'s connect string with a chroot for Apache Kafka of one test module."""
+    from tests.zookeeper import chroot_for
+
+    return chroot_for(zookeeper, f"{prefix}-{request.module.__name__}")  # type: ignore[arg-type]
+
+
+def require_kafka(version: str) -> None:
+    """Fail (never skip) the test when Apache Kafka ``version``'s jars are not resolved; the
+    message says to run ``bench/kafka/resolve.sh``, which tests/run.sh does."""
+    try:
+        kafka_libs(version)
+    except KafkaNotResolvedError as e:
+        message = str(e)
+    else:
+        return
+    pytest.fail(message, pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def kafka(zookeeper: object, request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """One Apache Kafka 3.9.2 broker (ZooKeeper mode) per test module, the oracle beside pybroker
+    (``bench/kafka.py``): on the module's ``zookeeper`` under a chroot of its own, started with
+    ``-XX:TieredStopAtLevel=1`` (a quicker JVM start), stopped by its PID at the end. Fails, rather
+    than skips, the tests using it when the jars are not resolved (``bench/kafka/resolve.sh``)."""
+    require_kafka(ZOOKEEPER_VERSION)
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), _kafka_chroot(zookeeper, request, "kafka-oracle"),
+                         quick_start=True)
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+        broker.kill()
+
+
+@pytest.fixture(scope="module")
+def kafka_cluster(zookeeper: object, request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three Apache Kafka 3.9.2 brokers (ids 1-3) per test module, on the module's ``zookeeper``
+    under a chroot of their own; ready when each lists all three; stopped by their PIDs at the
+    end. Fails, rather than skips, when the jars are not resolved."""
+    require_kafka(ZOOKEEPER_VERSION)
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka-cluster"),
+                           _kafka_chroot(zookeeper, request, "kafka-cluster-oracle"), 3, quick_start=True)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        cluster.kill()
 
 
 async def broker_connection(bootstrap: str) -> BrokerConnection:

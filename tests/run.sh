@@ -15,6 +15,7 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
 fi
 python3 -m pip install -q -e '.[test]'
+bash bench/kafka/resolve.sh
 
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
