@@ -4,7 +4,7 @@ Every broker a test starts is a separate ``python -m pybroker serve`` process wi
 directory; fixtures stop each one by its PID when the test (or module) ends. The same holds for
 the ZooKeeper server of the ``zookeeper`` fixture (one per module, see ``tests/zookeeper.py``),
 and for Apache Kafka beside pybroker, the oracle: the ``kafka`` broker and ``kafka_cluster``
-(``bench/kafka.py``, one per module on that module's ZooKeeper, each under a chroot of its own).
+(``bench/apache_kafka.py``, one per module on that module's ZooKeeper, each under a chroot of its own).
 
 Every test is also checked against its brokers' logs: an ERROR or CRITICAL entry, or a traceback,
 written while the test ran fails it, unless the test declares the entry with
@@ -27,14 +27,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.brokers import free_port
-from bench.kafka import (
+from bench.apache_kafka import (
     ZOOKEEPER_VERSION,
     KafkaBroker,
     KafkaCluster,
     KafkaNotResolvedError,
     kafka_libs,
 )
+from bench.brokers import free_port
 from pybroker.client.connection import BrokerConnection
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import MetadataRequest
@@ -279,7 +279,7 @@ def require_kafka(version: str) -> None:
 def kafka(zookeeper: object, request: pytest.FixtureRequest,
           tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
     """One Apache Kafka 3.9.2 broker (ZooKeeper mode) per test module, the oracle beside pybroker
-    (``bench/kafka.py``): on the module's ``zookeeper`` under a chroot of its own, started with
+    (``bench/apache_kafka.py``): on the module's ``zookeeper`` under a chroot of its own, started with
     ``-XX:TieredStopAtLevel=1`` (a quicker JVM start), stopped by its PID at the end. Fails, rather
     than skips, the tests using it when the jars are not resolved (``bench/kafka/resolve.sh``)."""
     require_kafka(ZOOKEEPER_VERSION)

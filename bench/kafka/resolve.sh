@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Resolves Apache Kafka's jars from Maven Central into a cache outside the repository, once per
 # machine: ${PYBROKER_KAFKA_CACHE:-$HOME/.cache/pybroker/kafka}/<version>/libs/*.jar, the class
-# path of `bench/kafka.py` (Kafka as an oracle beside pybroker in tests and benchmarks).
+# path of `bench/apache_kafka.py` (Kafka as an oracle beside pybroker in tests and benchmarks).
 #
 #   bash bench/kafka/resolve.sh [VERSION ...]      (default: 3.9.2 4.4.0)
 #

@@ -1,4 +1,4 @@
-"""Apache Kafka beside pybroker (``bench/kafka.py``): the harness that runs Kafka itself as an
+"""Apache Kafka beside pybroker (``bench/apache_kafka.py``): the harness that runs Kafka itself as an
 oracle comes up and answers as Kafka does.
 
 What is checked: a 3.9.2 broker on ZooKeeper answers ApiVersions and Metadata through pybroker's
@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.kafka import (
+from bench.apache_kafka import (
     KRAFT_VERSION,
     ZOOKEEPER_VERSION,
     KafkaBroker,

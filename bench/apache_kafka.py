@@ -37,9 +37,8 @@ Concurrency rules: every call blocks; call them from a plain thread or a test. R
 run their own event loop (in a worker thread when the caller's thread already runs one). One
 object runs at most one process at a time.
 
-Imported as ``bench.kafka``. A bench script that puts ``bench/`` itself on ``sys.path`` would
-see this module as a top-level ``kafka``, the name kafka-python takes: such a script must import
-kafka-python before it changes ``sys.path``, or not at all.
+Imported as ``bench.apache_kafka`` (not ``kafka``: a bench script that puts ``bench/`` on
+``sys.path`` would then shadow kafka-python's package).
 """
 
 from __future__ import annotations
