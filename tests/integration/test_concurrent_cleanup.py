@@ -98,3 +98,11 @@ def test_a_topic_deleted_in_the_crowd_and_created_again_starts_from_offset_zero(
         assert message is not None and (message.offset(), message.value()) == (0, b"new")
     finally:
         consumer.close()
+
+
+def test_kafka_answers_the_same_crowd(kafka):
+    """Apache Kafka 3.9.2, the same deletions at once: every topic deleted, the broker up."""
+    topics = [f"cleanup-kafka-{i}-{uuid.uuid4().hex[:6]}" for i in range(2 * CONNECTIONS)]
+    create_topics(kafka.bootstrap, topics)
+    assert delete_at_once(kafka.bootstrap, topics) == dict.fromkeys(topics, "ok")
+    assert kafka.alive and log_dir_errors(kafka.bootstrap) == [ErrorCode.NONE]

@@ -347,6 +347,12 @@ def test_rule_table_row(broker, name):
     assert ROWS[name](broker.bootstrap) == EXPECTED[name]
 
 
+@pytest.mark.parametrize("name", list(ROWS))
+def test_rule_table_row_on_kafka(kafka, name):
+    """The same row against Apache Kafka 3.9.2: the expected answers are Kafka's own."""
+    assert ROWS[name](kafka.bootstrap) == EXPECTED[name]
+
+
 # --- real consumers ------------------------------------------------------------------------------------
 
 
