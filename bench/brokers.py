@@ -167,20 +167,61 @@ class HasTansu(Protocol):
 
 _HANDED_OUT: set[int] = set()
 
+# Under pytest-xdist each worker (PYTEST_XDIST_WORKER = gw0, gw1, ...) hands out ports of a block
+# of its own, below the kernel's ephemeral range (32768-60999 on Linux): between a test choosing
+# a port and its server binding it, neither another worker nor any process's outgoing connection
+# (whose local port the kernel takes from that range) can be given the same one.
+_WORKER_PORTS_START = 12000
+_WORKER_PORTS = 2000
+_next_in_block = 0
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _worker_block() -> range | None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    start = _WORKER_PORTS_START + int(worker[2:]) * _WORKER_PORTS
+    return range(start, min(start + _WORKER_PORTS, 32768))
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive TCP ports on 127.0.0.1 that were free a moment ago and
+    that this process never handed out before (its whole block cycled through, under xdist).
+    The kernel may give the same free port to two ``bind(0)`` calls in a row (about once in 1,500
+    four-port clusters here): two brokers told to listen on it make a cluster in which one of
+    them cannot start, while the other answers on its port."""
+    global _next_in_block
+    block = _worker_block()
+    for _ in range(_WORKER_PORTS if block else 100):
+        if block is not None:
+            if _next_in_block + count > len(block):
+                _next_in_block = 0
+                _HANDED_OUT.clear()  # a new cycle: ports of the last one are long closed
+            first = block[_next_in_block]
+            _next_in_block += count
+        else:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                first = int(s.getsockname()[1])
+        run = range(first, first + count)
+        if run[-1] <= 65535 and not _HANDED_OUT.intersection(run) and all(map(_bindable, run)):
+            _HANDED_OUT.update(run)
+            return first
+    raise RuntimeError(f"no {count} consecutive free ports on 127.0.0.1 that this process has not handed out")
+
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago, and never one this process handed
-    out before. The kernel may give the same free port to two ``bind(0)`` calls in a row (about
-    once in 1,500 four-port clusters here): two brokers told to listen on it make a cluster in
-    which one of them cannot start, while the other answers on its port."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
-    raise RuntimeError("no free port on 127.0.0.1 that this process has not handed out already")
+    """A TCP port on 127.0.0.1 that was free a moment ago (`free_ports`)."""
+    return free_ports(1)
 
 
 def port_open(port: int) -> bool:

@@ -169,8 +169,7 @@ class Broker:
         )
         # Fetch sessions (KIP-227): Kafka's FetchManager over its sharded session cache.
         self.fetch_manager = FetchManager(self.time, FetchSessionCache.create(
-            config.get("max.incremental.fetch.session.cache.slots"),
-            config.get("min.incremental.fetch.session.eviction.ms")))
+            config.get("max.incremental.fetch.session.cache.slots")))
         # A failed log dir is reported to the controller (cluster mode, Kafka's log dir event).
         if self.zookeeper_connect:
             self.replica_manager.on_log_dir_failure_notify = self._propagate_log_dir_event

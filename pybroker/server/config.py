@@ -145,11 +145,6 @@ _BROKER_DEFS = [
     ConfigDef("max.incremental.fetch.session.cache.slots", "INT", 1000,
               "The maximum number of total incremental fetch sessions that we will maintain (divided "
               "equally among the cache's 8 shards, as in Kafka).", minimum=0),
-    # KIP-227's name for what Kafka 3.9 keeps as a constant (KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_
-    # EVICTION_MS, 120000): Kafka has no such config; pybroker lets it be set, with Kafka's value.
-    ConfigDef("min.incremental.fetch.session.eviction.ms", "LONG", 120000,
-              "How long a fetch session must have been unused before a new one may evict it, or have "
-              "existed before a consumer's new session with more partitions may evict it.", minimum=0),
     ConfigDef("producer.purgatory.purge.interval.requests", "INT", 1000, "Produce purgatory purge interval."),
     ConfigDef("transaction.partition.verification.enable", "BOOLEAN", True,
               "KIP-890: leaders verify with the coordinator that a transactional batch's partition is in its transaction."),

@@ -64,8 +64,9 @@ INT_MAX = 2**31 - 1
 NUM_FETCH_SESSION_CACHE_SHARDS = 8
 #: ``max.incremental.fetch.session.cache.slots``'s default.
 DEFAULT_MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS = 1000
-#: Kafka's ``KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS`` (a constant in Kafka 3.9).
-DEFAULT_MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
+#: Kafka's ``KafkaBroker.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS``: a constant in Kafka 3.9, not
+#: a config (KIP-227 named one, ``min.incremental.fetch.session.eviction.ms``, never added).
+MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
 
 
 def next_epoch(prev_epoch: int) -> int:
@@ -550,7 +551,7 @@ class FetchSessionCache:
     def create(
         cls,
         max_slots: int = DEFAULT_MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS,
-        eviction_ms: float = DEFAULT_MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
+        eviction_ms: float = MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
         num_shards: int = NUM_FETCH_SESSION_CACHE_SHARDS,
         rng: random.Random | None = None,
     ) -> FetchSessionCache:

@@ -23,22 +23,13 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from pybroker.cli.local_cluster import port_in_use
+from bench.brokers import free_ports
 from tests.conftest import REPO, free_port, wait_until
 from tests.integration import clients
 from tests.zookeeper import chroot_for
 
 # As the brokers' log check in conftest: these must not appear in a broker's log.
 UNEXPECTED = re.compile(r"^\[[^\]]+\] (ERROR|CRITICAL) |Traceback \(most recent call last\)", re.M)
-
-
-def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive free loopback ports."""
-    for _ in range(100):
-        first = free_port()
-        if first + count <= 65535 and not any(port_in_use(p) for p in range(first, first + count)):
-            return first
-    raise AssertionError(f"no {count} consecutive free ports")
 
 
 def processes_using(path: Path) -> list[int]:

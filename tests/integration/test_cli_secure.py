@@ -18,9 +18,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.brokers import free_ports
 from pybroker.cli.command_config import load_properties
 from tests.conftest import REPO, free_port, wait_until
-from tests.integration.test_cli_cluster import ClusterCommand, assert_clean_logs, free_ports
+from tests.integration.test_cli_cluster import ClusterCommand, assert_clean_logs
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 

@@ -79,10 +79,28 @@ MUTATIONS = [
     Mutation(
         "no-long-poll", "a fetch that finds too little answers at once instead of waiting",
         REPLICA_MANAGER,
-        [("        if (max_wait_ms <= 0 or not requests or total >= min_bytes or errors\n", "        if (True\n")],
+        [("        if max_wait_ms <= 0 or not requests or answerable(results, total, errors):\n", "        if True:\n")],
         ["tests/integration/test_fetch_produce_protocol.py::test_long_poll_wakes_when_a_record_arrives",
          "tests/integration/test_fetch_produce_protocol.py::test_long_poll_returns_empty_at_max_wait",
          "tests/integration/test_fetch_produce_protocol.py::test_pipelined_requests_are_answered_in_order"],
+    ),
+    Mutation(
+        "fetch-waits-across-segments", "a fetch behind the end offset's segment waits out max_wait (case F)",
+        REPLICA_MANAGER,
+        [("            if log_.segment_base_offset_of(request.fetch_offset) != log_.segment_base_offset_of(end):\n",
+          "            if False:\n")],
+        ["tests/unit/test_delayed_fetch.py::test_a_fetch_behind_the_high_watermarks_segment_is_answered_at_once",
+         "tests/unit/test_delayed_fetch.py::test_a_parked_fetch_completes_when_the_high_watermark_moves_to_a_newer_segment",
+         "tests/integration/test_delayed_fetch.py::test_fetches_on_older_segments_are_answered_without_waiting"],
+    ),
+    Mutation(
+        "checkpoints-share-a-temp-file", "two writes of an offset checkpoint at once (one writer per file undone)",
+        LOG_MANAGER,
+        [("        saves = {log_dir: self._checkpoint_writers[log_dir, name].request() for log_dir in self.live_log_dirs}\n",
+          "        saves = {log_dir: CoalescingFileWriter(self._checkpoint_writers[log_dir, name].path, functools.partial("
+          "self._render_checkpoint, log_dir, name)).request() for log_dir in self.live_log_dirs}\n")],
+        ["tests/unit/test_log_dirs.py::test_checkpoints_asked_for_at_once_share_one_writer_and_never_race",
+         "tests/integration/test_concurrent_cleanup.py::test_deletions_from_eight_connections_at_once_are_all_answered_and_the_broker_stays_up"],
     ),
     Mutation(
         "replies-not-held-back", "a ready reply is written before an earlier request's pending one",

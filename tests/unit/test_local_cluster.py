@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.brokers import free_ports
 from pybroker.cli import local_cluster
 from pybroker.cli.local_cluster import (
     ClusterError,
@@ -135,21 +136,11 @@ def test_an_invalid_property_value_is_refused_before_anything_starts(tmp_path):
 
 def test_unknown_properties_and_unstarted_broker_dirs_are_warnings(tmp_path):
     (tmp_path / "c" / "broker-4").mkdir(parents=True)
-    cluster = LocalCluster(tmp_path / "c", 3, 0 + free_port_run(3), zookeeper_port=free_port_run(1),
+    cluster = LocalCluster(tmp_path / "c", 3, 0 + free_ports(3), zookeeper_port=free_ports(1),
                            install=FAKE_INSTALL, out=io.StringIO(), overrides=["no.such.property=1"])
     warnings = cluster.check()
     assert any("no.such.property" in w for w in warnings)
     assert any("broker-4" in w and "offline" in w for w in warnings)
-
-
-def free_port_run(count: int) -> int:
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            first = s.getsockname()[1]
-        if first + count <= 65535 and not any(local_cluster.port_in_use(p) for p in range(first, first + count)):
-            return first
-    raise AssertionError("no free ports")
 
 
 def test_a_port_in_use_is_refused_naming_it(tmp_path):
@@ -157,11 +148,11 @@ def test_a_port_in_use_is_refused_naming_it(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        cluster = LocalCluster(tmp_path / "c", 1, port, zookeeper_port=free_port_run(1),
+        cluster = LocalCluster(tmp_path / "c", 1, port, zookeeper_port=free_ports(1),
                                install=FAKE_INSTALL, out=io.StringIO())
         with pytest.raises(ClusterError, match=f"port {port} on 127.0.0.1 \\(broker 1\\) is in use"):
             cluster.check()
-        cluster = LocalCluster(tmp_path / "c", 1, free_port_run(1), zookeeper_port=port,
+        cluster = LocalCluster(tmp_path / "c", 1, free_ports(1), zookeeper_port=port,
                                install=FAKE_INSTALL, out=io.StringIO())
         with pytest.raises(ClusterError, match=f"port {port} on 127.0.0.1 \\(ZooKeeper\\) is in use"):
             cluster.check()

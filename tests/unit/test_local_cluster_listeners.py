@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.brokers import free_port
 from pybroker.cli.cluster_overrides import BrokerOverrides, OverrideError, expand
 from pybroker.cli.local_cluster import ClusterError, LocalCluster
 from pybroker.cli.main import main
@@ -33,12 +34,6 @@ def make_cluster(tmp_path: Path, brokers: int = 3, **kwargs: object) -> LocalClu
     kwargs.setdefault("metrics_port", 49404)
     return LocalCluster(tmp_path / "c", brokers, 39092, install=FAKE_INSTALL, out=io.StringIO(),
                         **kwargs)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --- templates -----------------------------------------------------------------------------------
