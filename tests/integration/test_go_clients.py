@@ -427,6 +427,9 @@ def expected_admin(library: str, rf: int) -> dict:
             "delete_topic": {"err": 0},
         }
 
+    # DEFAULT_CONFIG: no broker property sets these (a broker started with Kafka's stock
+    # server.properties, which sets log.retention.hours, answers STATIC_BROKER_CONFIG for
+    # retention.ms).
     def config(value: str, dynamic: bool) -> dict[str, str]:
         return {"value": value, "source": "DYNAMIC_TOPIC_CONFIG" if dynamic else "DEFAULT_CONFIG"}
 
