@@ -41,7 +41,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.conftest import REPO, wait_until
+from bench.apache_kafka import ZOOKEEPER_VERSION, KafkaBroker, KafkaCluster
+from tests.conftest import REPO, require_kafka, wait_until
 from tests.integration.cluster import Cluster, start_cluster
 from tests.zookeeper import chroot_for
 
@@ -149,11 +150,37 @@ def go_cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     cluster.kill()
 
 
-@pytest.fixture(scope="module", params=["broker", "cluster"])
+@pytest.fixture(scope="module")
+def go_kafka(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """Apache Kafka 3.9.2 with the single broker's overrides: the same checks, Kafka's answers."""
+    require_kafka(ZOOKEEPER_VERSION)
+    kafka = KafkaBroker(tmp_path_factory.mktemp("go-kafka"), chroot_for(zookeeper, "go-kafka"),
+                        quick_start=True, **BROKER_OVERRIDES)
+    try:
+        yield kafka.start()
+    finally:
+        kafka.stop()
+
+
+@pytest.fixture(scope="module")
+def go_kafka_cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    require_kafka(ZOOKEEPER_VERSION)
+    cluster = KafkaCluster(tmp_path_factory.mktemp("go-kafka-cluster"), chroot_for(zookeeper, "go-kafka-cluster"),
+                           3, quick_start=True, **CLUSTER_OVERRIDES)
+    try:
+        yield cluster.start()
+    finally:
+        cluster.stop()
+        cluster.kill()
+
+
+@pytest.fixture(scope="module", params=["broker", "cluster", "kafka", "kafka-cluster"])
 def target(request: pytest.FixtureRequest) -> Target:
-    if request.param == "broker":
-        return Target(request.getfixturevalue("broker").bootstrap, 1)
-    return Target(request.getfixturevalue("go_cluster").bootstrap, 3)
+    """Where a check runs: pybroker (one broker, three) and Apache Kafka 3.9.2 (likewise), each
+    held to the same expected answers."""
+    fixture, rf = {"broker": ("broker", 1), "cluster": ("go_cluster", 3), "kafka": ("go_kafka", 1),
+                   "kafka-cluster": ("go_kafka_cluster", 3)}[request.param]
+    return Target(request.getfixturevalue(fixture).bootstrap, rf)
 
 
 def unique(what: str) -> str:
@@ -504,14 +531,17 @@ def preferred_leader_election(go: GoPeers, bootstrap: str, stop_broker: Callable
             "preferred_leaders": elected["preferred_leaders"]}
 
 
-def test_preferred_leader_election_after_a_restart(go, go_cluster):
+@pytest.mark.parametrize("cluster_fixture", ["go_cluster", "go_kafka_cluster"])
+def test_preferred_leader_election_after_a_restart(go, cluster_fixture, request):
+    cluster = request.getfixturevalue(cluster_fixture)
+
     def stop(node: int) -> None:
-        go_cluster.broker(node).stop()
+        cluster.broker(node).stop()
 
     def start(node: int) -> None:
-        go_cluster.broker(node).start()
+        cluster.broker(node).start()
 
     # One partition's preferred leader restarted: it is elected; the other two partitions were
     # led by their preferred leaders all along.
-    assert preferred_leader_election(go, go_cluster.bootstrap, stop, start) == {
+    assert preferred_leader_election(go, cluster.bootstrap, stop, start) == {
         "restarted": [0], "others": [ELECTION_NOT_NEEDED] * 2, "preferred_leaders": True}
