@@ -18,6 +18,9 @@ from tests.conftest import REPO
 
 pytestmark = pytest.mark.timeout(300)
 
+# Each test runs its own benchmark processes in its own directory: spread over the xdist workers.
+SPREAD_OVER_WORKERS = True
+
 
 def run(tmp_path: Path, *args: str) -> str:
     done = subprocess.run([sys.executable, *args, "--out", str(tmp_path)], cwd=REPO, capture_output=True,
