@@ -943,8 +943,8 @@ async def run_cluster(
             return
         await cluster.create_secure_clients()
         started = True
+        cluster.print_summary()  # before the manifest says "running": whoever waits for it can read both
         cluster.write_manifest("running")
-        cluster.print_summary()
         await cluster.watch(stop)
     except ClusterError as e:
         failed = True

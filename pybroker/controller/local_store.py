@@ -15,6 +15,7 @@ is awaited.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import os
@@ -133,7 +134,7 @@ class LocalStore:
     async def _save(self) -> None:
         saved = self._writer.request()
         if saved is not None:
-            await saved
+            await asyncio.shield(saved)  # shared with other changes' saves
 
     async def close(self) -> None:
         """Wait for the pending write."""

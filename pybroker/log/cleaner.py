@@ -295,7 +295,7 @@ class LogCleaner:
         if save is None:
             return
         try:
-            await save
+            await asyncio.shield(save)
         except OSError as e:
             self._io_error(log_dir, f"Error while writing to checkpoint file {writer.path}", e)
 

@@ -65,7 +65,8 @@ class CoalescingFileWriter:
     def request(self) -> asyncio.Future[None] | None:
         """Schedule a save covering every change made so far; returns a future done when it is
         on disk (its exception is the write's ``OSError``), or None when written synchronously
-        (no running loop)."""
+        (no running loop). The future is shared by every request the save covers: await it
+        through ``asyncio.shield``, so that a waiter's cancellation leaves it to the others."""
         loop = _running_loop()
         if loop is None:
             write_atomically(self.path, self._render())
@@ -87,9 +88,11 @@ class CoalescingFileWriter:
                 except OSError as e:
                     if self._log_errors:
                         log.error("Could not save %s: %s", self.path, e)
-                    saving.set_exception(e)
+                    if not saving.done():
+                        saving.set_exception(e)
                 else:
-                    saving.set_result(None)
+                    if not saving.done():  # cancelled by a waiter that was cancelled itself
+                        saving.set_result(None)
         finally:
             self._task = None
 

@@ -856,7 +856,7 @@ class LogManager:
             if save is None:
                 continue
             try:
-                await save
+                await asyncio.shield(save)
             except OSError as e:
                 self.failure_channel.maybe_add_offline_log_dir(
                     log_dir, f"Disk error while writing {name} in dir {log_dir}", e)

@@ -504,7 +504,7 @@ class LocalAclStore:
     async def _save(self) -> None:
         saved = self._writer.request()
         if saved is not None:
-            await saved
+            await asyncio.shield(saved)  # shared with other changes' saves
 
     async def start(self, on_change: OnChange) -> None:
         pass  # the only writer is this broker
