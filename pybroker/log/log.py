@@ -348,6 +348,10 @@ class Log:
         recovered segment (at or above ``recovered_from``) go back into its index."""
         first = max(bisect.bisect_right(self._base_offsets, start) - 1, 0)
         for segment in self.segments[first:]:
+            if segment.next_offset <= start:
+                # Nothing to replay here (a snapshot at the log end, as a clean stop leaves): the
+                # segment's file is not even opened.
+                continue
             rebuild_index = recovered_from is not None and segment.base_offset >= recovered_from
             for header in segment.batches():
                 if header.last_offset < start or header.producer_id < 0:
