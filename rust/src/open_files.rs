@@ -301,6 +301,22 @@ impl LogFile {
         Ok(file)
     }
 
+    /// `f` on the open `.log` (see [`get`](Self::get)), holding the slot's lock instead of a
+    /// reference to the file while the cache has it open: the cheaper way for a short operation
+    /// under the segment's lock (an append's write, a walk over batch headers). `f` must not
+    /// use the cache (a lock order violation).
+    pub fn with<T>(&self, path: &Path, f: impl FnOnce(&File) -> T) -> io::Result<T> {
+        let guard = lock(&self.slot.file);
+        if let Some(file) = guard.as_ref() {
+            let out = f(file);
+            drop(guard);
+            self.touch();
+            return Ok(out);
+        }
+        drop(guard);
+        Ok(f(&*self.get(path)?))
+    }
+
     /// Whether the cache holds this segment's descriptor now.
     pub fn is_open(&self) -> bool {
         lock(&self.slot.file).is_some()

@@ -557,17 +557,19 @@ impl Segment {
                 self.base_offset
             )));
         }
-        // Open the `.log` and grow trimmed indexes before writing, so that nothing below can
-        // fail on a descriptor or on I/O but the write itself.
-        let log = self.log_file()?;
+        // Grow trimmed indexes before writing so index updates below cannot fail on I/O.
         self.offset_index.file_mut().ensure_preallocated()?;
         self.time_index.file_mut().ensure_preallocated()?;
 
-        if let Err(e) = (&*log).write_all(records) {
-            // Do not leave a torn batch behind.
-            let _ = log.set_len(start);
-            return Err(e).at(&self.log_path, "write");
-        }
+        self.with_log(|mut log| {
+            if let Err(e) = log.write_all(records) {
+                // Do not leave a torn batch behind.
+                let _ = log.set_len(start);
+                return Err(e);
+            }
+            Ok(())
+        })?
+        .at(&self.log_path, "write")?;
 
         let mut result = AppendResult {
             last_offset,
@@ -628,15 +630,16 @@ impl Segment {
     pub fn translate_offset(&mut self, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
         self.map_indexes()?;
         let mut pos = self.offset_index.lookup(offset).position as u64;
-        let log = self.log_file()?;
-        let mut reader = LogReader::new(&log, &self.log_path, self.size, HEADER_CHUNK);
-        while let HeaderAt::Batch(h) = reader.header_at(pos)? {
-            if h.last_offset() >= offset {
-                return Ok(Some((pos, h)));
+        self.with_log(|log| {
+            let mut reader = LogReader::new(log, &self.log_path, self.size, HEADER_CHUNK);
+            while let HeaderAt::Batch(h) = reader.header_at(pos)? {
+                if h.last_offset() >= offset {
+                    return Ok(Some((pos, h)));
+                }
+                pos += h.size() as u64;
             }
-            pos += h.size() as u64;
-        }
-        Ok(None)
+            Ok(None)
+        })?
     }
 
     /// Plans a fetch: whole batches starting with the one holding `offset`, none with a base
@@ -701,40 +704,41 @@ impl Segment {
                 Some(entry) if entry.position as u64 > start => entry.position as u64,
                 _ => start,
             };
-        let mut pos = walk_start(&self.offset_index, end);
-        let log = self.log_file()?;
-        let mut reader = LogReader::new(&log, &self.log_path, end, HEADER_CHUNK);
-        let mut next_offset = None;
-        while let HeaderAt::Batch(h) = reader.header_at(pos)? {
-            if h.base_offset >= max_offset {
-                break;
-            }
-            next_offset = Some(h.last_offset() + 1);
-            pos += h.size() as u64;
-        }
-        if pos == start {
-            return Ok(None);
-        }
-        if next_offset.is_none() {
-            // The walk started where the region ends (an index entry there, or at a batch that
-            // does not fit): walk the batches before it, from the entry before, to find the
-            // region's last batch.
-            let mut at = walk_start(&self.offset_index, pos - 1);
-            while at < pos {
-                let HeaderAt::Batch(h) = reader.header_at(at)? else {
+        self.with_log(|log| {
+            let mut pos = walk_start(&self.offset_index, end);
+            let mut reader = LogReader::new(log, &self.log_path, end, HEADER_CHUNK);
+            let mut next_offset = None;
+            while let HeaderAt::Batch(h) = reader.header_at(pos)? {
+                if h.base_offset >= max_offset {
                     break;
-                };
+                }
                 next_offset = Some(h.last_offset() + 1);
-                at += h.size() as u64;
+                pos += h.size() as u64;
             }
-        }
-        let next_offset = next_offset.ok_or_else(|| {
-            StorageError::corrupt(format!(
-                "cannot find the last batch before position {pos} of {}",
-                self.log_path.display()
-            ))
-        })?;
-        Ok(Some((start, (pos - start) as usize, next_offset)))
+            if pos == start {
+                return Ok(None);
+            }
+            if next_offset.is_none() {
+                // The walk started where the region ends (an index entry there, or at a batch that
+                // does not fit): walk the batches before it, from the entry before, to find the
+                // region's last batch.
+                let mut at = walk_start(&self.offset_index, pos - 1);
+                while at < pos {
+                    let HeaderAt::Batch(h) = reader.header_at(at)? else {
+                        break;
+                    };
+                    next_offset = Some(h.last_offset() + 1);
+                    at += h.size() as u64;
+                }
+            }
+            let next_offset = next_offset.ok_or_else(|| {
+                StorageError::corrupt(format!(
+                    "cannot find the last batch before position {pos} of {}",
+                    self.log_path.display()
+                ))
+            })?;
+            Ok(Some((start, (pos - start) as usize, next_offset)))
+        })?
     }
 
     /// The open `.log`, opened again at its current path if the cache of open descriptors had
@@ -743,6 +747,12 @@ impl Segment {
     /// [`ReadPlan`] without holding the segment.
     pub fn log_file(&self) -> Result<Arc<File>> {
         self.log.get(&self.log_path).at(&self.log_path, "open")
+    }
+
+    /// `f` on the open `.log`, for a short operation: as [`log_file`](Self::log_file), holding
+    /// the cache slot's lock instead of a reference to the file (see `open_files::LogFile::with`).
+    pub(crate) fn with_log<T>(&self, f: impl FnOnce(&File) -> T) -> Result<T> {
+        self.log.with(&self.log_path, f).at(&self.log_path, "open")
     }
 
     /// Whether the cache of open descriptors holds this segment's `.log` open now.
