@@ -1041,11 +1041,13 @@ class Log:
         return os.path.join(self.dir, snapshot_file_name(offset))
 
     def close(self, sync: bool = True) -> None:
-        """Take a producer snapshot at the log end offset, then close every segment (final
-        time-index entry, trimmed indexes), fsynced unless ``sync`` is false; the log is
-        unusable afterwards."""
+        """Take a producer snapshot at the log end offset (unless the log is empty: a snapshot
+        at the log start offset is stale to the next load, which deletes it), then close every
+        segment (final time-index entry, trimmed indexes), fsynced unless ``sync`` is false; the
+        log is unusable afterwards."""
         try:
-            self._take_producer_snapshot(self.log_end_offset)
+            if self.log_end_offset > self.log_start_offset:
+                self._take_producer_snapshot(self.log_end_offset)
         except OSError as e:
             log.warning("%s: could not write the producer snapshot: %s", self.topic_partition, e)
         for segment in self.segments:
