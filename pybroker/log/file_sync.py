@@ -87,9 +87,11 @@ class CoalescingFileWriter:
                 except OSError as e:
                     if self._log_errors:
                         log.error("Could not save %s: %s", self.path, e)
-                    saving.set_exception(e)
+                    if not saving.done():  # cancelled by a waiter cancelled meanwhile (a shutdown)
+                        saving.set_exception(e)
                 else:
-                    saving.set_result(None)
+                    if not saving.done():
+                        saving.set_result(None)
         finally:
             self._task = None
 
