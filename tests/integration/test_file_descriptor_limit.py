@@ -36,8 +36,8 @@ from pybroker.protocol.messages import FetchRequest, ProduceRequest
 from tests.conftest import BrokerProcess, broker_connection, wait_until
 
 LIMIT = 4096  # RLIMIT_NOFILE (soft and hard) of the broker hosting many partitions
-# 30 topics x 1,000 partitions: about 50 s on a shared 2-core machine (create 21 s, clean stop and
-# load 15 s). A smaller count still shows the point as long as it exceeds LIMIT.
+# 30 topics x 1,000 partitions: 33-35 s on a shared 2-core machine (creation about 20 s, clean stop
+# and load about 10 s). A smaller count still shows the point as long as it exceeds LIMIT.
 TOPICS = 30
 PARTITIONS_PER_TOPIC = 1000
 SAMPLE = (0, 1, 333, 666, 998, 999)  # partitions of every topic written and read back
