@@ -9,6 +9,12 @@ Kafka's exact on-disk format, and the clients' Arrow-columnar record I/O
 (``encode_partitioned_batches`` / ``decode_record_batches``, read_committed included).
 Python never decodes a record; it makes one call per record set or per batch.
 
+Descriptors: a ``Segment`` holds no descriptor of its own. Its ``.log`` is opened when used and
+kept in a process-wide cache of at most ``max_open_log_files()`` open files (least recently used
+closed first); its indexes are memory-mapped while used, the ``.txnindex`` opened per operation.
+An ``open`` failing with EMFILE/ENFILE closes some cached ``.log`` files and is tried once more;
+then the ``OSError`` (errno EMFILE or ENFILE) reaches the caller.
+
 Threading: every ``Segment`` method may be called from any thread. File I/O runs with the GIL
 released; ``flush()`` fsyncs without blocking concurrent appends/reads on the same segment.
 Buffers passed in must not be mutated by another thread during the call.
@@ -23,6 +29,19 @@ from typing_extensions import Buffer
 def sync_filesystem(path: str) -> None:
     """``syncfs(2)`` of the filesystem holding ``path``: everything written there so far is
     durable on return. Raises OSError."""
+
+def set_max_open_log_files(n: int) -> None:
+    """Keep at most ``n`` (>= 1) segment ``.log`` files open in this process (a process-wide
+    cache, least recently used closed first; a segment opens its ``.log`` again by its current
+    path when it is next used). Closes the excess now. Until set: ``max(64, soft RLIMIT_NOFILE
+    // 2)``. Raises ValueError for ``n < 1``."""
+
+def max_open_log_files() -> int:
+    """The capacity of the cache of open ``.log`` files (see ``set_max_open_log_files``)."""
+
+def open_log_files() -> int:
+    """How many segment ``.log`` files the cache holds open now (readers still holding a file
+    the cache closed, such as a ``LogRegion`` being sent, are not counted)."""
 
 def crc32c(data: Buffer, crc: int = 0) -> int:
     """CRC-32C (Castagnoli) of ``data``, continuing from ``crc`` (0 to start).
@@ -561,6 +580,11 @@ class Segment:
     does not verify CRCs: after an unclean shutdown call ``recover()`` on segments past the
     recovery point. ``dir`` must exist.
 
+    The ``.log`` is not held open: every operation takes it from the process's cache of open
+    ``.log`` files, opening it again by its current name (never creating it: a file removed
+    under the segment raises ``FileNotFoundError``) when the cache had closed it. ``close()``,
+    ``delete()`` and ``rename_suffix()`` give its place in the cache back.
+
     After ``close()``, ``delete()`` or ``rename_suffix()`` every method and property other than
     ``base_offset``, ``path`` and ``closed`` raises ``ValueError``; ``close()`` itself may be
     called again (no-op). I/O failures raise ``OSError`` naming the file.
@@ -611,6 +635,10 @@ class Segment:
     @property
     def last_modified_ms(self) -> int:
         """The ``.log`` file's modification time, ms since the epoch."""
+    @property
+    def log_is_open(self) -> bool:
+        """Whether the process's cache of open ``.log`` files holds this segment's open now
+        (see ``set_max_open_log_files``)."""
     @property
     def has_txn_index(self) -> bool:
         """True when the ``.txnindex`` file exists (possibly empty, after truncation or

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -76,11 +77,14 @@ def wait_until(condition: Callable[[], object], timeout: float = 10.0, interval:
 
 
 class BrokerProcess:
-    """A pybroker started as a process on 127.0.0.1."""
+    """A pybroker started as a process on 127.0.0.1; with ``open_files`` its RLIMIT_NOFILE (soft
+    and hard) is set to that, as ``ulimit -n`` would before it starts."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, **overrides: object) -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, *, open_files: int | None = None,
+                 **overrides: object) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
+        self.open_files = open_files
         self.overrides = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(data_dir),
@@ -101,7 +105,14 @@ class BrokerProcess:
         log_file = open(self.log_path, "ab")
         if self not in _STARTED:
             _STARTED.append(self)
-        self.proc = subprocess.Popen(args, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        limit = self.open_files
+
+        def limit_open_files() -> None:
+            if limit is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+        self.proc = subprocess.Popen(args, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     preexec_fn=limit_open_files if limit is not None else None)
         log_file.close()
 
         def ready() -> bool:
@@ -222,8 +233,8 @@ def start_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     """Start brokers with property overrides; all are stopped at the end of the test."""
     started: list[BrokerProcess] = []
 
-    def start(name: str = "broker", **overrides: object) -> BrokerProcess:
-        broker = BrokerProcess(tmp_path / name, **overrides)
+    def start(name: str = "broker", *, open_files: int | None = None, **overrides: object) -> BrokerProcess:
+        broker = BrokerProcess(tmp_path / name, open_files=open_files, **overrides)
         started.append(broker)
         return broker.start()
 

@@ -16,6 +16,7 @@ is awaited.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import os
@@ -166,9 +167,19 @@ class LocalStore:
         if name in self._topics:
             raise TopicExistsError(f"Topic '{name}' already exists.")
         partitions = [PartitionAssignment(list(replicas), leader=-1, leader_epoch=-1) for replicas in assignment]
-        self._topics[name] = TopicMetadata(name, topic_id, partitions, dict(configs))
+        topic = self._topics[name] = TopicMetadata(name, topic_id, partitions, dict(configs))
         self.listener.on_topic_configs_changed(name)
-        await self._save()
+        try:
+            await self._save()
+        except OSError:
+            # Not on disk (e.g. the process is out of descriptors): the topic is not created, and
+            # a save covering that is requested (a write queued meanwhile may have included it).
+            if self._topics.get(name) is topic:
+                del self._topics[name]
+                self.listener.on_topic_configs_changed(name)
+                with contextlib.suppress(OSError):  # written at once when no loop runs
+                    self._writer.request()
+            raise
         self.listener.on_topics_changed([name])
 
     async def add_partitions(self, name: str, assignment: list[list[int]]) -> None:

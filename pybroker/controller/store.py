@@ -125,7 +125,8 @@ class ControllerStore(Protocol):
     async def create_topic(
         self, name: str, topic_id: uuid.UUID, assignment: list[list[int]], configs: dict[str, str]
     ) -> None:
-        """Record a new topic (configs first, then the assignment); raises TopicExistsError."""
+        """Record a new topic (configs first, then the assignment); raises TopicExistsError, or
+        OSError when it could not be recorded (then no topic is created)."""
         ...
 
     async def add_partitions(self, name: str, assignment: list[list[int]]) -> None:

@@ -348,6 +348,10 @@ class Log:
         recovered segment (at or above ``recovered_from``) go back into its index."""
         first = max(bisect.bisect_right(self._base_offsets, start) - 1, 0)
         for segment in self.segments[first:]:
+            if segment.next_offset <= start:
+                # Nothing to replay here (a snapshot at the log end, as a clean stop leaves): the
+                # segment's file is not even opened.
+                continue
             rebuild_index = recovered_from is not None and segment.base_offset >= recovered_from
             for header in segment.batches():
                 if header.last_offset < start or header.producer_id < 0:
@@ -1037,11 +1041,13 @@ class Log:
         return os.path.join(self.dir, snapshot_file_name(offset))
 
     def close(self, sync: bool = True) -> None:
-        """Take a producer snapshot at the log end offset, then close every segment (final
-        time-index entry, trimmed indexes), fsynced unless ``sync`` is false; the log is
-        unusable afterwards."""
+        """Take a producer snapshot at the log end offset (unless the log is empty: a snapshot
+        at the log start offset is stale to the next load, which deletes it), then close every
+        segment (final time-index entry, trimmed indexes), fsynced unless ``sync`` is false; the
+        log is unusable afterwards."""
         try:
-            self._take_producer_snapshot(self.log_end_offset)
+            if self.log_end_offset > self.log_start_offset:
+                self._take_producer_snapshot(self.log_end_offset)
         except OSError as e:
             log.warning("%s: could not write the producer snapshot: %s", self.topic_partition, e)
         for segment in self.segments:

@@ -33,7 +33,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from pybroker.log.checkpoint import (
@@ -47,7 +47,6 @@ from pybroker.log.checkpoint import (
 )
 from pybroker.log.cleaner import CleanerConfig, LogCleaner
 from pybroker.log.config import LONG_MAX, LogConfig
-from pybroker.log.file_descriptors import check_open_file_limit
 from pybroker.log.file_sync import BackgroundPasses, CoalescingFileWriter, fsync_paths
 from pybroker.log.log import (
     PARTITION_METADATA,
@@ -130,6 +129,9 @@ class LogManager:
         self.future_logs: dict[TopicPartition, Log] = {}
         self._future_dir_of: dict[TopicPartition, str] = {}
         self.preferred_log_dirs: dict[TopicPartition, str] = {}
+        # The error of the last creation of each partition's log that failed while its dir stayed
+        # online (the process out of descriptors or memory): CreateTopics answers it.
+        self._creation_errors: dict[TopicPartition, OSError] = {}
         # Kafka's Exit.halt: every log dir failed (tests replace it).
         self.halt: Callable[[int], None] = os._exit
         self.config_for_topic = config_for_topic
@@ -219,10 +221,6 @@ class LogManager:
                         "partition in the log directory that is known to have failed recently."
                     )
                 seen[tp] = log_dir
-        check_open_file_limit(
-            segments=sum(len(entry[2].bases) for dirs in found.values() for entry in dirs),
-            partitions=sum(len(dirs) for dirs in found.values()),
-        )
         for log_dir, partition_dirs in found.items():
             try:
                 self._load_dir(log_dir, partition_dirs)
@@ -615,6 +613,7 @@ class LogManager:
         ``partition.metadata``, the directory naming that, and the log dir naming the directory."""
         self._register(log_dir, new_log)
         self.preferred_log_dirs.pop(new_log.topic_partition, None)
+        self._creation_errors.pop(new_log.topic_partition, None)
         log.info("Created log for partition %s in %s", new_log.topic_partition, new_log.dir)
         return [os.path.join(new_log.dir, PARTITION_METADATA), new_log.dir, log_dir]
 
@@ -625,6 +624,8 @@ class LogManager:
         beside it would make every file creation wait for journal commits (7x slower, measured)."""
         async with self._creating:
             loop = asyncio.get_running_loop()
+            for tp, _topic_id in wanted:
+                self._creation_errors.pop(tp, None)
             missing = [(tp, topic_id) for tp, topic_id in wanted if tp not in self.logs]
             unsynced: list[str] = []
             while missing:
@@ -672,9 +673,20 @@ class LogManager:
 
     def _creation_failed(self, tp: TopicPartition, log_dir: str, error: OSError) -> None:
         """Kafka's ``getOrCreateLog`` on an IOException: the dir goes offline (and ``tp`` has no
-        log: its LeaderAndIsr answers KAFKA_STORAGE_ERROR)."""
-        self.failure_channel.maybe_add_offline_log_dir(
+        log: its LeaderAndIsr answers KAFKA_STORAGE_ERROR). An error of the process's resources
+        (EMFILE: too many open files) leaves the dir online; it is kept for `creation_error`."""
+        offline = self.failure_channel.maybe_add_offline_log_dir(
             log_dir, f"Error while creating log for {tp} in dir {log_dir}", error)
+        if not offline:
+            self._creation_errors[tp] = error
+
+    def creation_error(self, partitions: Iterable[TopicPartition]) -> tuple[TopicPartition, OSError] | None:
+        """The first of ``partitions`` whose log could not be created here, the last time it was
+        asked for, while its dir stayed online (the process out of descriptors or memory), with
+        the error; None when there is none."""
+        if not self._creation_errors:
+            return None
+        return next(((tp, e) for tp in partitions if (e := self._creation_errors.get(tp)) is not None), None)
 
     def get_or_create_log(self, tp: TopicPartition, topic_id: str) -> Log:
         """`create_logs` for one partition, synchronously (tools and tests without a loop)."""

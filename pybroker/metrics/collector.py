@@ -27,6 +27,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from pybroker import _native
 from pybroker.metrics.http import MetricsServer
 from pybroker.metrics.stats import BrokerTopicStats, RequestMetrics
 
@@ -167,6 +168,11 @@ class BrokerCollector(Collector):
             size.add_metric(key, log.size_in_bytes)
             segments.add_metric(key, len(log.segments))
         yield from (start, end, size, segments)
+        # pybroker's own: the native cache of open segment .log files (log/file_descriptors.py).
+        yield _gauge("pybroker_log_openlogfiles", "Segment .log files the broker holds open now.",
+                     _native.open_log_files())
+        yield _gauge("pybroker_log_maxopenlogfiles", "Segment .log files the broker keeps open at most.",
+                     _native.max_open_log_files())
 
     # --- kafka.controller:type=KafkaController --------------------------------------------------
 

@@ -6,6 +6,11 @@ then close every connection. Each connection knows the listener it arrived on an
 on SSL listeners its principal comes from the client certificate; on a listener given an
 authenticator factory (the SASL listeners), each new connection gets its own authenticator, which
 sees every frame before the dispatcher.
+
+Also the loop's handling of ``accept()`` failing for want of descriptors (`AcceptErrorReporter`):
+asyncio (up to CPython's gh-151615 fix) reports it once per connection waiting in the backlog,
+each time with a traceback and a retry a second later, and those retries raise once the server is
+closed; here it is one ERROR line per second while it lasts, and nothing after a close.
 """
 
 from __future__ import annotations
@@ -16,12 +21,49 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from pybroker.network.connection import Authenticator, Dispatcher, KafkaConnection
 from pybroker.security.principal import KafkaPrincipal
 from pybroker.server.config import Endpoint
 
 log = logging.getLogger(__name__)
+
+ACCEPT_OUT_OF_RESOURCE = "socket.accept() out of system resource"  # asyncio's message
+
+
+class AcceptErrorReporter:
+    """An event-loop exception handler in front of the loop's own: `ACCEPT_OUT_OF_RESOURCE`
+    is logged once per second (asyncio retries accepting after a second), and the ValueError
+    of a retry that finds its server closed is dropped; anything else goes to the previous
+    handler (or the loop's default)."""
+
+    def __init__(self, previous: Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object] | None) -> None:
+        self.previous = previous
+        self._last_report = float("-inf")
+
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") == ACCEPT_OUT_OF_RESOURCE:
+            now = loop.time()
+            if now - self._last_report >= 1.0:
+                self._last_report = now
+                log.error("Cannot accept connections (%s): they wait in the backlog; retrying every second",
+                          context.get("exception"))
+            return
+        callback = getattr(context.get("handle"), "_callback", None)
+        if isinstance(context.get("exception"), ValueError) and getattr(callback, "__name__", "") == "_start_serving":
+            return  # the accept retry of a server closed meanwhile
+        if self.previous is not None:
+            self.previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    @classmethod
+    def install(cls, loop: asyncio.AbstractEventLoop) -> None:
+        """Put a reporter in front of ``loop``'s exception handler (once)."""
+        current = loop.get_exception_handler()
+        if not isinstance(current, cls):
+            loop.set_exception_handler(cls(current))
 
 
 class SocketServer:
@@ -63,6 +105,7 @@ class SocketServer:
         """Bind every listener; without ``start_serving`` connections wait in the backlog until
         `enable_request_processing` (Kafka binds early and processes requests once started)."""
         loop = asyncio.get_running_loop()
+        AcceptErrorReporter.install(loop)
         for endpoint in self.endpoints:
             context = self._ssl_contexts.get(endpoint.listener_name) if endpoint.uses_tls else None
             if endpoint.uses_tls and context is None:

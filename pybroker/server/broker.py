@@ -35,7 +35,7 @@ from pybroker.controller.requests import BrokerEndpoint, LiveBroker
 from pybroker.controller.store import ENTITY_CONFIG_TYPES, ControllerStore, StoreListener
 from pybroker.log.cleaner import CleanerConfig
 from pybroker.log.config import LONG_MAX, LogConfig, ignored_config_warnings
-from pybroker.log.file_descriptors import raise_open_file_limit
+from pybroker.log.file_descriptors import configure_open_files
 from pybroker.log.log_manager import LogManager, read_meta_properties
 from pybroker.metrics.collector import metrics_server
 from pybroker.network.listener import SocketServer
@@ -435,7 +435,7 @@ class Broker:
     async def start(self) -> None:
         for key in self.config.unknown:
             log.warning("Ignoring unknown broker property %s", key)
-        raise_open_file_limit()
+        configure_open_files()  # the limit raised, and the open log files sized from it
         if self.zookeeper_connect:
             await self._open_store()  # tells every entity's configs as it connects
         else:

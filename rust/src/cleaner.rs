@@ -87,7 +87,7 @@ impl SegmentSource {
             segment.offset_index().lookup(from_offset).position as u64
         };
         Ok(SegmentSource {
-            file: segment.log_file(),
+            file: segment.log_file()?,
             path: segment.path().to_path_buf(),
             size: segment.size(),
             start_position,

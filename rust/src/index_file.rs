@@ -28,9 +28,10 @@
 //!   megabytes of page cache per index; index accesses are binary searches and appends, never
 //!   sequential reads, so read-around only ever wastes work.
 //! * No file descriptor is held: as in Kafka, the file is opened to map or resize it and closed
-//!   again, because a mapping stays valid without its descriptor. A broker then needs one
-//!   descriptor per segment (its `.log`), not three. fsync opens the file by path: it writes back
-//!   pages dirtied through any mapping of the file.
+//!   again, because a mapping stays valid without its descriptor. A segment then needs at most
+//!   one descriptor (its `.log`, held only while the cache of open `.log` files keeps it:
+//!   `open_files.rs`), not three. fsync opens the file by path: it writes back pages dirtied
+//!   through any mapping of the file.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ use std::path::{Path, PathBuf};
 use memmap2::{Advice, MmapMut, MmapOptions};
 
 use crate::errors::{IoContext, Result};
+use crate::open_files::open_reclaiming;
 
 /// A preallocated, memory-mapped file of fixed-size entries.
 pub(crate) struct IndexFile {
@@ -269,13 +271,15 @@ impl IndexFile {
 }
 
 fn open_rw(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .at(path, "open")
+    open_reclaiming(|| {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+    })
+    .at(path, "open")
 }
 
 #[cfg(all(test, target_os = "linux"))]

@@ -4,8 +4,11 @@
 //! broker's own batches (`builder`), CRC-32C (`crc32c`), record decoding for timestamp lookups
 //! and the group coordinator's reads (`records`), the sparse indexes
 //! (`offset_index`, `time_index`, over `index_file`), the aborted-transaction index (`txn_index`),
-//! segments (`segment`) and their recovery
-//! (`recovery`), the log regions a fetch sends with `sendfile(2)` (`region`), the clients' Arrow-columnar record encoding and decoding (`columnar`), and where a keyed record goes (`partitioner`: Kafka's murmur2 and KIP-253's linear hashing).
+//! segments (`segment`) and their recovery (`recovery`), the bounded cache of open `.log`
+//! descriptors the segments share (`open_files`), the log regions a fetch sends with
+//! `sendfile(2)` (`region`), the clients' Arrow-columnar record encoding and decoding
+//! (`columnar`), and where a keyed record goes (`partitioner`: Kafka's murmur2 and KIP-253's
+//! linear hashing).
 //! These modules are plain Rust with no Python types; `python` holds the PyO3 bindings, and this
 //! file only declares the modules and the `#[pymodule]` entry point.
 
@@ -17,6 +20,7 @@ pub mod crc32c;
 pub mod errors;
 mod index_file;
 pub mod offset_index;
+pub mod open_files;
 pub mod partitioner;
 mod python;
 pub mod records;
@@ -28,6 +32,8 @@ pub mod txn_index;
 
 #[cfg(test)]
 mod cleaner_tests;
+#[cfg(test)]
+mod open_files_tests;
 #[cfg(test)]
 mod segment_tests;
 #[cfg(test)]

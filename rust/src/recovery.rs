@@ -8,8 +8,6 @@
 //! Kafka, recovery ends by trimming the offset index, appending the final time-index entry and
 //! trimming the time index.
 
-use std::sync::Arc;
-
 use crate::batch::{check_crc, BatchHeader, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
 use crate::errors::{IoContext, Result};
 use crate::segment::{LogReader, Segment, SCAN_CHUNK};
@@ -33,7 +31,7 @@ impl Segment {
         self.first_batch_timestamp = NO_TIMESTAMP;
         self.generation += 1;
 
-        let log = Arc::clone(&self.log);
+        let log = self.log_file()?;
         let path = self.log_path.clone();
         let file_len = log.metadata().at(&path, "stat")?.len();
         let mut reader = LogReader::new(&log, &path, file_len, SCAN_CHUNK);

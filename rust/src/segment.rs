@@ -15,6 +15,11 @@
 //! Files are named after the base offset, zero-padded to 20 digits. The `.log` is written with
 //! plain `write` calls (page cache; `flush` fsyncs) and read with `pread`. Positions inside a
 //! segment are 31-bit, as in Kafka, so a segment never grows past `i32::MAX` bytes.
+//!
+//! The segment does not keep its `.log` open: it holds a [`LogFile`] of the process-wide cache of
+//! open `.log` descriptors (`open_files.rs`), and every operation on the file takes it from there
+//! ([`Segment::log_file`]), opened again by its current path when the cache had closed it. The
+//! indexes hold no descriptor either (`index_file.rs`), so a segment at rest costs none.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -29,6 +34,7 @@ use crate::batch::{
 };
 use crate::errors::{IoContext, Result, StorageError};
 use crate::offset_index::OffsetIndex;
+use crate::open_files::{open_reclaiming, LogFile, LogFileRef};
 use crate::records::{control_marker, visit_records, ControlMarker};
 use crate::time_index::TimeIndex;
 use crate::txn_index::{AbortedTxn, TxnIndex};
@@ -86,8 +92,8 @@ pub struct ReadPlan {
 }
 
 /// What to fsync for a segment, detached from it so a flush can run without holding it: the open
-/// `.log` and the paths of the three indexes (which keep no descriptor; see `index_file.rs` and
-/// `txn_index.rs`).
+/// `.log` (its own reference: the cache may close its descriptor meanwhile, not this one) and the
+/// paths of the three indexes (which keep no descriptor; see `index_file.rs` and `txn_index.rs`).
 pub struct FlushHandles {
     log: (Arc<File>, PathBuf),
     indexes: [PathBuf; 3],
@@ -102,7 +108,7 @@ impl FlushHandles {
         let (log, log_path) = &self.log;
         log.sync_data().at(log_path, "fsync")?;
         for path in &self.indexes {
-            match File::open(path) {
+            match open_reclaiming(|| File::open(path)) {
                 Ok(file) => file.sync_data().at(path, "fsync")?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e).at(path, "open"),
@@ -187,8 +193,10 @@ impl<'a> LogReader<'a> {
 /// One log segment. Not thread-safe by itself; the Python glue wraps it in a mutex.
 pub struct Segment {
     pub(crate) base_offset: i64,
+    /// The `.log`'s current path (it changes with [`change_file_suffixes`](Self::change_file_suffixes)).
     pub(crate) log_path: PathBuf,
-    pub(crate) log: Arc<File>,
+    /// The `.log`'s slot in the cache of open descriptors; use [`log_file`](Self::log_file).
+    log: LogFile,
     pub(crate) size: u64,
     pub(crate) offset_index: OffsetIndex,
     pub(crate) time_index: TimeIndex,
@@ -230,7 +238,9 @@ impl Segment {
     /// the end, and the max timestamp from the last time-index entry and the walked batches.
     /// Opening does not verify CRCs; after an unclean shutdown call [`recover`](Self::recover).
     /// The index mappings are released once the state is read: the first append or read maps
-    /// them again.
+    /// them again. Likewise the `.log` of a segment holding data is closed once its state is read
+    /// (the first use opens it again, in the cache of open files); an empty one, a new segment
+    /// about to be appended to, stays open in the cache.
     pub fn open(
         dir: &Path,
         base_offset: i64,
@@ -262,20 +272,23 @@ impl Segment {
         let max_index_size = max_index_size.min(i32::MAX as i64) as usize;
         let file = |ext: &str| segment_file(dir, base_offset, &format!("{ext}{suffix}"));
         let log_path = file("log");
-        let log = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&log_path)
-            .at(&log_path, "open")?;
-        let size = log.metadata().at(&log_path, "stat")?.len();
+        let log = open_reclaiming(|| {
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                .open(&log_path)
+        })
+        .at(&log_path, "open")?;
+        let metadata = log.metadata().at(&log_path, "stat")?;
+        let size = metadata.len();
         let offset_index = OffsetIndex::open(&file("index"), base_offset, max_index_size)?;
         let time_index = TimeIndex::open(&file("timeindex"), base_offset, max_index_size)?;
         let txn_index = TxnIndex::open(&file("txnindex"), base_offset)?;
         let mut segment = Segment {
             base_offset,
             log_path,
-            log: Arc::new(log),
+            log: LogFile::opened(log, &metadata),
             size,
             offset_index,
             time_index,
@@ -292,6 +305,11 @@ impl Segment {
         };
         segment.reload_state()?;
         segment.release_indexes();
+        if segment.size == 0 {
+            segment.log.keep(); // a new segment: appended to next
+        } else {
+            segment.log.close(); // a broker loading its logs keeps open only what it then uses
+        }
         Ok(segment)
     }
 
@@ -313,7 +331,7 @@ impl Segment {
     pub(crate) fn reload_state(&mut self) -> Result<()> {
         self.offset_index.sanitize(self.size);
         let last_entry = self.offset_index.last_entry();
-        let log = Arc::clone(&self.log);
+        let log = self.log_file()?;
         let mut reader = LogReader::new(&log, &self.log_path, self.size, HEADER_CHUNK);
 
         let mut next_offset = if self.offset_index.entries() > 0 {
@@ -385,11 +403,10 @@ impl Segment {
         self.offset_index.is_full() || self.time_index.is_full()
     }
 
-    /// Modification time of the `.log`, in milliseconds since the epoch.
+    /// Modification time of the `.log`, in milliseconds since the epoch (a `stat` by path: no
+    /// descriptor needed, so retention's pass over every segment leaves the cache alone).
     pub fn last_modified_ms(&self) -> Result<i64> {
-        let modified = self
-            .log
-            .metadata()
+        let modified = std::fs::metadata(&self.log_path)
             .and_then(|m| m.modified())
             .at(&self.log_path, "stat")?;
         Ok(match modified.duration_since(UNIX_EPOCH) {
@@ -544,11 +561,15 @@ impl Segment {
         self.offset_index.file_mut().ensure_preallocated()?;
         self.time_index.file_mut().ensure_preallocated()?;
 
-        if let Err(e) = (&*self.log).write_all(records) {
-            // Do not leave a torn batch behind.
-            let _ = self.log.set_len(start);
-            return Err(e).at(&self.log_path, "write");
-        }
+        self.with_log(|mut log| {
+            if let Err(e) = log.write_all(records) {
+                // Do not leave a torn batch behind.
+                let _ = log.set_len(start);
+                return Err(e);
+            }
+            Ok(())
+        })?
+        .at(&self.log_path, "write")?;
 
         let mut result = AppendResult {
             last_offset,
@@ -609,14 +630,16 @@ impl Segment {
     pub fn translate_offset(&mut self, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
         self.map_indexes()?;
         let mut pos = self.offset_index.lookup(offset).position as u64;
-        let mut reader = LogReader::new(&self.log, &self.log_path, self.size, HEADER_CHUNK);
-        while let HeaderAt::Batch(h) = reader.header_at(pos)? {
-            if h.last_offset() >= offset {
-                return Ok(Some((pos, h)));
+        self.with_log(|log| {
+            let mut reader = LogReader::new(log, &self.log_path, self.size, HEADER_CHUNK);
+            while let HeaderAt::Batch(h) = reader.header_at(pos)? {
+                if h.last_offset() >= offset {
+                    return Ok(Some((pos, h)));
+                }
+                pos += h.size() as u64;
             }
-            pos += h.size() as u64;
-        }
-        Ok(None)
+            Ok(None)
+        })?
     }
 
     /// Plans a fetch: whole batches starting with the one holding `offset`, none with a base
@@ -681,44 +704,66 @@ impl Segment {
                 Some(entry) if entry.position as u64 > start => entry.position as u64,
                 _ => start,
             };
-        let mut pos = walk_start(&self.offset_index, end);
-        let mut reader = LogReader::new(&self.log, &self.log_path, end, HEADER_CHUNK);
-        let mut next_offset = None;
-        while let HeaderAt::Batch(h) = reader.header_at(pos)? {
-            if h.base_offset >= max_offset {
-                break;
-            }
-            next_offset = Some(h.last_offset() + 1);
-            pos += h.size() as u64;
-        }
-        if pos == start {
-            return Ok(None);
-        }
-        if next_offset.is_none() {
-            // The walk started where the region ends (an index entry there, or at a batch that
-            // does not fit): walk the batches before it, from the entry before, to find the
-            // region's last batch.
-            let mut at = walk_start(&self.offset_index, pos - 1);
-            while at < pos {
-                let HeaderAt::Batch(h) = reader.header_at(at)? else {
+        self.with_log(|log| {
+            let mut pos = walk_start(&self.offset_index, end);
+            let mut reader = LogReader::new(log, &self.log_path, end, HEADER_CHUNK);
+            let mut next_offset = None;
+            while let HeaderAt::Batch(h) = reader.header_at(pos)? {
+                if h.base_offset >= max_offset {
                     break;
-                };
+                }
                 next_offset = Some(h.last_offset() + 1);
-                at += h.size() as u64;
+                pos += h.size() as u64;
             }
-        }
-        let next_offset = next_offset.ok_or_else(|| {
-            StorageError::corrupt(format!(
-                "cannot find the last batch before position {pos} of {}",
-                self.log_path.display()
-            ))
-        })?;
-        Ok(Some((start, (pos - start) as usize, next_offset)))
+            if pos == start {
+                return Ok(None);
+            }
+            if next_offset.is_none() {
+                // The walk started where the region ends (an index entry there, or at a batch that
+                // does not fit): walk the batches before it, from the entry before, to find the
+                // region's last batch.
+                let mut at = walk_start(&self.offset_index, pos - 1);
+                while at < pos {
+                    let HeaderAt::Batch(h) = reader.header_at(at)? else {
+                        break;
+                    };
+                    next_offset = Some(h.last_offset() + 1);
+                    at += h.size() as u64;
+                }
+            }
+            let next_offset = next_offset.ok_or_else(|| {
+                StorageError::corrupt(format!(
+                    "cannot find the last batch before position {pos} of {}",
+                    self.log_path.display()
+                ))
+            })?;
+            Ok(Some((start, (pos - start) as usize, next_offset)))
+        })?
     }
 
-    /// A handle on the `.log` for reading a [`ReadPlan`] without holding the segment.
-    pub fn log_file(&self) -> Arc<File> {
-        Arc::clone(&self.log)
+    /// The open `.log`, opened again at its current path if the cache of open descriptors had
+    /// closed it (a file removed meanwhile is an error: it is never created again). The handle
+    /// stays valid after the cache closes its own reference, so it can be used to read a
+    /// [`ReadPlan`] without holding the segment.
+    pub fn log_file(&self) -> Result<Arc<File>> {
+        self.log.get(&self.log_path).at(&self.log_path, "open")
+    }
+
+    /// `f` on the open `.log`, for a short operation: as [`log_file`](Self::log_file), holding
+    /// the cache slot's lock instead of a reference to the file (see `open_files::LogFile::with`).
+    pub(crate) fn with_log<T>(&self, f: impl FnOnce(&File) -> T) -> Result<T> {
+        self.log.with(&self.log_path, f).at(&self.log_path, "open")
+    }
+
+    /// Whether the cache of open descriptors holds this segment's `.log` open now.
+    pub fn log_is_open(&self) -> bool {
+        self.log.is_open()
+    }
+
+    /// A reference to the `.log` that holds no descriptor, for a reader that keeps it longer
+    /// than an operation (a [`LogRegion`](crate::region::LogRegion) waiting to be sent).
+    pub fn log_file_ref(&self) -> LogFileRef {
+        self.log.reference(&self.log_path)
     }
 
     /// Counter of changes to bytes already written (truncation, recovery).
@@ -738,7 +783,7 @@ impl Segment {
             return Ok(Vec::new());
         };
         let mut buf = vec![0u8; plan.capacity];
-        let n = read_planned(&self.log, &self.log_path, &plan, &mut buf)?;
+        let n = read_planned(&*self.log_file()?, &self.log_path, &plan, &mut buf)?;
         buf.truncate(n);
         Ok(buf)
     }
@@ -793,7 +838,8 @@ impl Segment {
         want_batch: impl Fn(&BatchHeader) -> bool,
         mut want_record: impl FnMut(i64, i64) -> bool,
     ) -> Result<Option<(i64, i64)>> {
-        let mut reader = LogReader::new(&self.log, &self.log_path, self.size, SEARCH_CHUNK);
+        let log = self.log_file()?;
+        let mut reader = LogReader::new(&log, &self.log_path, self.size, SEARCH_CHUNK);
         let mut pos = from;
         while let HeaderAt::Batch(h) = reader.header_at(pos)? {
             let size = h.size();
@@ -833,7 +879,9 @@ impl Segment {
         let removed = self.size - position;
         self.offset_index.truncate_to(offset);
         self.time_index.truncate_to(offset);
-        self.log.set_len(position).at(&self.log_path, "truncate")?;
+        self.log_file()?
+            .set_len(position)
+            .at(&self.log_path, "truncate")?;
         self.size = position;
         self.generation += 1;
         self.reload_state()?;
@@ -844,7 +892,8 @@ impl Segment {
     /// of the log. Stops quietly at a partial or malformed batch. The marker of a control batch
     /// is read from its first record (control batches are tiny); nothing else past the headers.
     pub fn batches(&self, start_position: u64) -> Result<Vec<BatchInfo>> {
-        let mut reader = LogReader::new(&self.log, &self.log_path, self.size, SCAN_CHUNK);
+        let log = self.log_file()?;
+        let mut reader = LogReader::new(&log, &self.log_path, self.size, SCAN_CHUNK);
         let mut out = Vec::new();
         let mut pos = start_position;
         while let HeaderAt::Batch(h) = reader.header_at(pos)? {
@@ -880,7 +929,8 @@ impl Segment {
     /// walking the whole log: what recovery feeds back into the leader-epoch cache (Kafka's
     /// `LogSegment.recover` does the same per batch), for a checkpoint that missed them.
     pub fn leader_epoch_starts(&self, latest_epoch: i32) -> Result<Vec<(i32, i64)>> {
-        let mut reader = LogReader::new(&self.log, &self.log_path, self.size, SCAN_CHUNK);
+        let log = self.log_file()?;
+        let mut reader = LogReader::new(&log, &self.log_path, self.size, SCAN_CHUNK);
         let (mut latest, mut starts, mut pos) = (latest_epoch, Vec::new(), 0u64);
         while let HeaderAt::Batch(h) = reader.header_at(pos)? {
             if h.partition_leader_epoch > latest {
@@ -901,7 +951,7 @@ impl Segment {
             self.time_index.file().msync()?;
         }
         Ok(FlushHandles {
-            log: (Arc::clone(&self.log), self.log_path.clone()),
+            log: (self.log_file()?, self.log_path.clone()),
             indexes: [
                 self.offset_index.path().to_path_buf(),
                 self.time_index.path().to_path_buf(),
@@ -948,6 +998,8 @@ impl Segment {
         ]
     }
 
+    /// Unmaps the indexes and gives the `.log`'s slot back to the cache (closing its descriptor
+    /// unless a reader still holds it).
     fn release(self) {
         let Segment {
             log,
@@ -976,8 +1028,9 @@ impl Segment {
     }
 
     /// Renames each file from `<name><old_suffix>` to `<name><new_suffix>` (Kafka's
-    /// `changeFileSuffixes`), the `.log` first, and keeps using them under their new names. A
-    /// missing `.txnindex` is skipped.
+    /// `changeFileSuffixes`), the `.log` first, and keeps using them under their new names (an
+    /// open `.log` descriptor stays valid; one closed by the cache is opened again by the new
+    /// name). A missing `.txnindex` is skipped.
     pub fn change_file_suffixes(&mut self, old_suffix: &str, new_suffix: &str) -> Result<()> {
         let paths = self.paths();
         let mut renamed = Vec::with_capacity(paths.len());
@@ -1003,7 +1056,9 @@ impl Segment {
     /// time-based retention and rolling read).
     pub fn set_last_modified_ms(&self, ms: i64) -> Result<()> {
         let time = UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
-        self.log.set_modified(time).at(&self.log_path, "set mtime")
+        self.log_file()?
+            .set_modified(time)
+            .at(&self.log_path, "set mtime")
     }
 
     /// Closes the segment (final time entry, trim) and renames each file to `<name><suffix>`,

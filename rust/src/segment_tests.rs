@@ -332,7 +332,10 @@ fn read_region_matches_read() {
                             None => assert!(data.is_empty(), "{case}"),
                             Some((position, length, next_offset)) => {
                                 let mut buf = vec![0u8; length];
-                                seg.log_file().read_exact_at(&mut buf, position).unwrap();
+                                seg.log_file()
+                                    .unwrap()
+                                    .read_exact_at(&mut buf, position)
+                                    .unwrap();
                                 assert_eq!(buf, data, "{case}");
                                 let last = headers(&data).last().unwrap().last_offset();
                                 assert_eq!(next_offset, last + 1, "{case}");

@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 
 use crate::batch::{get_i16, get_i64};
 use crate::errors::{IoContext, Result, StorageError};
+use crate::open_files::open_reclaiming;
 
 /// Size of one entry (Kafka's `AbortedTxn.TOTAL_SIZE`).
 pub const ABORTED_TXN_SIZE: usize = 34;
@@ -158,12 +159,14 @@ impl TxnIndex {
                 )));
             }
         }
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.path)
-            .at(&self.path, "open")?;
+        let file = open_reclaiming(|| {
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&self.path)
+        })
+        .at(&self.path, "open")?;
         self.exists = true;
         let position = self.entries * ABORTED_TXN_SIZE as u64;
         if let Err(e) = file.write_all_at(&txn.encode(), position) {
@@ -261,7 +264,7 @@ impl TxnIndex {
     }
 
     fn set_len(&mut self, len: u64) -> Result<()> {
-        match OpenOptions::new().write(true).open(&self.path) {
+        match open_reclaiming(|| OpenOptions::new().write(true).open(&self.path)) {
             Ok(file) => file.set_len(len).at(&self.path, "truncate"),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 self.exists = false;
@@ -337,7 +340,7 @@ impl TxnIndex {
         if count == 0 {
             return Ok(());
         }
-        let mut file = match File::open(&self.path) {
+        let mut file = match open_reclaiming(|| File::open(&self.path)) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e).at(&self.path, "open"),

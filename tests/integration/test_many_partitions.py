@@ -1,10 +1,15 @@
 """One broker serving a topic of 2,000 partitions to real clients: every partition gets exactly its
 own records back, in order, at offsets 0..n-1; the same after a clean restart and after a kill -9,
 with appends continuing at the next offsets; and retention.ms, set through IncrementalAlterConfigs,
-moves every partition's log start offset forward. Only active segments keep their indexes mapped."""
+moves every partition's log start offset forward. Only active segments keep their indexes mapped.
+
+The broker runs under ``ulimit -n 1024`` (a common default), fewer descriptors than it has
+partitions (and up to 6,000 segments): it keeps at most half of them, 512, of its ``.log`` files
+open, opening the others when they are used; after a clean restart none is open until used."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -17,6 +22,7 @@ from tests.conftest import wait_until
 from tests.integration.test_retention import RETENTION_OVERRIDES, set_config
 
 PARTITIONS = 2000
+OPEN_FILES = 1024  # the broker's RLIMIT_NOFILE
 RECORDS = 3  # per partition and per produce round
 MINIMUM_SEGMENT_BYTES = 14  # the smallest segment.bytes pybroker (like Kafka) accepts
 
@@ -121,6 +127,18 @@ def mapped_index_files(pid: int) -> set[str]:
     return set(re.findall(r"\S+\.(?:time)?index$", maps, flags=re.MULTILINE))
 
 
+def open_log_files(pid: int, prefix: str) -> int:
+    """Segment ``.log`` files process ``pid`` has open whose paths start with ``prefix``."""
+    count = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        count += target.endswith(".log") and target.startswith(prefix)
+    return count
+
+
 def assert_acknowledged_at(acknowledged: dict[tuple[int, int], int], records: range) -> None:
     """Record i of every partition was acknowledged at offset i."""
     wrong = {pi: offset for pi, offset in acknowledged.items() if pi[1] != offset}
@@ -129,7 +147,7 @@ def assert_acknowledged_at(acknowledged: dict[tuple[int, int], int], records: ra
 
 
 def test_produce_and_consume_every_partition(start_broker, topic_name):
-    broker = start_broker()
+    broker = start_broker(open_files=OPEN_FILES)
     create_topic(broker.bootstrap, topic_name)
     metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(topic_name, timeout=30)
     assert sorted(metadata.topics[topic_name].partitions) == list(range(PARTITIONS))
@@ -137,11 +155,13 @@ def test_produce_and_consume_every_partition(start_broker, topic_name):
     assert_acknowledged_at(produce(broker.bootstrap, topic_name, range(RECORDS)), range(RECORDS))
     assert_log(consume_all(broker.bootstrap, topic_name), expected(0, RECORDS))
     assert_offsets(broker.bootstrap, topic_name, 0, RECORDS)
+    assert broker.proc is not None
+    assert 0 < open_log_files(broker.proc.pid, f"{broker.data_dir}/") <= OPEN_FILES // 2
 
 
 @pytest.mark.parametrize("stop", ["clean", "kill -9"])
 def test_every_partition_survives_restart(start_broker, topic_name, stop):
-    broker = start_broker()
+    broker = start_broker(open_files=OPEN_FILES)
     create_topic(broker.bootstrap, topic_name)
     first = range(RECORDS)
     assert_acknowledged_at(produce(broker.bootstrap, topic_name, first), first)
@@ -152,7 +172,11 @@ def test_every_partition_survives_restart(start_broker, topic_name, stop):
     else:
         broker.kill()  # every record was acknowledged: all of them must be there after recovery
     broker.start()
+    assert broker.proc is not None
+    if stop == "clean":  # nothing to recover: no .log of the topic is opened until it is read
+        assert open_log_files(broker.proc.pid, f"{broker.data_dir}/{topic_name}-") == 0
     assert_log(consume_all(broker.bootstrap, topic_name), expected(0, RECORDS))
+    assert 0 < open_log_files(broker.proc.pid, f"{broker.data_dir}/") <= OPEN_FILES // 2
     assert_offsets(broker.bootstrap, topic_name, 0, RECORDS)
 
     # Appends continue at the next offset of every partition.
@@ -163,7 +187,7 @@ def test_every_partition_survives_restart(start_broker, topic_name, stop):
 
 
 def test_retention_moves_every_partitions_log_start_offset(start_broker, topic_name):
-    broker = start_broker(**RETENTION_OVERRIDES)
+    broker = start_broker(open_files=OPEN_FILES, **RETENTION_OVERRIDES)
     # The smallest segment.bytes: every batch rolls a segment of its own.
     create_topic(broker.bootstrap, topic_name, **{"segment.bytes": MINIMUM_SEGMENT_BYTES})
     now = int(time.time() * 1000)
@@ -190,3 +214,4 @@ def test_retention_moves_every_partitions_log_start_offset(start_broker, topic_n
     wait_until(all_moved, timeout=60, interval=0.5, message="every partition's log start offset at 2")
     assert_offsets(broker.bootstrap, topic_name, 2, 3)
     assert_log(consume_all(broker.bootstrap, topic_name), expected(2, 3))
+    assert 0 < open_log_files(broker.proc.pid, f"{broker.data_dir}/") <= OPEN_FILES // 2

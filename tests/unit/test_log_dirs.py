@@ -561,3 +561,35 @@ def test_running_out_of_descriptors_fails_the_operation_and_leaves_the_dir_onlin
         await manager.shutdown()
 
     asyncio.run(run())
+
+
+def test_a_log_not_created_for_want_of_descriptors_is_remembered_and_the_dir_stays_online(tmp_path, monkeypatch):
+    """create_logs meeting EMFILE: that partition gets no log, the dir stays online, and the
+    error is kept for CreateTopics (`creation_error`) until the log is created."""
+    a = str(tmp_path / "a")
+    manager = manager_for(a)
+    real_new_log = LogManager._new_log
+    exhausted = {TopicPartition("t", 1)}
+
+    def new_log(tp: TopicPartition, *args: object) -> object:
+        if tp in exhausted:
+            raise OSError(errno.EMFILE, "Too many open files", os.path.join(a, str(tp)))
+        return real_new_log(tp, *args)
+
+    monkeypatch.setattr(LogManager, "_new_log", staticmethod(new_log))
+    wanted = [(TopicPartition("t", p), "AAAAAAAAAAAAAAAAAAAAAA") for p in range(3)]
+
+    async def run() -> None:
+        logs = await manager.create_logs(wanted)
+        assert set(logs) == {TopicPartition("t", 0), TopicPartition("t", 2)}
+        assert manager.failure_channel.offline_log_dirs == set()
+        failed = manager.creation_error([TopicPartition("t", p) for p in range(3)])
+        assert failed is not None and failed[0] == TopicPartition("t", 1) and failed[1].errno == errno.EMFILE
+        assert manager.creation_error([TopicPartition("t", 0)]) is None
+        exhausted.clear()
+        logs = await manager.create_logs(wanted)
+        assert set(logs) == {tp for tp, _ in wanted}
+        assert manager.creation_error([tp for tp, _ in wanted]) is None
+        await manager.shutdown()
+
+    asyncio.run(run())

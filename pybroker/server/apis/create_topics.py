@@ -5,6 +5,13 @@ the cluster allows every topic, else each topic needs CREATE (else TOPIC_AUTHORI
 "Authorization failed."). A created topic's configs, partition count, replication factor and id
 are returned only with DESCRIBE_CONFIGS on it; without, v5+ answers TopicConfigErrorCode
 TOPIC_AUTHORIZATION_FAILED.
+
+A topic whose creation this broker could not record (the single broker's ``cluster-metadata.json``
+not written, e.g. the process out of descriptors) answers KAFKA_STORAGE_ERROR and is not created.
+One recorded but whose log a replica on this broker could not create while its dir stayed online
+(out of descriptors or memory; a failed disk takes the dir offline instead) answers
+KAFKA_STORAGE_ERROR too, with the partition and the error: the topic exists, and the partitions
+without a log are offline (Kafka answers success there and leaves them offline silently).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server import config_describer
 from pybroker.server.admin_manager import TOPIC_CREATION_ERRORS, topic_creation_error
 from pybroker.server.request_context import RequestContext
+from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.CREATE_TOPICS
 VERSIONS = (2, 7)
@@ -69,7 +77,28 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             if topic is None or not topic.has_all_leaders:
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
                 result.error_message = "Timed out waiting for the new partitions to get leaders."
+    for result in created:
+        if result.error_code == ErrorCode.NONE:
+            _check_local_logs(ctx, result)
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _check_local_logs(ctx: RequestContext, result: _Result) -> None:
+    """KAFKA_STORAGE_ERROR for a new topic of which a replica on this broker has no log: its
+    creation failed with the dir online (see the module doc). The leaders are known here, so
+    this broker's LeaderAndIsr for the topic, which comes before them, has been applied."""
+    broker = ctx.broker
+    topic = broker.metadata_cache.topic(result.name)
+    if topic is None:
+        return
+    local = [TopicPartition(result.name, index) for index, state in sorted(topic.partitions.items())
+             if broker.node_id in state.replicas]
+    failed = broker.log_manager.creation_error(local)
+    if failed is not None:
+        tp, error = failed
+        result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+        result.error_message = (f"The log of partition {tp} could not be created on broker {broker.node_id} "
+                                f"({error}); the partitions without a log are offline")
 
 
 def _hide_configs(result: _Result, version: int) -> None:
@@ -126,6 +155,8 @@ async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: obje
         return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT if "Invalid" in str(e) else ErrorCode.INVALID_REQUEST, str(e))
     except tuple(TOPIC_CREATION_ERRORS) as e:
         return _error(name, topic_creation_error(e), str(e))
+    except OSError as e:  # not recorded (the store rolled it back): no topic
+        return _error(name, ErrorCode.KAFKA_STORAGE_ERROR, f"Could not record topic {name}: {e}")
     described = None
     if ctx.api_version >= 5 and created_id is not None:
         described = [

@@ -12,8 +12,9 @@
 //!   are not blocked by a concurrent fsync;
 //! * `read()` plans under the mutex, reads into a freshly allocated `bytes` without it, and
 //!   re-plans if the segment was truncated or recovered in between;
-//! * `read_region()` plans under the mutex and returns a `LogRegion` holding its own handle on
-//!   the file, which the network layer sends with `sendfile(2)` (GIL released).
+//! * `read_region()` plans under the mutex and returns a `LogRegion` holding a descriptor-free
+//!   reference to the file (`open_files::LogFileRef`), which the network layer sends with
+//!   `sendfile(2)` (GIL released), taking the file for the length of each send.
 //!
 //! Buffers passed in (`records`, the Arrow buffers of `encode_partitioned_batches`) are accessed
 //! through the buffer protocol; the export keeps them alive and unresizable while the GIL is

@@ -14,6 +14,7 @@ use crate::batch::{self, RecordsInfo, ReplicatedRecordsInfo};
 use crate::builder::{self, KeyValue, ProducerFields};
 use crate::crc32c as crc;
 use crate::errors::StorageError;
+use crate::open_files;
 use crate::records::{self, Record};
 use crate::region::LogRegion;
 use crate::segment::{read_planned_raw, BatchInfo, ReadPlan, Segment};
@@ -49,6 +50,31 @@ fn sync_filesystem(py: Python<'_>, path: PathBuf) -> PyResult<()> {
             path.display().to_string(),
         ))
     })
+}
+
+/// Sets how many segment `.log` files the process keeps open at most (see `open_files.rs`);
+/// the least recently used beyond it are closed now.
+#[pyfunction]
+fn set_max_open_log_files(n: i64) -> PyResult<()> {
+    if n < 1 {
+        return Err(PyValueError::new_err(format!(
+            "the number of open log files must be at least 1, not {n}"
+        )));
+    }
+    open_files::set_capacity(usize::try_from(n).unwrap_or(usize::MAX));
+    Ok(())
+}
+
+/// How many segment `.log` files the process keeps open at most.
+#[pyfunction]
+fn max_open_log_files() -> usize {
+    open_files::capacity()
+}
+
+/// How many segment `.log` files the cache holds open now.
+#[pyfunction]
+fn open_log_files() -> usize {
+    open_files::open_count()
 }
 
 /// CRC-32C (Castagnoli) of `data`, continuing from `crc` (0 to start).
@@ -825,7 +851,7 @@ impl PySegment {
             let (plan, file, generation) = self.with_detached(py, |s| {
                 Ok((
                     s.read_plan(offset, max_bytes, max_offset, min_one_batch)?,
-                    s.log_file(),
+                    s.log_file()?,
                     s.generation(),
                 ))
             })?;
@@ -852,14 +878,13 @@ impl PySegment {
         max_offset: i64,
         min_one_batch: bool,
     ) -> PyResult<Option<PyLogRegion>> {
-        let path = self.log_path();
         self.with_detached(py, |s| {
             let Some((position, length, next_offset)) =
                 s.read_region(offset, max_bytes, max_offset, min_one_batch)?
             else {
                 return Ok(None);
             };
-            let region = LogRegion::new(s.log_file(), path.clone(), position, length, next_offset);
+            let region = LogRegion::new(s.log_file_ref(), position, length, next_offset);
             Ok(Some(PyLogRegion { region }))
         })
     }
@@ -888,6 +913,12 @@ impl PySegment {
     /// first invalid batch.
     fn recover(&self, py: Python<'_>, max_message_bytes: i64) -> PyResult<u64> {
         self.with_detached(py, |s| s.recover(max_message_bytes))
+    }
+
+    /// Whether the cache of open `.log` files holds this segment's open now.
+    #[getter]
+    fn log_is_open(&self) -> PyResult<bool> {
+        self.with(|s| Ok(s.log_is_open()))
     }
 
     /// Whether the `.txnindex` file exists.
@@ -1015,6 +1046,9 @@ impl PySegment {
 pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crc32c, m)?)?;
     m.add_function(wrap_pyfunction!(sync_filesystem, m)?)?;
+    m.add_function(wrap_pyfunction!(set_max_open_log_files, m)?)?;
+    m.add_function(wrap_pyfunction!(max_open_log_files, m)?)?;
+    m.add_function(wrap_pyfunction!(open_log_files, m)?)?;
     m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
     m.add_function(wrap_pyfunction!(validate_replicated_batches, m)?)?;
     m.add_function(wrap_pyfunction!(build_batch, m)?)?;
