@@ -48,19 +48,6 @@ _ENTRY_START = re.compile(r"^\[[^\]]+\] [A-Z]+ ", re.M)
 _UNEXPECTED = re.compile(r"^\[[^\]]+\] (ERROR|CRITICAL) |Traceback \(most recent call last\)", re.M)
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (tests/run.sh runs ``-n 3 --dist loadgroup``) a module's tests run in
-    one worker, one after another, so that its module-scoped brokers, clusters, ZooKeeper and
-    Kafka start once. A module whose tests share nothing (each starts what it needs) says
-    ``SPREAD_OVER_WORKERS = True``, and its tests go to whichever worker is free."""
-    for item in items:
-        module = getattr(item, "module", None)
-        if module is None or getattr(module, "SPREAD_OVER_WORKERS", False):
-            continue
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(module.__name__))
-
-
 def wait_until(condition: Callable[[], object], timeout: float = 10.0, interval: float = 0.02, message: str = "") -> object:
     """Poll ``condition`` until it returns something truthy; fail the test at the deadline."""
     deadline = time.monotonic() + timeout

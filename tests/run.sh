@@ -22,10 +22,11 @@ cargo clippy --all-targets --quiet -- -D warnings
 cargo test --quiet
 ruff check pybroker tests bench
 
-# Independent test modules run in parallel (pytest-xdist: 3 workers on 2 cores, a module's tests
-# in one worker, see tests/conftest.py); the 20 slowest tests are printed at the end.
+# Test modules run in parallel (pytest-xdist: 3 workers on 2 cores; a module's tests in one worker,
+# one after another, so that its module-scoped brokers, clusters, ZooKeeper and Kafka start once);
+# the 20 slowest tests are printed at the end.
 set +e
-python3 -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadgroup --durations=20 "$@"
+python3 -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile --durations=20 "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

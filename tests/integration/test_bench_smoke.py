@@ -2,7 +2,9 @@
 
 The figures of such runs mean nothing; what is checked is that the script completes, starts and
 stops its brokers, and writes its JSON (with a provenance stamp) and markdown. The committed
-results themselves are checked by tests/unit/test_bench_results.py.
+results themselves are checked by tests/unit/test_bench_results.py. The Spark and multi-broker
+scripts are in test_bench_smoke_spark.py and test_bench_smoke_cluster.py (three modules, so that
+the xdist workers take them in parallel).
 """
 
 from __future__ import annotations
@@ -10,31 +12,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
+from tests.integration.bench_runs import result, run
 
 pytestmark = pytest.mark.timeout(300)
-
-# Each test runs its own benchmark processes in its own directory: spread over the xdist workers.
-SPREAD_OVER_WORKERS = True
-
-
-def run(tmp_path: Path, *args: str) -> str:
-    done = subprocess.run([sys.executable, *args, "--out", str(tmp_path)], cwd=REPO, capture_output=True,
-                          text=True, timeout=280, stdin=subprocess.DEVNULL)
-    # The tail is long enough for a failed run's error line, brokers' log tails included.
-    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout[-15000:]}\n{done.stderr[-5000:]}"
-    return done.stdout
-
-
-def result(tmp_path: Path, stem: str) -> dict:
-    assert (tmp_path / f"{stem}.md").read_text().strip()
-    data = json.loads((tmp_path / f"{stem}.json").read_text())
-    assert set(data["provenance"]) >= {"command", "script", "commit", "dirty", "script_commit"}
-    return data
 
 
 def test_broker_compare_100_bytes_against_tansu(tmp_path):
@@ -111,84 +95,6 @@ def test_partitions(tmp_path):
 def test_micro(tmp_path):
     run(tmp_path, "bench/micro.py", "--repeat", "1", "--mib", "8", "--ops", "200")
     result(tmp_path, "micro")
-
-
-def test_spark_workload(tmp_path):
-    run(tmp_path, "-m", "bench", "workload", "batch-100b", "--records", "2000", "--runs", "1",
-        "--brokers", "pybroker", "--master", "local[2]", "--no-progress")
-    data = result(tmp_path, "spark_batch-100b")
-    assert [r["ok"] for r in data["runs"]] == [True]
-    assert (tmp_path / "spark_batch-100b_throughput.png").exists()
-
-
-def test_cluster_replication(tmp_path):
-    # One record size: each size starts its own clusters (the suite's slowest smoke test with two).
-    run(tmp_path, "bench/cluster_replication.py", "--sizes", "65536", "--records", "300", "--runs", "1",
-        "--quiet-wait", "0")
-    data = result(tmp_path, "cluster_replication")
-    assert [(r["size"], r["ok"]) for r in data["runs"]] == [(65536, True)], data["runs"]
-    for r in data["runs"]:
-        assert [r["phases"][name]["replicas"] for name in ("rf1-acks1", "rf3-acksall")] == \
-            [[r["leader"]], [r["leader"], *(n for n in (1, 2, 3) if n != r["leader"])]]
-        assert all(p["high_watermark"] == 300 and p["broker_cpu_s"] > 0 for p in r["phases"].values())
-    assert {t["result"] for t in data["targets"]} == {"not judged"}  # one run pair is not enough
-    assert (tmp_path / "cluster_replication.png").exists()
-
-
-def test_cluster_delete_records(tmp_path):
-    run(tmp_path, "bench/cluster_delete_records.py", "--requests", "20", "--stopped-requests", "10",
-        "--stopped-timeouts", "2", "--stopped-timeout-ms", "300", "--session-timeout-ms", "6000", "--quiet-wait", "0")
-    data = result(tmp_path, "cluster_delete_records")
-    summary = data["summary"]
-    assert summary["up_false"]["errors"] == {"0": 20} and summary["up_true"]["errors"] == {"0": 20}
-    assert summary["stopped_true"]["errors"] == {"0": 10}
-    assert summary["stopped_false"]["errors"] == {"7": 2} and summary["stopped_false"]["all_timed_out_after_timeout"]
-    assert summary["resumed_false"]["errors"] == {"0": len(data["windows"])}
-    assert all(w["valid"] for w in data["windows"])
-    assert data["stopped_follower"] not in (data["leader"], data["controller"])
-    assert {t["result"] for t in data["targets"]} <= {"PASS", "FAIL"}
-    assert (tmp_path / "cluster_delete_records.png").exists()
-
-
-def test_cluster_failover(tmp_path):
-    run(tmp_path, "bench/cluster_failover.py", "--runs", "1", "--session-timeout-ms", "3000", "--zk-tick-ms", "500",
-        "--rate", "200", "--warmup", "0.5", "--after", "0.5", "--quiet-wait", "0")
-    data = result(tmp_path, "cluster_failover")
-    assert [(r["scenario"], r["ok"]) for r in data["runs"]] == [("kill", True), ("term", True)], data["runs"]
-    for r in data["runs"]:
-        assert r["failover_s"] > 0 and r["acked_missing"] == 0 and r["new_leader"] != r["leader"]
-        assert r["new_epoch_start_offset"] is not None and r["leader_epoch_after"] > r["leader_epoch_before"]
-    kill = data["runs"][0]
-    # Not before the session could expire: the dead broker's session was last touched by its
-    # ping, sent every third of the 3 s timeout, so at the earliest 3 - 1 = 2 s after the kill.
-    assert kill["failover_s"] >= kill["metadata_new_leader_s"] > 2.0
-    assert {t["result"] for t in data["targets"]} == {"not judged"}
-    assert (tmp_path / "cluster_failover.png").exists()
-
-
-def test_spark_replay_against_a_cluster(tmp_path):
-    trace = tmp_path / "trace.parquet"
-    subprocess.run([sys.executable, "-m", "bench", "gen-trace", "--out", str(trace), "--records", "2000",
-                    "--rate", "2000", "--keys", "uniform:50"], cwd=REPO, check=True, capture_output=True, timeout=120)
-    run(tmp_path, "-m", "bench", "replay", "--trace", str(trace), "--speed", "4", "--runs", "1",
-        "--brokers", "pybroker-cluster3", "--master", "local[2]", "--no-progress", "--no-plots")
-    data = result(tmp_path, "spark_replay")
-    assert [(r["broker"], r["ok"]) for r in data["runs"]] == [("pybroker-cluster3", True)], data["runs"]
-    assert data["runs"][0]["check"]["ok"]
-    assert any("3 pybroker processes" in note for note in data["notes"])
-
-
-def test_ordered_delivery(tmp_path):
-    run(tmp_path, "bench/ordered_delivery.py", "--rate", "200", "--keys", "20", "--warmup", "3", "--step", "4",
-        "--window", "2", "--repeats", "1", "--quiet-wait", "0")
-    data = result(tmp_path, "ordered_delivery")
-    assert [(r["mode"], r["ok"]) for r in data["runs"]] == [("ordered", True), ("unordered", True)], data["runs"]
-    ordered, unordered = data["runs"]
-    assert ordered["violations"] == 0 and ordered["missing"] == 0 == unordered["missing"]
-    assert [c["applied"] for c in ordered["changes"]] == [True, True, True]
-    assert [c["applied"] for c in unordered["changes"]] == [True, True, False]  # Kafka cannot shrink
-    assert "removed_s" in ordered["changes"][2]
-    assert (tmp_path / "ordered_delivery.png").exists()
 
 
 def test_cleaner(tmp_path):

@@ -159,8 +159,9 @@ def test_torn_tail_is_truncated_after_unclean_stop(start_broker, topic_name):
 def test_corrupted_batch_is_cut_off_not_served(start_broker, topic_name):
     broker = start_broker()
     # Two separate produce calls -> at least two batches; corrupt a byte in the last one.
-    clients.produce_confluent(broker.bootstrap, topic_name, pairs(50, "p"))
-    clients.produce_confluent(broker.bootstrap, topic_name, pairs(50, "q"))
+    # linger.ms: each call's 50 records in one batch, however slowly a loaded machine runs the loop.
+    clients.produce_confluent(broker.bootstrap, topic_name, pairs(50, "p"), **{"linger.ms": 1000})
+    clients.produce_confluent(broker.bootstrap, topic_name, pairs(50, "q"), **{"linger.ms": 1000})
     broker.kill()
     path = active_log_file(broker.data_dir, topic_name)
     with open(path, "r+b") as f:
