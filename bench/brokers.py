@@ -190,7 +190,8 @@ def _worker_block() -> range | None:
     if not worker.startswith("gw") or not worker[2:].isdigit():
         return None
     start = _WORKER_PORTS_START + int(worker[2:]) * _WORKER_PORTS
-    return range(start, min(start + _WORKER_PORTS, 32768))
+    block = range(start, min(start + _WORKER_PORTS, 32768))
+    return block if len(block) >= 100 else None  # past ten workers: the kernel's ports, as without xdist
 
 
 def free_ports(count: int) -> int:

@@ -543,9 +543,11 @@ class BatchHeader:
 @final
 class LogRegion:
     """Bytes of a segment's ``.log`` that a fetch response carries as they are (Kafka's
-    zero-copy ``sendfile``). It holds its own handle on the file, so it stays readable after the
-    segment is closed, renamed or deleted; if the file is truncated below its end, sending or
-    reading it raises ``OSError``."""
+    zero-copy ``sendfile``). It holds no descriptor while it waits: each send takes the file from
+    the process's cache of open ``.log`` files, or opens it by its current name; its segment's
+    close leaves it the file, so it stays readable after the segment is renamed or deleted. If the
+    file is truncated below its end, or cannot be found (its partition's directory renamed by a
+    topic deletion first), sending or reading it raises ``OSError``."""
 
     @property
     def position(self) -> int:

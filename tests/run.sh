@@ -10,6 +10,9 @@ export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 apt_packages=()
 command -v kcat >/dev/null 2>&1 || apt_packages+=(kcat)
 [ -f /usr/share/java/zookeeper.jar ] || apt_packages+=(zookeeper)
+# Maven resolves Apache Kafka's jars (bench/kafka/resolve.sh); the machine kind has it, a bare
+# Debian may not. The Go peers (tests/go) need Go 1.26, which this machine kind provides.
+command -v mvn >/dev/null 2>&1 || apt_packages+=(maven)
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null

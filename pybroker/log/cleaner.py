@@ -43,7 +43,7 @@ from pybroker.log.checkpoint import CheckpointError, OffsetCheckpointFile, rende
 from pybroker.log.config import LONG_MAX
 from pybroker.log.file_sync import CoalescingFileWriter, fsync_paths
 from pybroker.log.log import CLEANED_SUFFIX, Log, largest_timestamp
-from pybroker.log.log_dir_failure import LogDirFailureChannel
+from pybroker.log.log_dir_failure import LogDirFailureChannel, OfflineLogDirError
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler, ScheduledTask, Scheduler, Time
 from pybroker.types import TopicPartition
 
@@ -283,6 +283,8 @@ class LogCleaner:
         return log_dir
 
     def _render_checkpoint(self, log_dir: str) -> str:
+        if self.failure_channel is not None and self.failure_channel.has_offline_log_dir(log_dir):
+            raise OfflineLogDirError(f"{CLEANER_OFFSET_CHECKPOINT} is not written: {log_dir} is offline")
         return render_offsets(self.checkpoints[log_dir])
 
     async def write_checkpoint(self, log_dir: str) -> None:
@@ -345,6 +347,8 @@ class LogCleaner:
         async with self._reconfiguring:
             self._closed = True
             await self._stop_threads()
+        # Checkpoint saves of cleans that finished are on disk before the log manager's shutdown.
+        await asyncio.gather(*(writer.close() for writer in self._checkpoint_writers.values()))
 
     async def _stop_threads(self) -> None:
         self._running = False

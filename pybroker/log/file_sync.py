@@ -1,8 +1,10 @@
 """Durability of small metadata files without fsyncs on the event loop, coalesced.
 
-Owns the two shapes of background durability the log manager and the cluster metadata use:
+Owns the two shapes of background durability the log manager, the cleaner and the metadata and
+ACL files of a single broker use:
 
-* `CoalescingFileWriter`: one file rewritten atomically (``cluster-metadata.json``). A change
+* `CoalescingFileWriter`: one file rewritten atomically, by this one writer (the log dirs' offset
+  checkpoints, ``cleaner-offset-checkpoint``, ``cluster-metadata.json``, the ACL file). A change
   asks for a save and may await it; changes made while a save is under way are all covered by
   the next one, so a burst of changes costs one or two writes, not one per change. The text is
   rendered on the event loop (a consistent snapshot) and written and fsynced in a worker thread.
@@ -82,10 +84,10 @@ class CoalescingFileWriter:
         try:
             while self._next is not None:
                 saving, self._next = self._next, None
-                text = self._render()
                 try:
+                    text = self._render()  # may refuse (e.g. the file's log dir went offline)
                     await loop.run_in_executor(None, write_atomically, self.path, text)
-                except OSError as e:
+                except Exception as e:
                     if self._log_errors:
                         log.error("Could not save %s: %s", self.path, e)
                     if not saving.done():

@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
+class OfflineLogDirError(OSError):
+    """A write refused because its log dir is offline: nothing is written there any more."""
+
+
 def is_resource_exhaustion(error: BaseException | None) -> bool:
     return isinstance(error, OSError) and error.errno in RESOURCE_ERRNOS
 

@@ -56,7 +56,11 @@ from pybroker.log.log import (
     segment_base_offsets,
     write_partition_metadata,
 )
-from pybroker.log.log_dir_failure import LogDirFailureChannel
+from pybroker.log.log_dir_failure import (
+    LogDirFailureChannel,
+    OfflineLogDirError,
+    is_resource_exhaustion,
+)
 from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler, ScheduledTask, Scheduler, Time
 from pybroker.types import TopicPartition
 
@@ -201,7 +205,7 @@ class LogManager:
             try:
                 found[log_dir] = self._partition_dirs(log_dir)
             except OSError as e:
-                self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Error while loading log dir {log_dir}", e)
+                self._load_failed(log_dir, e)
         if not found:
             raise LogDirError(
                 f"Shutdown broker because none of the specified log dirs from {', '.join(self.log_dirs)} "
@@ -225,7 +229,7 @@ class LogManager:
             try:
                 self._load_dir(log_dir, partition_dirs)
             except OSError as e:
-                self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Error while loading log dir {log_dir}", e)
+                self._load_failed(log_dir, e)
                 self._drop_dir_logs(log_dir)
         if not self.live_log_dirs:
             raise LogDirError(
@@ -235,6 +239,15 @@ class LogManager:
         if self.cleaner is not None:
             self.cleaner.log_dirs[:] = self.live_log_dirs  # a failed dir's checkpoint is not read
             self.cleaner.load_checkpoints()
+
+    def _load_failed(self, log_dir: str, error: OSError) -> None:
+        """A dir that could not be loaded goes offline, unless the process ran out of descriptors
+        or memory: then the start stops (a dir left online half-loaded would get new logs beside
+        the ones it did not load)."""
+        if is_resource_exhaustion(error):
+            raise LogDirError(f"Cannot load the logs in {log_dir}: {error}; raise the open-file limit "
+                              "(`ulimit -n`, LimitNOFILE in a systemd unit) or free memory") from error
+        self.failure_channel.maybe_add_offline_log_dir(log_dir, f"Error while loading log dir {log_dir}", error)
 
     def _load_dir(self, log_dir: str, partition_dirs: list[tuple[TopicPartition, str, SegmentListing, bool]]) -> None:
         clean = os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE))
@@ -849,6 +862,10 @@ class LogManager:
     def _render_checkpoint(self, log_dir: str, name: str) -> str:
         """The text of ``log_dir``'s checkpoint ``name`` now (on the event loop: a consistent
         snapshot), future logs included."""
+        if self.failure_channel.has_offline_log_dir(log_dir):
+            # A save asked for before the dir failed: its logs are gone from this broker's view,
+            # and the files must keep what they held for when the dir is back.
+            raise OfflineLogDirError(f"{name} is not written: {log_dir} is offline")
         attribute = CHECKPOINT_ATTRIBUTES[name]
         offsets = {tp: getattr(partition_log, attribute)
                    for logs, dirs in ((self.logs, self._dir_of), (self.future_logs, self._future_dir_of))

@@ -29,6 +29,7 @@ from typing import Protocol
 from pybroker import _native
 from pybroker.log.leader_epoch import UNDEFINED_EPOCH
 from pybroker.log.log import Log, UnexpectedAppendOffsetError
+from pybroker.log.log_dir_failure import is_resource_exhaustion
 from pybroker.metrics.stats import BrokerTopicStats
 from pybroker.protocol.errors import ErrorCode
 from pybroker.replication.truncation import (
@@ -261,9 +262,13 @@ class ReplicaFetcher:
 
     def _storage_failed(self, tp: TopicPartition, state: PartitionFetchState, error: OSError) -> None:
         """Kafka's KafkaStorageException case: the partition stops fetching, and its log dir
-        goes offline (the failure channel's handler then removes it from this fetcher)."""
+        goes offline (the failure channel's handler then removes it from this fetcher). Out of
+        descriptors or memory, the dir stays online: the partition backs off and fetches again."""
         log.error("Error while processing data for partition %s at offset %d: %s", tp, state.fetch_offset, error)
-        state.state = FetchStateKind.FAILED
+        if is_resource_exhaustion(error):
+            self._delay(tp, state)
+        else:
+            state.state = FetchStateKind.FAILED
         if self.on_storage_error is not None:
             self.on_storage_error(tp, error)
 

@@ -49,7 +49,7 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 
 /// The smallest capacity [`default_capacity`] derives from a limit.
 pub const MIN_DEFAULT_CAPACITY: usize = 64;
@@ -92,19 +92,33 @@ fn registry() -> MutexGuard<'static, Registry> {
 
 impl Registry {
     /// Takes the files of the oldest slots until at most `keep` remain; the caller drops them
-    /// after releasing the registry lock.
+    /// after releasing the registry lock. A slot whose lock is held (a walk over its batches,
+    /// which may read the disk) is passed over rather than waited for, and stays registered.
     fn evict_to(&mut self, keep: usize, evicted: &mut Vec<Arc<File>>) {
-        while self.lru.len() > keep {
-            let Some((_, weak)) = self.lru.pop_first() else {
+        let mut needed = self.lru.len().saturating_sub(keep);
+        let mut busy = Vec::new();
+        while needed > 0 {
+            let Some((tick, weak)) = self.lru.pop_first() else {
                 break;
             };
-            if let Some(slot) = weak.upgrade() {
-                // Registry lock, then slot lock: the permitted order.
-                let file = lock(&slot.file).take();
-                slot.tick.store(0, Ordering::Relaxed);
-                evicted.extend(file);
-            }
+            let Some(slot) = weak.upgrade() else {
+                needed -= 1;
+                continue;
+            };
+            // Registry lock, then slot lock: the permitted order.
+            let file = match slot.file.try_lock() {
+                Ok(mut guard) => guard.take(),
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().take(),
+                Err(TryLockError::WouldBlock) => {
+                    busy.push((tick, weak));
+                    continue;
+                }
+            };
+            slot.tick.store(0, Ordering::Relaxed);
+            evicted.extend(file);
+            needed -= 1;
         }
+        self.lru.extend(busy);
     }
 
     /// Puts `slot` at the newest position (registering it if it is not registered).
@@ -213,6 +227,8 @@ pub fn open_reclaiming(open: impl Fn() -> io::Result<File>) -> io::Result<File> 
 /// One segment's `.log` descriptor, when the cache holds it.
 struct Slot {
     file: Mutex<Option<Arc<File>>>,
+    /// The file's current name (the segment renames it: `.cleaned` → swapped in, `.deleted`).
+    path: Mutex<PathBuf>,
     /// Key in the registry's recency map, 0 while unregistered (written under the registry lock).
     tick: AtomicU64,
     /// Which file it is: a file opened again by path must be this one.
@@ -257,13 +273,15 @@ pub struct LogFile {
 }
 
 impl LogFile {
-    /// A handle holding `file`, just opened (or created) by the caller, outside the cache: the
-    /// caller uses it, then [`keep`](Self::keep)s it in the cache or [`close`](Self::close)s it.
-    /// `metadata` is the file's (the caller has just read it, for its size).
-    pub fn opened(file: File, metadata: &std::fs::Metadata) -> LogFile {
+    /// A handle holding `file`, just opened (or created) by the caller at `path`, outside the
+    /// cache: the caller uses it, then [`keep`](Self::keep)s it in the cache or
+    /// [`close`](Self::close)s it. `metadata` is the file's (the caller has just read it, for its
+    /// size).
+    pub fn opened(file: File, metadata: &std::fs::Metadata, path: &Path) -> LogFile {
         LogFile {
             slot: Arc::new(Slot {
                 file: Mutex::new(Some(Arc::new(file))),
+                path: Mutex::new(path.to_path_buf()),
                 tick: AtomicU64::new(0),
                 identity: FileId::of(metadata),
             }),
@@ -315,6 +333,11 @@ impl LogFile {
         }
         drop(guard);
         Ok(f(&*self.get(path)?))
+    }
+
+    /// The file was renamed to `path`: references ([`LogFileRef`]) reopen it there.
+    pub fn renamed(&self, path: &Path) {
+        *lock(&self.slot.path) = path.to_path_buf();
     }
 
     /// Whether the cache holds this segment's descriptor now.
@@ -385,16 +408,31 @@ fn unregister(slot: &Arc<Slot>, leave_to_references: bool) -> Option<Arc<File>> 
 impl Drop for LogFile {
     /// Unregisters the slot and closes its descriptor, unless a reader still holds it: a
     /// [`LogFileRef`] (the file is left to them, closed with the last), or a clone of the file.
+    /// A file the cache had closed is opened again for remaining references first: the segment
+    /// is closed before it is renamed or deleted, after which its old name finds nothing.
     fn drop(&mut self) {
+        if Arc::strong_count(&self.slot) > 1 && !self.is_open() {
+            let path = lock(&self.slot.path).clone();
+            if let Ok(file) =
+                File::open(&path).and_then(|file| same_file(file, self.slot.identity, &path))
+            {
+                let mut guard = lock(&self.slot.file);
+                if guard.is_none() {
+                    *guard = Some(Arc::new(file));
+                }
+            }
+        }
         drop(unregister(&self.slot, true));
     }
 }
 
 /// A reader's hold on a segment's `.log` that keeps no descriptor (a fetch's `LogRegion`): while
-/// the cache holds the file it is used; otherwise the file is opened by the path it had when the
-/// reference was taken, and must be the same file (device and inode): a segment removed and
-/// created again at the same path is an error, never other bytes. A reference taken before its
-/// segment is closed (renamed `.deleted`, deleted) keeps the file the segment had open.
+/// the cache holds the file it is used; otherwise the file is opened by its current name, and
+/// must be the same file (device, inode, birth time): a segment removed and created again at the
+/// same path is an error, never other bytes. A reference taken before its segment is closed
+/// (renamed `.deleted`, deleted) keeps the file the segment had, opened again at the close if
+/// the cache had closed it. (A whole partition directory renamed before its segments are closed,
+/// a deleted topic, leaves such a reference nothing to open: its read fails.)
 #[derive(Clone)]
 pub struct LogFileRef {
     slot: Arc<Slot>,
@@ -408,11 +446,12 @@ impl LogFileRef {
         if let Some(file) = lock(&self.slot.file).as_ref() {
             return Ok(Arc::clone(file));
         }
-        let file = open_reclaiming(|| File::open(&self.path))?;
-        Ok(Arc::new(same_file(file, self.slot.identity, &self.path)?))
+        let path = lock(&self.slot.path).clone();
+        let file = open_reclaiming(|| File::open(&path))?;
+        Ok(Arc::new(same_file(file, self.slot.identity, &path)?))
     }
 
-    /// The path the file had when the reference was taken.
+    /// The path the file had when the reference was taken (for messages).
     pub fn path(&self) -> &Path {
         &self.path
     }

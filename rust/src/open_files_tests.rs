@@ -234,6 +234,29 @@ fn renamed_segments_reopen_at_their_new_paths() {
 }
 
 #[test]
+fn a_reference_to_an_evicted_segment_keeps_reading_it_after_its_rename_and_removal() {
+    let dir = TestDir::new("open_files_evicted_reference");
+    let mut seg = Segment::open(dir.path(), 3, 4096, 10 * MB).unwrap();
+    append(&mut seg, 7);
+    // A fetch's region waits while the cache closes the file, then retention renames the
+    // segment `.deleted` and removes it: the close reopened it for the reference.
+    let reference = seg.log_file_ref();
+    open_files::reclaim(usize::MAX);
+    assert!(!seg.log_is_open());
+    let renamed = seg.rename_suffix(".deleted").unwrap();
+    std::fs::remove_file(&renamed[0]).unwrap();
+    let mut first = [0u8; 8];
+    reference
+        .file()
+        .unwrap()
+        .read_exact_at(&mut first, 0)
+        .unwrap();
+    assert_eq!(i64::from_be_bytes(first), 3);
+    drop(reference);
+    assert_eq!(log_descriptors_under(dir.path()), 0);
+}
+
+#[test]
 fn an_open_out_of_descriptors_reclaims_cached_ones_and_is_tried_once_more() {
     let _capacity = Capacity::set(64);
     let dir = TestDir::new("open_files_reclaim");

@@ -145,7 +145,7 @@ mod tests {
         File::create(&path).unwrap().write_all(content).unwrap();
         let file = File::open(&path).unwrap();
         let metadata = file.metadata().unwrap();
-        (LogFile::opened(file, &metadata), path)
+        (LogFile::opened(file, &metadata, &path), path)
     }
 
     /// A region of `content` whose segment is closed meanwhile (the region keeps the file).

@@ -285,10 +285,11 @@ impl Segment {
         let offset_index = OffsetIndex::open(&file("index"), base_offset, max_index_size)?;
         let time_index = TimeIndex::open(&file("timeindex"), base_offset, max_index_size)?;
         let txn_index = TxnIndex::open(&file("txnindex"), base_offset)?;
+        let log = LogFile::opened(log, &metadata, &log_path);
         let mut segment = Segment {
             base_offset,
             log_path,
-            log: LogFile::opened(log, &metadata),
+            log,
             size,
             offset_index,
             time_index,
@@ -1045,6 +1046,7 @@ impl Segment {
         }
         let [log, offset_index, time_index, txn_index]: [PathBuf; 4] =
             renamed.try_into().expect("four segment files");
+        self.log.renamed(&log);
         self.log_path = log;
         self.offset_index.file_mut().set_path(offset_index);
         self.time_index.file_mut().set_path(time_index);

@@ -162,6 +162,12 @@ async def _requested_topic(
     except tuple(TOPIC_CREATION_ERRORS) as e:
         log.info("Auto-creation of topic %s failed: %s", name, e)
         return _missing(name, ZERO_UUID, topic_creation_error(e))
+    except OSError as e:  # not recorded (the store rolled it back), as CreateTopics answers it
+        log.warning("Auto-creation of topic %s failed: %s", name, e)
+        return _missing(name, ZERO_UUID, ErrorCode.KAFKA_STORAGE_ERROR)
+    except Exception as e:  # e.g. the ZooKeeper session lost: this topic's error, not the request's
+        log.warning("Auto-creation of topic %s failed: %r", name, e)
+        return _missing(name, ZERO_UUID, ErrorCode.UNKNOWN_SERVER_ERROR)
     return _missing(name, ZERO_UUID, ErrorCode.LEADER_NOT_AVAILABLE)
 
 

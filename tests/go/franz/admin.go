@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -71,7 +72,7 @@ func admin(args []string) {
 				Timestamp: base.Add(time.Duration(i) * time.Second)})
 		}
 	}
-	peer.Check(cl.ProduceSync(ctx, rs...).FirstErr(), "produce")
+	produceToNewPartitions(ctx, cl, rs)
 
 	list := func(what string, listed kadm.ListedOffsets, err error) map[int32]any {
 		peer.Check(err, "list "+what+" offsets")
@@ -278,4 +279,27 @@ func producers(args []string) {
 		out[d.Partition] = states
 	})
 	peer.Emit(map[string]any{"partitions": out})
+}
+
+// produceToNewPartitions produces rs, again for the records of partitions the client does not
+// know yet: a broker may answer Metadata without the partitions CreatePartitions just added (its
+// metadata follows the controller's), and kgo refuses such a record at once; it discovers them
+// on a metadata refresh (kgo's ForceMetadataRefresh documents this for Kafka too).
+func produceToNewPartitions(ctx context.Context, cl *kgo.Client, rs []*kgo.Record) {
+	pending := rs
+	peer.Poll(ctx, "the added partitions in the producer's metadata", func() bool {
+		var retry []*kgo.Record
+		for _, r := range cl.ProduceSync(ctx, pending...) {
+			if r.Err != nil && strings.Contains(r.Err.Error(), "invalid record partitioning choice") {
+				retry = append(retry, r.Record)
+			} else {
+				peer.Check(r.Err, "produce")
+			}
+		}
+		pending = retry
+		if len(pending) > 0 {
+			cl.ForceMetadataRefresh()
+		}
+		return len(pending) == 0
+	})
 }
