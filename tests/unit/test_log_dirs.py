@@ -593,3 +593,28 @@ def test_a_log_not_created_for_want_of_descriptors_is_remembered_and_the_dir_sta
         await manager.shutdown()
 
     asyncio.run(run())
+
+
+def test_a_checkpoint_save_asked_for_before_its_dir_failed_leaves_the_files_alone(tmp_path):
+    """A save queued behind another when the dir fails would render the dir without its logs
+    (they were dropped) and empty its checkpoints: the render refuses instead, and the files keep
+    what they held for when the dir is repaired."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+
+    async def run() -> None:
+        manager = manager_for(a, b)
+        tp = TopicPartition("t", 0)
+        log_ = manager.get_or_create_log(tp, TOPIC_ID)
+        log_.append_as_leader(batch(), 0, 0)
+        log_.update_high_watermark(1)
+        await manager.checkpoint("replication-offset-checkpoint")
+        assert (tmp_path / "a" / "replication-offset-checkpoint").read_text() == "0\n1\nt 0 1\n"
+        save = manager._checkpoint_writers[a, "replication-offset-checkpoint"].request()
+        manager.failure_channel.maybe_add_offline_log_dir(a, "Error while writing", OSError(5, "EIO"))
+        manager.handle_log_dir_failure(a)
+        with pytest.raises(OSError, match="is offline"):
+            await asyncio.shield(save)
+        await manager.shutdown()
+
+    asyncio.run(run())
+    assert (tmp_path / "a" / "replication-offset-checkpoint").read_text() == "0\n1\nt 0 1\n"
