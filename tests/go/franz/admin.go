@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"pybroker/tests/go/internal/peer"
@@ -157,11 +159,20 @@ type configValue struct {
 
 func describeConfigs(ctx context.Context, adm *kadm.Client, topic string,
 	keys []string) map[string]configValue {
-	described, err := adm.DescribeTopicConfigs(ctx, topic)
-	peer.Check(err, "describe configs")
-	rc, err := described.On(topic, nil)
-	peer.Check(err, "describe configs")
-	peer.Check(rc.Err, "describe configs")
+	// A broker that has not yet heard of a topic just created (its metadata follows the
+	// controller's) answers UNKNOWN_TOPIC_OR_PARTITION, Kafka's brokers too: ask again.
+	var rc kadm.ResourceConfig
+	peer.Poll(ctx, "the configs of "+topic, func() bool {
+		described, err := adm.DescribeTopicConfigs(ctx, topic)
+		peer.Check(err, "describe configs")
+		rc, err = described.On(topic, nil)
+		peer.Check(err, "describe configs")
+		if errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
+			return false
+		}
+		peer.Check(rc.Err, "describe configs")
+		return true
+	})
 	out := map[string]configValue{}
 	for _, config := range rc.Configs {
 		for _, key := range keys {
