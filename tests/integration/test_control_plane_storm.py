@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -119,6 +120,7 @@ class Traffic:
         self.acknowledged: set[bytes] = set()
         self.consumed = 0
         self.stop = threading.Event()
+        self.stopped_at = 0.0
         self.threads = [threading.Thread(target=self._produce), threading.Thread(target=self._consume)]
 
     def __enter__(self) -> Traffic:
@@ -127,9 +129,10 @@ class Traffic:
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        self.stopped_at = time.monotonic()
         self.stop.set()
         for thread in self.threads:
-            thread.join(timeout=60)
+            thread.join(timeout=90)
 
     def _produce(self) -> None:
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
@@ -151,7 +154,10 @@ class Traffic:
                              "auto.offset.reset": "earliest"})
         consumer.subscribe([STABLE_TOPIC])
         try:
-            while not self.stop.is_set():
+            # A group's first join waits for its coordinator to load __consumer_offsets, which on
+            # a loaded machine can outlast a short storm (seen on Kafka): the consumer stops once
+            # it has read something, or 60 s after the storm if it never does.
+            while not self.stop.is_set() or (self.consumed == 0 and time.monotonic() < self.stopped_at + 60):
                 message = consumer.poll(0.2)
                 if message is not None and message.error() is None:
                     self.consumed += 1
