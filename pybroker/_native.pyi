@@ -280,6 +280,22 @@ def null_key_indexes(records: Buffer) -> list[int]:
     record's key length is decoded; large sets are walked with the GIL released.
     """
 
+def up_convert(data: Buffer) -> bytes | None:
+    """The message set ``data`` (message format v0 or v1, as Produce v0–2 carries it) as one v2
+    batch: base offset 0, no producer, the wrapper's codec, the messages' timestamps (-1 for
+    v0); ``None`` when ``data`` starts with a v2 batch, which any Produce version may carry.
+    Raises ``CorruptRecordError`` (a bad CRC, a malformed message, no whole message) or
+    ``ValueError`` for what Kafka refuses as INVALID_RECORD (a compressed wrapper beside other
+    messages, an inner message compressed or of another magic)."""
+
+def down_convert(data: Buffer, to_magic: int, fetch_offset: int) -> bytes | None:
+    """The v2 batches ``data`` (whole batches, as a fetch reads them) as a message set of
+    ``to_magic`` (0 for Fetch v0–1, 1 for v2–3), as Kafka's lazy down-conversion sends it:
+    control batches dropped, an uncompressed batch's records below ``fetch_offset`` left out, a
+    compressed batch one wrapper message, the whole cut or padded with overflow batches to
+    ``max(len(data), the first converted batch)`` bytes (empty if nothing converts). ``None`` if
+    a zstd batch is among them (v0 and v1 have no zstd)."""
+
 # --- Arrow-columnar record I/O (clients: the PySpark data source) ------------------------------
 
 ArrowBinary: TypeAlias = tuple[Buffer | None, Buffer | None, Buffer | None, int, int]

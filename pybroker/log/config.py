@@ -220,11 +220,10 @@ _TOPIC_CONFIG_DEFS = [
               "[DEPRECATED] The message format version of the topic's records. Ignored: Kafka 3.0 and "
               "later (and pybroker) write record format v2 whatever it says.",
               synonym="log.message.format.version", validator=_check_metadata_version),
-    # Down-conversion serves Fetch requests below v4 (record formats v0/v1), which pybroker does not
-    # answer: accepted, described, without effect.
     ConfigDef("message.downconversion.enable", "BOOLEAN", True,
-              "Whether the broker may down-convert records for older consumers. Without effect: "
-              "pybroker serves Fetch v4 and later only, which never need it.",
+              "Whether consumers reading with Fetch v0-v3 (message formats v0 and v1) get the "
+              "topic's records converted; when false they are answered UNSUPPORTED_VERSION. "
+              "Followers are always served.",
               synonym="log.message.downconversion.enable"),
     ConfigDef("message.timestamp.type", "STRING", "CreateTime",
               "Whether record timestamps are the producer's or the broker's append time.",
@@ -302,7 +301,7 @@ class LogConfig:
     log_retention_min_timestamp: int
     max_compaction_lag_ms: int
     max_message_bytes: int
-    message_downconversion_enable: bool  # without effect
+    message_downconversion_enable: bool  # Fetch v0-v3 from consumers (pybroker.server.apis.fetch)
     message_format_version: str  # without effect
     message_timestamp_type: str
     min_cleanable_dirty_ratio: float

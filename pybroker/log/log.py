@@ -716,6 +716,27 @@ class Log:
             yield segment
             index += 1
 
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+        """ListOffsets v0 (Kafka's ``legacyFetchOffsetsBefore``): the start offsets (at least the
+        log start offset) of the segments last modified at or before ``timestamp``, and the log
+        end offset standing for a segment modified at ``now_ms`` when the active segment has
+        data, newest first, at most ``max_num_offsets``. ``-1`` starts from the newest, ``-2``
+        gives the oldest."""
+        starts = [(max(segment.base_offset, self.log_start_offset), segment.last_modified_ms)
+                  for segment in self.segments]
+        if self.segments[-1].size > 0:
+            starts.append((self.log_end_offset, now_ms))
+        if timestamp == -1:
+            first = len(starts) - 1
+        elif timestamp == -2:
+            first = 0
+        else:
+            first = len(starts) - 1
+            while first >= 0 and starts[first][1] > timestamp:
+                first -= 1
+        count = max(0, min(max_num_offsets, first + 1))
+        return sorted((starts[first - j][0] for j in range(count)), reverse=True)
+
     def fetch_offset_by_timestamp(self, timestamp: int, max_offset: int) -> tuple[int, int, int] | None:
         """(offset, timestamp, leader epoch) of the first record at or after ``timestamp`` that is
         at or above the log start offset and below ``max_offset``; None if there is none."""

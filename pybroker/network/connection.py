@@ -146,6 +146,7 @@ class KafkaConnection(FrameReader):
         for item in self._pending:
             if isinstance(item, asyncio.Future):
                 item.cancel()
+                _discard(item)
         self._pending.clear()
         if self._on_close is not None:
             self._on_close(self)
@@ -241,8 +242,9 @@ class KafkaConnection(FrameReader):
 
     # --- replies -------------------------------------------------------------------------------
 
-    def _reply_done(self, _future: asyncio.Future[Any]) -> None:
+    def _reply_done(self, future: asyncio.Future[Any]) -> None:
         if self.closed:
+            _discard(future)
             return
         self._collect_ready()
         self._flush()
@@ -413,3 +415,13 @@ class KafkaConnection(FrameReader):
             self.closed = True
             self._stop_watching_writable()
             self.transport.close()
+
+
+def _discard(reply: asyncio.Future[Any]) -> None:
+    """A reply owed to a connection that is gone: its outcome, an error too (a request that
+    failed while the broker shut down), is read and dropped, so asyncio does not report it as
+    never retrieved."""
+    if reply.done() and not reply.cancelled():
+        error = reply.exception()
+        if error is not None:
+            log.debug("A request of a closed connection failed: %r", error)

@@ -79,10 +79,9 @@ class AdminManager:
             raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
         brokers = len(self._live_broker_ids())
         if replication_factor > brokers:
+            # ZooKeeper-mode Kafka's text (AdminUtils); KRaft words it otherwise.
             raise InvalidReplicationFactorError(
-                f"Unable to replicate the partition {replication_factor} time(s): The target "
-                f"replication factor of {replication_factor} cannot be reached because only "
-                f"{brokers} broker(s) are registered."
+                f"Replication factor: {replication_factor} larger than available brokers: {brokers}."
             )
 
     def _racks(self) -> dict[int, str] | None:

@@ -89,7 +89,7 @@ _BROKER_DEFS = [
               "[DEPRECATED] Default message.format.version; ignored (record format v2 always).",
               validator=TOPIC_CONFIGS["message.format.version"].validator),
     ConfigDef("log.message.downconversion.enable", "BOOLEAN", True,
-              "Default message.downconversion.enable; without effect (Fetch v4+ only)."),
+              "Default message.downconversion.enable (Fetch v0-v3 from consumers)."),
     ConfigDef("log.preallocate", "BOOLEAN", False, "Default preallocate; without effect."),
     # ---
     ConfigDef("compression.type", "STRING", "producer", "Default topic compression."),

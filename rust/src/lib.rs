@@ -7,8 +7,9 @@
 //! segments (`segment`) and their recovery (`recovery`), the bounded cache of open `.log`
 //! descriptors the segments share (`open_files`), the log regions a fetch sends with
 //! `sendfile(2)` (`region`), the clients' Arrow-columnar record encoding and decoding
-//! (`columnar`), and where a keyed record goes (`partitioner`: Kafka's murmur2 and KIP-253's
-//! linear hashing).
+//! (`columnar`), where a keyed record goes (`partitioner`: Kafka's murmur2 and KIP-253's
+//! linear hashing), and the conversions to and from message formats v0 and v1 for old clients
+//! (`legacy`).
 //! These modules are plain Rust with no Python types; `python` holds the PyO3 bindings, and this
 //! file only declares the modules and the `#[pymodule]` entry point.
 
@@ -19,6 +20,7 @@ pub mod columnar;
 pub mod crc32c;
 pub mod errors;
 mod index_file;
+pub mod legacy;
 pub mod offset_index;
 pub mod open_files;
 pub mod partitioner;

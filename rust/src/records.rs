@@ -191,7 +191,11 @@ fn for_each_batch(
 }
 
 /// Appends every record of `batch` to `out`, key and value copied.
-fn copy_records(header: &BatchHeader, batch: &[u8], out: &mut Vec<Record>) -> Result<()> {
+pub(crate) fn copy_records(
+    header: &BatchHeader,
+    batch: &[u8],
+    out: &mut Vec<Record>,
+) -> Result<()> {
     scan_batch(header, batch, |offset, timestamp, rest| {
         let key = rest.read_bytes()?;
         let value = rest.read_bytes()?;
@@ -321,9 +325,13 @@ where
 /// Decompresses the records section of `batch` (a complete batch, header included) into `out`
 /// (cleared first), with the same decoders as the record scans. An uncompressed batch is copied.
 pub(crate) fn decompress_body(header: &BatchHeader, batch: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    decompress(header.compression(), &batch[RECORD_BATCH_OVERHEAD..], out)
+}
+
+/// Decompresses `body`, compressed with `codec` (0 for none), into `out` (cleared first).
+pub(crate) fn decompress(codec: u8, body: &[u8], out: &mut Vec<u8>) -> Result<()> {
     out.clear();
-    let body = &batch[RECORD_BATCH_OVERHEAD..];
-    match header.compression() {
+    match codec {
         0 => {
             out.extend_from_slice(body);
             Ok(())

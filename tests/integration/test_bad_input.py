@@ -120,11 +120,11 @@ def test_unsupported_api_versions_version_gets_error_35_in_v0_layout(broker, raw
     response = codec.decode_response(ApiKey.API_VERSIONS, 0, memoryview(raw.read_frame()))[1]
     assert response.error_code == ErrorCode.UNSUPPORTED_VERSION
     versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert versions[ApiKey.API_VERSIONS] == (0, 3)
+    assert versions[ApiKey.API_VERSIONS] == (0, 4)
 
 
 @pytest.mark.parametrize("api_key,version,name", [
-    (ApiKey.METADATA, 99, "METADATA"), (9999, 0, "key 9999"), (ApiKey.PRODUCE, 0, "PRODUCE")])
+    (ApiKey.METADATA, 99, "METADATA"), (9999, 0, "key 9999"), (ApiKey.PRODUCE, 10, "PRODUCE")])
 def test_unknown_api_or_version_closes_connection(broker, raw, api_key, version, name):
     mark = broker.log_mark()
     header = struct.pack(">hhi", api_key, version, 7) + struct.pack(">h", -1)

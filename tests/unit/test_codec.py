@@ -359,9 +359,9 @@ def test_unknown_api_or_version_header() -> None:
 
 
 def test_supported_versions_and_flexibility() -> None:
-    assert codec.supported_versions(0) == (3, 9)
-    assert codec.supported_versions(1) == (4, 12)
-    assert codec.supported_versions(18) == (0, 3)
+    assert codec.supported_versions(0) == (0, 9)
+    assert codec.supported_versions(1) == (0, 12)
+    assert codec.supported_versions(18) == (0, 4)
     assert codec.supported_versions(21) == (0, 3)
     assert codec.is_flexible(18, 3) and not codec.is_flexible(18, 2)
     assert codec.is_flexible(60, 0)
@@ -435,7 +435,7 @@ def test_encode_errors_are_clear() -> None:
     with pytest.raises(codec.EncodeError):
         codec.encode_response(12, 0, 1, messages.HeartbeatResponse(error_code=1 << 20))
     with pytest.raises(codec.UnsupportedVersionError):
-        codec.encode_response(0, 2, 1, messages.ProduceResponse())
+        codec.encode_response(0, 10, 1, messages.ProduceResponse())
 
 
 def test_non_ignorable_absent_field_is_refused() -> None:

@@ -1,8 +1,8 @@
-"""Topic configs Kafka 3.6 accepts but pybroker ignores: ``message.format.version`` (deprecated,
-ignored by Kafka from 3.0 on), ``message.downconversion.enable`` (only Fetch below v4 would need
-it) and ``preallocate`` (a file-system hint). Validated as Kafka validates them, stored,
-described with Kafka's defaults and broker synonyms, and without effect; Kafka's WARN for a
-pre-0.11 message format."""
+"""Topic configs Kafka 3.6 accepts that do little: ``message.format.version`` (deprecated,
+ignored by Kafka from 3.0 on), ``message.downconversion.enable`` (read by Fetch v0-v3 only;
+tests/differential/test_message_formats.py shows its effect) and ``preallocate`` (a file-system
+hint, without effect). Validated as Kafka validates them, stored, described with Kafka's
+defaults and broker synonyms; Kafka's WARN for a pre-0.11 message format."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_boolean_configs_take_booleans(name: str):
         validate_topic_configs({name: "yes"})
 
 
-def test_defaults_and_overrides_resolve_without_effect():
+def test_defaults_and_overrides_resolve():
     config = BrokerConfig()
     defaults = config.log_config()
     assert (defaults.message_format_version, defaults.message_downconversion_enable, defaults.preallocate) == (

@@ -6,12 +6,12 @@ client that sent a version the broker does not know can still read the error cod
 
 from pybroker.protocol.schema import field, request, response
 
-REQUEST = request(18, "ApiVersions", "0-3", "3+", [
+REQUEST = request(18, "ApiVersions", "0-4", "3+", [
     field("ClientSoftwareName", "string", "3+", ignorable=True),
     field("ClientSoftwareVersion", "string", "3+", ignorable=True),
 ])
 
-RESPONSE = response(18, "ApiVersions", "0-3", "3+", [
+RESPONSE = response(18, "ApiVersions", "0-4", "3+", [
     field("ErrorCode", "int16", "0+"),
     field("ApiKeys", "[]ApiVersion", "0+", fields=[
         field("ApiKey", "int16", "0+", map_key=True),

@@ -2,7 +2,7 @@
 
 from pybroker.protocol.schema import field, request, response
 
-REQUEST = request(19, "CreateTopics", "2-7", "5+", [
+REQUEST = request(19, "CreateTopics", "0-7", "5+", [
     field("Topics", "[]CreatableTopic", "0+", fields=[
         field("Name", "string", "0+", map_key=True),
         field("NumPartitions", "int32", "0+"),
@@ -20,7 +20,7 @@ REQUEST = request(19, "CreateTopics", "2-7", "5+", [
     field("validateOnly", "bool", "1+", default=False),
 ])
 
-RESPONSE = response(19, "CreateTopics", "2-7", "5+", [
+RESPONSE = response(19, "CreateTopics", "0-7", "5+", [
     field("ThrottleTimeMs", "int32", "2+", ignorable=True),
     field("Topics", "[]CreatableTopicResult", "0+", fields=[
         field("Name", "string", "0+", map_key=True),

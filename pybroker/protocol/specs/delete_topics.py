@@ -2,7 +2,7 @@
 
 from pybroker.protocol.schema import field, request, response
 
-REQUEST = request(20, "DeleteTopics", "1-6", "4+", [
+REQUEST = request(20, "DeleteTopics", "0-6", "4+", [
     field("Topics", "[]DeleteTopicState", "6+", fields=[
         field("Name", "string", "6+", nullable="6+", default=None),
         field("TopicId", "uuid", "6+"),
@@ -11,7 +11,7 @@ REQUEST = request(20, "DeleteTopics", "1-6", "4+", [
     field("TimeoutMs", "int32", "0+"),
 ])
 
-RESPONSE = response(20, "DeleteTopics", "1-6", "4+", [
+RESPONSE = response(20, "DeleteTopics", "0-6", "4+", [
     field("ThrottleTimeMs", "int32", "1+", ignorable=True),
     field("Responses", "[]DeletableTopicResult", "0+", fields=[
         field("Name", "string", "0+", nullable="6+", map_key=True),

@@ -2,7 +2,7 @@
 
 from pybroker.protocol.schema import field, request, response
 
-REQUEST = request(32, "DescribeConfigs", "1-4", "4+", [
+REQUEST = request(32, "DescribeConfigs", "0-4", "4+", [
     field("Resources", "[]DescribeConfigsResource", "0+", fields=[
         field("ResourceType", "int8", "0+"),
         field("ResourceName", "string", "0+"),
@@ -12,7 +12,7 @@ REQUEST = request(32, "DescribeConfigs", "1-4", "4+", [
     field("IncludeDocumentation", "bool", "3+", default=False),
 ])
 
-RESPONSE = response(32, "DescribeConfigs", "1-4", "4+", [
+RESPONSE = response(32, "DescribeConfigs", "0-4", "4+", [
     field("ThrottleTimeMs", "int32", "0+"),
     field("Results", "[]DescribeConfigsResult", "0+", fields=[
         field("ErrorCode", "int16", "0+"),

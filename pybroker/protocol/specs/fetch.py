@@ -7,7 +7,7 @@ are declared so the classes already carry them; they are never on the wire here.
 
 from pybroker.protocol.schema import field, request, response
 
-REQUEST = request(1, "Fetch", "4-12", "12+", [
+REQUEST = request(1, "Fetch", "0-12", "12+", [
     field("ClusterId", "string", "12+", nullable="12+", tagged="12+", tag=0, default=None,
           ignorable=True),
     field("ReplicaId", "int32", "0-14", default=-1),
@@ -46,7 +46,7 @@ REQUEST = request(1, "Fetch", "4-12", "12+", [
     field("RackId", "string", "11+", default="", ignorable=True),
 ])
 
-RESPONSE = response(1, "Fetch", "4-12", "12+", [
+RESPONSE = response(1, "Fetch", "0-12", "12+", [
     field("ThrottleTimeMs", "int32", "1+", ignorable=True),
     field("ErrorCode", "int16", "7+", ignorable=True),
     field("SessionId", "int32", "7+", default=0),

@@ -2,7 +2,7 @@
 
 from pybroker.protocol.schema import field, request, response
 
-REQUEST = request(2, "ListOffsets", "1-7", "6+", [
+REQUEST = request(2, "ListOffsets", "0-7", "6+", [
     field("ReplicaId", "int32", "0+"),
     field("IsolationLevel", "int8", "2+"),
     field("Topics", "[]ListOffsetsTopic", "0+", fields=[
@@ -17,7 +17,7 @@ REQUEST = request(2, "ListOffsets", "1-7", "6+", [
     field("TimeoutMs", "int32", "10+", ignorable=True),
 ])
 
-RESPONSE = response(2, "ListOffsets", "1-7", "6+", [
+RESPONSE = response(2, "ListOffsets", "0-7", "6+", [
     field("ThrottleTimeMs", "int32", "2+", ignorable=True),
     field("Topics", "[]ListOffsetsTopicResponse", "0+", fields=[
         field("Name", "string", "0+"),

@@ -2,7 +2,7 @@
 
 from pybroker.protocol.schema import field, request, response
 
-REQUEST = request(23, "OffsetForLeaderEpoch", "2-4", "4+", [
+REQUEST = request(23, "OffsetForLeaderEpoch", "0-4", "4+", [
     field("ReplicaId", "int32", "3+", default=-2, ignorable=True),
     field("Topics", "[]OffsetForLeaderTopic", "0+", fields=[
         field("Topic", "string", "0+", map_key=True),
@@ -14,7 +14,7 @@ REQUEST = request(23, "OffsetForLeaderEpoch", "2-4", "4+", [
     ]),
 ])
 
-RESPONSE = response(23, "OffsetForLeaderEpoch", "2-4", "4+", [
+RESPONSE = response(23, "OffsetForLeaderEpoch", "0-4", "4+", [
     field("ThrottleTimeMs", "int32", "2+", ignorable=True),
     field("Topics", "[]OffsetForLeaderTopicResult", "0+", fields=[
         field("Topic", "string", "0+", map_key=True),

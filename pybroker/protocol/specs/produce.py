@@ -5,7 +5,7 @@
 
 from pybroker.protocol.schema import field, request, response
 
-REQUEST = request(0, "Produce", "3-9", "9+", [
+REQUEST = request(0, "Produce", "0-9", "9+", [
     field("TransactionalId", "string", "3+", nullable="3+", default=None),
     field("Acks", "int16", "0+"),
     field("TimeoutMs", "int32", "0+"),
@@ -22,7 +22,7 @@ REQUEST = request(0, "Produce", "3-9", "9+", [
     ]),
 ])
 
-RESPONSE = response(0, "Produce", "3-9", "9+", [
+RESPONSE = response(0, "Produce", "0-9", "9+", [
     field("Responses", "[]TopicProduceResponse", "0+", fields=[
         field("Name", "string", "0+", map_key=True),
         field("PartitionResponses", "[]PartitionProduceResponse", "0+", fields=[

@@ -10,7 +10,7 @@ from pybroker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.API_VERSIONS
-VERSIONS = (0, 3)
+VERSIONS = (0, 4)
 AUTHORIZES: frozenset = frozenset()  # never authorized (answered before authentication too)
 
 # KIP-511: client software names and versions must look like this.

@@ -30,7 +30,7 @@ from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.CREATE_TOPICS
-VERSIONS = (2, 7)
+VERSIONS = (0, 7)
 AUTHORIZES = frozenset({
     (AclOperation.CREATE, ResourceType.CLUSTER),
     (AclOperation.CREATE, ResourceType.TOPIC),

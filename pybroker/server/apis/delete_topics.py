@@ -16,7 +16,7 @@ from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.DELETE_TOPICS
-VERSIONS = (1, 6)
+VERSIONS = (0, 6)
 ZERO_UUID = uuid.UUID(int=0)
 AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.TOPIC), (AclOperation.DELETE, ResourceType.TOPIC)})
 

@@ -21,7 +21,7 @@ from pybroker.server.config_describer import ResourceType
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
-VERSIONS = (1, 4)
+VERSIONS = (0, 4)
 AUTHORIZES = frozenset({(AclOperation.DESCRIBE_CONFIGS, AclResource.CLUSTER), (AclOperation.DESCRIBE_CONFIGS, AclResource.TOPIC)})
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult

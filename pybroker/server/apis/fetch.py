@@ -16,12 +16,22 @@ those that changed.
 Authorization (Kafka's ``handleFetchRequest``): a follower's fetch (replica id >= 0) needs
 CLUSTER_ACTION on the cluster, all or nothing; a consumer's needs READ on each topic. Refused
 partitions answer TOPIC_AUTHORIZATION_FAILED (high watermark -1), before any other check.
+
+Versions 0–3 expect message sets (magic 0 up to v1, magic 1 up to v3): what was read is converted
+once it is read (``_native.down_convert``, Kafka's lazy down-conversion, cut or padded as Kafka
+sends it; up to v2 a first batch over the partition's limit gives no records, as in Kafka), unless
+the topic's ``compression.type`` is zstd (UNSUPPORTED_COMPRESSION_TYPE, as for
+a zstd batch met on the way) or a consumer reads a topic with ``message.downconversion.enable``
+false (UNSUPPORTED_VERSION). Up to v5 a KAFKA_STORAGE_ERROR is answered NOT_LEADER_OR_FOLLOWER,
+which those clients know to retry (Kafka's ``maybeDownConvertStorageError``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
+from pybroker import _native
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
@@ -33,7 +43,10 @@ from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.FETCH
-VERSIONS = (4, 12)
+VERSIONS = (0, 12)
+LAST_MESSAGE_SET_VERSION = 3  # versions up to this one read message format v0 (up to v1) or v1
+LAST_HARD_LIMIT_VERSION = 2  # partition_max_bytes binds even the first batch (KIP-74 came with v3)
+LAST_VERSION_WITHOUT_STORAGE_ERROR = 5
 READ_COMMITTED = 1
 AUTHORIZES = frozenset(
     {(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER), (AclOperation.READ, ResourceType.TOPIC)}
@@ -62,7 +75,7 @@ def handle(ctx: RequestContext, request: FetchRequest) -> PendingFetchResponse |
     )
     interesting, erroneous = _classify(ctx, request, context.partitions())
     if not interesting:  # nothing to read: no long poll (Kafka answers at once)
-        return PendingFetchResponse(request, context, erroneous)
+        return _pending(ctx, request, context, erroneous)
     outcome = ctx.broker.replica_manager.fetch_messages(
         request.replica_id,
         request.max_wait_ms,
@@ -72,8 +85,8 @@ def handle(ctx: RequestContext, request: FetchRequest) -> PendingFetchResponse |
         read_committed=request.isolation_level == READ_COMMITTED,
     )
     if asyncio.isfuture(outcome):
-        return _respond_later(request, context, interesting, outcome, erroneous)
-    return PendingFetchResponse(request, context, _in_order(interesting, outcome, erroneous))
+        return _respond_later(ctx, request, context, interesting, outcome, erroneous)
+    return _pending(ctx, request, context, _in_order(interesting, outcome, erroneous))
 
 
 def _classify(
@@ -143,13 +156,75 @@ def _in_order(
 
 
 async def _respond_later(
+    ctx: RequestContext,
     request: FetchRequest,
     context: FetchContext,
     interesting: list[FetchPartitionRequest],
     outcome: asyncio.Future,
     erroneous: dict[TopicPartition, FetchPartitionResult],
 ) -> PendingFetchResponse:
-    return PendingFetchResponse(request, context, _in_order(interesting, await outcome, erroneous))
+    return _pending(ctx, request, context, _in_order(interesting, await outcome, erroneous))
+
+
+def _pending(
+    ctx: RequestContext,
+    request: FetchRequest,
+    context: FetchContext,
+    partitions: dict[TopicPartition, FetchPartitionResult],
+) -> PendingFetchResponse:
+    """The answer for the partitions read, in the form the request's version reads."""
+    version = ctx.api_version
+    if version <= LAST_MESSAGE_SET_VERSION:
+        _down_convert(ctx, request, partitions, to_magic=0 if version <= 1 else 1)
+    if version <= LAST_VERSION_WITHOUT_STORAGE_ERROR:
+        for tp, result in partitions.items():
+            if result.error == ErrorCode.KAFKA_STORAGE_ERROR:
+                partitions[tp] = replace(result, error=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    return PendingFetchResponse(request, context, partitions)
+
+
+def _down_convert(
+    ctx: RequestContext,
+    request: FetchRequest,
+    partitions: dict[TopicPartition, FetchPartitionResult],
+    to_magic: int,
+) -> None:
+    """Kafka's ``maybeConvertFetchedData`` for Fetch v0–3, on ``partitions`` in place."""
+    asked = {
+        TopicPartition(topic.topic, p.partition): p
+        for topic in request.topics
+        for p in topic.partitions
+    }
+    # Up to v2 a partition's limit is hard (no KIP-74): Kafka reads that many bytes, and a first
+    # batch larger than them converts to nothing.
+    hard_limit = ctx.api_version <= LAST_HARD_LIMIT_VERSION
+    replica_manager = ctx.broker.replica_manager
+    for tp, result in partitions.items():
+        partition = replica_manager.get_partition(tp)
+        if partition is None:
+            continue
+        config = partition.log.config
+        if config.compression_type == "zstd":
+            partitions[tp] = FetchPartitionResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        elif request.replica_id < 0 and not config.message_downconversion_enable:
+            partitions[tp] = FetchPartitionResult(ErrorCode.UNSUPPORTED_VERSION)
+        elif hard_limit and len(result.records) > asked[tp].partition_max_bytes:
+            partitions[tp] = replace(result, records=b"")
+        elif len(result.records):
+            try:
+                read = result.records.read() if isinstance(result.records, _native.LogRegion) else result.records
+                messages = _native.down_convert(read, to_magic, asked[tp].fetch_offset)
+            except OSError:  # the segment went (deleted or truncated) since it was read: read again
+                partitions[tp] = FetchPartitionResult(ErrorCode.KAFKA_STORAGE_ERROR)
+                continue
+            except _native.CorruptRecordError:
+                partitions[tp] = FetchPartitionResult(ErrorCode.CORRUPT_MESSAGE)
+                continue
+            partitions[tp] = (
+                FetchPartitionResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+                if messages is None
+                else replace(result, records=messages)
+            )
 
 
 class PendingFetchResponse(DeferredResponse):

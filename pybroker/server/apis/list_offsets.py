@@ -3,6 +3,10 @@
 Each topic needs DESCRIBE (Kafka's ``handleListOffsetRequestV1AndAbove``): a refused topic's
 partitions answer TOPIC_AUTHORIZATION_FAILED (timestamp and offset -1), before any other check,
 and come after the authorized topics in the response, as in Kafka.
+
+Version 0 (Kafka's ``handleListOffsetRequestV0``) answers a list of offsets per partition instead:
+segment start offsets by the segments' modification times (``Log.legacy_offsets_before``), capped
+at the high watermark for a consumer; it has no duplicate check and no leader epochs.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.LIST_OFFSETS
-VERSIONS = (1, 7)
+VERSIONS = (0, 7)
 AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.TOPIC)})
 
 EARLIEST_TIMESTAMP = -2
@@ -28,11 +32,14 @@ LATEST_TIMESTAMP = -1
 READ_COMMITTED = 1
 MAX_TIMESTAMP = -3
 DEBUGGING_REPLICA_ID = -2
+CONSUMER_REPLICA_ID = -1
 
 _Partition = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
 def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    if ctx.api_version == 0:
+        return _handle_v0(ctx, request)
     seen: set[TopicPartition] = set()
     duplicates = {
         tp
@@ -59,6 +66,46 @@ def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsRespo
                 partitions.append(_list_offset(ctx, request, tp, p))
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics + unauthorized)
+
+
+def _handle_v0(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    allowed = {name: ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+               for name in dict.fromkeys(t.name for t in request.topics)}
+    topics = []
+    unauthorized = []
+    for topic in request.topics:
+        if not allowed[topic.name]:
+            unauthorized.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=[
+                _Partition(partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in topic.partitions
+            ]))
+            continue
+        topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=[
+            _legacy_offsets(ctx, request, TopicPartition(topic.name, p.partition_index), p) for p in topic.partitions
+        ]))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics + unauthorized)
+
+
+def _legacy_offsets(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPartition, p: object) -> _Partition:
+    index = tp.partition
+    timestamp = p.timestamp  # type: ignore[attr-defined]
+    if timestamp < EARLIEST_TIMESTAMP:
+        return _Partition(partition_index=index, error_code=ErrorCode.UNSUPPORTED_VERSION)
+    replica_manager = ctx.broker.replica_manager
+    partition = replica_manager.get_partition(tp)
+    if partition is None:
+        return _Partition(partition_index=index, error_code=replica_manager.missing_partition_error(tp))
+    if request.replica_id != DEBUGGING_REPLICA_ID:
+        try:
+            partition.require_leader()
+        except NotLeaderError:
+            return _Partition(partition_index=index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    log = partition.log
+    offsets = log.legacy_offsets_before(timestamp, p.max_num_offsets,  # type: ignore[attr-defined]
+                                        replica_manager.time.milliseconds())
+    if request.replica_id == CONSUMER_REPLICA_ID and offsets and offsets[0] > log.high_watermark:
+        offsets = [log.high_watermark, *(offset for offset in offsets if offset <= log.high_watermark)]
+    return _Partition(partition_index=index, old_style_offsets=offsets)
 
 
 def _error(index: int, code: ErrorCode) -> _Partition:

@@ -20,7 +20,7 @@ from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
-VERSIONS = (2, 4)
+VERSIONS = (0, 4)
 AUTHORIZES = frozenset({(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER), (AclOperation.DESCRIBE, ResourceType.TOPIC)})
 
 _Result = OffsetForLeaderEpochResponse.EpochEndOffset

@@ -5,6 +5,12 @@ needs a transactional id with WRITE on it (else every partition answers
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then each topic needs WRITE (else its partitions answer
 TOPIC_AUTHORIZATION_FAILED, before any other check). There is no IDEMPOTENT_WRITE check here
 (InitProducerId has it). With acks=0 any error closes the connection.
+
+Versions 0–2 carry message sets of magic 0 or 1 (clients older than Kafka 0.11, and librdkafka
+told so by ``broker.version.fallback``): each partition's set becomes the one v2 batch the log
+takes (``_native.up_convert``, Kafka's ``LogValidator`` conversion), or answers CORRUPT_MESSAGE or
+INVALID_RECORD when it does not convert. A v2 batch in these versions is taken as it is, as Kafka
+takes it.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
+from pybroker import _native
 from pybroker.network.connection import CloseConnection
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
@@ -22,13 +29,15 @@ from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.PRODUCE
-VERSIONS = (3, 9)
+VERSIONS = (0, 9)
+LAST_MESSAGE_SET_VERSION = 2  # versions up to this one may carry message format v0 or v1
 AUTHORIZES = frozenset({
     (AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID),
     (AclOperation.WRITE, ResourceType.TOPIC),
 })
 # The first batch header's int16 attributes: after baseOffset, batchLength, partitionLeaderEpoch,
 # magic and crc (8 + 4 + 4 + 1 + 4 bytes); bit 4 (of the low byte) is "transactional".
+_MAGIC_OFFSET = 16
 _ATTRIBUTES_OFFSET = 21
 _TRANSACTIONAL_FLAG = 0x10
 # producerId int64 and producerEpoch int16 follow lastOffsetDelta and the two timestamps.
@@ -57,6 +66,8 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
         refused = _partition_count_errors(ctx, request, denied)
         refused.update((tp, PartitionAppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                        for tp, _ in entries if tp.topic in denied)
+        if ctx.api_version <= LAST_MESSAGE_SET_VERSION:
+            entries = _up_convert(entries, refused)
         if refused:
             entries = [(tp, records) for tp, records in entries if tp not in refused]
         unverified = _unverified(ctx, request.transactional_id, entries)
@@ -129,10 +140,31 @@ async def _verify_then_append(
 
 def _is_transactional(records: memoryview | None) -> bool:
     """Attribute bit 4 of the first batch's header (Kafka's ``ProduceRequest.hasTransactionalRecords``
-    also looks at the first batch only; the log validates the rest)."""
-    return records is not None and len(records) > _ATTRIBUTES_OFFSET + 1 and bool(
+    also looks at the first batch only; the log validates the rest). Messages of magic 0 and 1
+    have no such bit."""
+    return records is not None and len(records) > _ATTRIBUTES_OFFSET + 1 and records[_MAGIC_OFFSET] >= 2 and bool(
         records[_ATTRIBUTES_OFFSET + 1] & _TRANSACTIONAL_FLAG
     )
+
+
+def _up_convert(
+    entries: list[tuple[TopicPartition, memoryview | None]], refused: dict[TopicPartition, PartitionAppendResult]
+) -> list[tuple[TopicPartition, memoryview | None]]:
+    """The entries not ``refused``, each message set replaced by its v2 batch; a set that does
+    not convert is added to ``refused`` with Kafka's error for it."""
+    converted: list[tuple[TopicPartition, memoryview | None]] = []
+    for tp, records in entries:
+        if tp in refused:
+            continue
+        try:
+            batch = None if records is None else _native.up_convert(records)
+        except _native.CorruptRecordError as e:
+            refused[tp] = PartitionAppendResult(ErrorCode.CORRUPT_MESSAGE, str(e))
+        except ValueError as e:
+            refused[tp] = PartitionAppendResult(ErrorCode.INVALID_RECORD, str(e))
+        else:
+            converted.append((tp, records if batch is None else memoryview(batch)))
+    return converted
 
 
 def _release_records(request: ProduceRequest) -> None:

@@ -14,6 +14,7 @@ use crate::batch::{self, RecordsInfo, ReplicatedRecordsInfo};
 use crate::builder::{self, KeyValue, ProducerFields};
 use crate::crc32c as crc;
 use crate::errors::StorageError;
+use crate::legacy;
 use crate::open_files;
 use crate::records::{self, Record};
 use crate::region::LogRegion;
@@ -462,6 +463,48 @@ fn null_key_indexes(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Vec<i32
     };
     drop(buffer);
     result.map_err(to_py_err)
+}
+
+/// The message set `data` (message format v0 or v1, as Produce v0–2 carries it) as one v2
+/// batch; `None` when `data` starts with a v2 batch, which any Produce version may carry.
+#[pyfunction]
+fn up_convert<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let (buffer, raw) = contiguous_buffer(data)?;
+    // SAFETY: `buffer` is held until the end of this function.
+    let data = unsafe { raw.as_slice() };
+    if !legacy::is_legacy(data) {
+        return Ok(None);
+    }
+    let batch = legacy::up_convert(data).map_err(to_py_err)?;
+    drop(buffer);
+    Ok(Some(PyBytes::new(py, &batch)))
+}
+
+/// The v2 batches `data` as a message set of `to_magic` (0 or 1) for a Fetch of version 0–3,
+/// sized as Kafka's lazy down-conversion sends it; `None` if a zstd batch is among them.
+#[pyfunction]
+fn down_convert<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    to_magic: u8,
+    fetch_offset: i64,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let (buffer, raw) = contiguous_buffer(data)?;
+    // SAFETY: `buffer` is held until the end of this function.
+    let data = unsafe { raw.as_slice() };
+    let converted = if data.len() >= DETACH_THRESHOLD {
+        py.detach(move || legacy::down_convert(data, to_magic, fetch_offset))
+    } else {
+        legacy::down_convert(data, to_magic, fetch_offset)
+    };
+    drop(buffer);
+    Ok(match converted.map_err(to_py_err)? {
+        legacy::DownConverted::Messages(messages) => Some(PyBytes::new(py, &messages)),
+        legacy::DownConverted::Zstd => None,
+    })
 }
 
 /// Header information of one stored batch.
@@ -1056,6 +1099,8 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_records, m)?)?;
     m.add_function(wrap_pyfunction!(read_record_batches, m)?)?;
     m.add_function(wrap_pyfunction!(null_key_indexes, m)?)?;
+    m.add_function(wrap_pyfunction!(up_convert, m)?)?;
+    m.add_function(wrap_pyfunction!(down_convert, m)?)?;
     m.add_class::<PyRecordsInfo>()?;
     m.add_class::<PyReplicatedRecordsInfo>()?;
     m.add_class::<PyBatchHeader>()?;
