@@ -75,6 +75,7 @@ from pybroker.server.group.metadata_manager import GroupMetadataManager
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.quota.quota_managers import QuotaManagers
 from pybroker.server.replica_manager import ReplicaManager
+from pybroker.server.replica_selector import ReplicaSelector, replica_selector
 from pybroker.server.transaction.coordinator import TransactionCoordinator
 from pybroker.server.transaction.marker_channel import TransactionMarkerChannelManager
 from pybroker.server.transaction.marker_sender import NetworkMarkerSender
@@ -166,6 +167,7 @@ class Broker:
             ),
             replica_lag_time_max_ms=config.get("replica.lag.time.max.ms"),
             alter_log_dirs_max_bytes_per_second=_rate(config.get("replica.alter.log.dirs.io.max.bytes.per.second")),
+            replica_selector=_configured_replica_selector(config),
         )
         # Fetch sessions (KIP-227): Kafka's FetchManager over its sharded session cache.
         self.fetch_manager = FetchManager(self.time, FetchSessionCache.create(
@@ -538,6 +540,14 @@ class Broker:
         if isinstance(self.authorizer, AclAuthorizer) and not isinstance(self.authorizer.store, _NoAclStore):
             store, self.authorizer.store = self.authorizer.store, _NoAclStore()
             await store.close()
+
+
+def _configured_replica_selector(config: BrokerConfig) -> ReplicaSelector | None:
+    """``replica.selector.class`` (KIP-392); a class pybroker does not have stops the start."""
+    try:
+        return replica_selector(config.get("replica.selector.class"))
+    except ValueError as e:
+        raise RuntimeError(str(e)) from None
 
 
 def _configured_authorizer(config: BrokerConfig) -> Authorizer:

@@ -97,6 +97,10 @@ _BROKER_DEFS = [
     ConfigDef("unclean.leader.election.enable", "BOOLEAN", False, "Default unclean election."),
     ConfigDef("replica.fetch.wait.max.ms", "INT", 500, "Follower fetch max wait."),
     ConfigDef("replica.lag.time.max.ms", "LONG", 30000, "Time before a lagging follower leaves the ISR."),
+    ConfigDef("replica.selector.class", "STRING", None,
+              "KIP-392: org.apache.kafka.common.replica.RackAwareReplicaSelector (consumers that send "
+              "client.rack are told to fetch from a replica in their rack) or "
+              "org.apache.kafka.common.replica.LeaderSelector; unset: always the leader."),
     ConfigDef("replica.fetch.min.bytes", "INT", 1, "Follower fetch min bytes."),
     ConfigDef("replica.fetch.max.bytes", "INT", 1048576, "Follower fetch bytes per partition."),
     ConfigDef("replica.fetch.response.max.bytes", "INT", 10485760, "Follower fetch bytes per response."),

@@ -77,6 +77,7 @@ from pybroker.server.partition import (
 )
 from pybroker.server.purgatory import DelayedOperation, Purgatory
 from pybroker.server.quota.replication_quota_manager import ReplicationQuotaManager
+from pybroker.server.replica_selector import ReplicaSelector, ReplicaView
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,15 @@ class PartitionAppendResult:
 
 # Append results now, or a future of them when the answer must wait.
 AppendOutcome = dict[TopicPartition, PartitionAppendResult] | asyncio.Future[dict[TopicPartition, PartitionAppendResult]]
+
+
+@dataclass(frozen=True)
+class ClientMetadata:
+    """What a consumer's Fetch v11+ tells of it for KIP-392: its rack (``client.rack``, empty
+    when unset) and the listener it came in on."""
+
+    rack: str
+    listener: str | None
 
 
 @dataclass
@@ -343,8 +353,10 @@ class ReplicaManager:
         fetcher_config: FetcherConfig | None = None,
         replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
         alter_log_dirs_max_bytes_per_second: float = math.inf,
+        replica_selector: ReplicaSelector | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.replica_selector = replica_selector  # replica.selector.class (KIP-392)
         self.log_manager = log_manager
         self.metadata_cache = metadata_cache
         self.time: Time = time or SystemTime()
@@ -726,12 +738,17 @@ class ReplicaManager:
 
     def read_from_local_log(
         self, replica_id: int, requests: list[FetchPartitionRequest], max_bytes: int, read_committed: bool = False,
+        client: ClientMetadata | None = None,
     ) -> tuple[dict[TopicPartition, FetchPartitionResult], int, bool]:
         """Read every requested partition; returns (results, bytes read, whether any failed or
         diverged). A follower (``replica_id >= 0``) reads to the log end offset, after its
         leader-epoch fencing and divergence check; nothing is recorded of its fetch here. A
         consumer reads to the high watermark, or with ``read_committed`` to the last stable
-        offset, and then also gets the aborted transactions of what it read."""
+        offset, and then also gets the aborted transactions of what it read.
+
+        KIP-392: a consumer that sent its ``client`` metadata (Fetch v11+) may read a follower
+        too (to the follower's high watermark), and a leader whose ``replica.selector.class``
+        picks another replica answers that replica's id and no records."""
         results: dict[TopicPartition, FetchPartitionResult] = {}
         remaining = max_bytes
         total = 0
@@ -746,7 +763,7 @@ class ReplicaManager:
                 errors = True
                 continue
             try:
-                partition_log = partition.require_leader()
+                partition_log = partition.require_leader() if follower or client is None else partition.log
                 partition.check_leader_epoch(request.current_leader_epoch)
                 if follower and replica_id not in partition.remote_replicas:
                     raise (UnknownLeaderEpochError if request.current_leader_epoch >= 0 else NotLeaderError)(
@@ -765,6 +782,14 @@ class ReplicaManager:
                             log_start_offset=partition_log.log_start_offset, diverging_epoch=diverging,
                         )
                         errors = True
+                        continue
+                if client is not None and partition.is_leader:
+                    preferred = self.preferred_read_replica(partition, client, request.fetch_offset)
+                    if preferred >= 0:
+                        results[tp] = FetchPartitionResult(
+                            high_watermark=hw, last_stable_offset=lso,
+                            log_start_offset=partition_log.log_start_offset, preferred_read_replica=preferred,
+                        )
                         continue
                 max_offset = partition_log.log_end_offset if follower else lso if read_committed else hw
                 limit = min(request.max_bytes, remaining)
@@ -833,12 +858,12 @@ class ReplicaManager:
 
     def fetch_messages(
         self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-        requests: list[FetchPartitionRequest], read_committed: bool = False,
+        requests: list[FetchPartitionRequest], read_committed: bool = False, client: ClientMetadata | None = None,
     ) -> dict[TopicPartition, FetchPartitionResult] | asyncio.Future[dict[TopicPartition, FetchPartitionResult]]:
         """Read now if the read may be answered (`fetch_answerable`, or no waiting is wanted),
         else long-poll in the purgatory. A follower's fetch is recorded when it is answered (at
         once, or when the parked fetch completes)."""
-        results, total, errors = self.read_from_local_log(replica_id, requests, max_bytes, read_committed)
+        results, total, errors = self.read_from_local_log(replica_id, requests, max_bytes, read_committed, client)
         follower = replica_id >= 0
         if follower:
             # Kafka records a follower's position before deciding to park: the HW may move now.
@@ -852,7 +877,7 @@ class ReplicaManager:
             return results
         future: asyncio.Future[dict[TopicPartition, FetchPartitionResult]] = asyncio.get_running_loop().create_future()
         operation = DelayedFetch(
-            max_wait_ms, lambda: self.read_from_local_log(replica_id, requests, max_bytes, read_committed),
+            max_wait_ms, lambda: self.read_from_local_log(replica_id, requests, max_bytes, read_committed, client),
             answerable, future,
             final_read=(lambda: self._follower_read(replica_id, requests, max_bytes)) if follower else None,
         )
@@ -860,6 +885,33 @@ class ReplicaManager:
         self.fetch_purgatory.watch(operation, [r.topic_partition for r in requests])
         self.topic_stats.fetched_later(replica_id, future)
         return future
+
+    def preferred_read_replica(self, partition: Partition, client: ClientMetadata, fetch_offset: int) -> int:
+        """KIP-392 on a leader (Kafka's ``findPreferredReadReplica``): the replica the configured
+        selector picks for ``client`` among the leader and the in-sync followers whose log holds
+        ``fetch_offset`` and that have an endpoint on the client's listener; -1 for the leader or
+        without a selector."""
+        if self.replica_selector is None:
+            return -1
+        now_ms = self.time.milliseconds()
+
+        def rack_on_listener(broker_id: int) -> tuple[bool, str | None]:
+            broker = self.metadata_cache.alive_broker(broker_id)
+            if broker is None or broker.endpoint(client.listener) is None:
+                return False, None
+            return True, broker.rack
+
+        reachable, rack = rack_on_listener(self.broker_id)
+        leader = ReplicaView(self.broker_id, rack, partition.log.log_end_offset, 0)
+        candidates = [leader] if reachable else []
+        for replica in partition.remote_replicas.values():
+            reachable, rack = rack_on_listener(replica.broker_id)
+            if (reachable and replica.broker_id in partition.isr
+                    and replica.log_start_offset <= fetch_offset <= replica.log_end_offset):
+                candidates.append(ReplicaView(replica.broker_id, rack, replica.log_end_offset,
+                                              now_ms - replica.last_caught_up_time_ms))
+        chosen = self.replica_selector(client.rack, leader, candidates)
+        return -1 if chosen == leader or chosen not in candidates else chosen.broker_id
 
     def fetch_answerable(
         self, replica_id: int, requests: list[FetchPartitionRequest], min_bytes: int, read_committed: bool,

@@ -24,6 +24,10 @@ the topic's ``compression.type`` is zstd (UNSUPPORTED_COMPRESSION_TYPE, as for
 a zstd batch met on the way) or a consumer reads a topic with ``message.downconversion.enable``
 false (UNSUPPORTED_VERSION). Up to v5 a KAFKA_STORAGE_ERROR is answered NOT_LEADER_OR_FOLLOWER,
 which those clients know to retry (Kafka's ``maybeDownConvertStorageError``).
+
+KIP-392 (fetch from follower): from v11 a consumer sends its rack and may read a follower (to the
+follower's high watermark); a leader configured with ``replica.selector.class`` may answer it a
+preferred read replica instead of records (`pybroker.server.replica_selector`).
 """
 
 from __future__ import annotations
@@ -38,7 +42,11 @@ from pybroker.protocol.messages import FetchRequest, FetchResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.fetch_session import FetchContext, FetchMetadata, SessionResponse
 from pybroker.server.quota.throttling import DeferredResponse
-from pybroker.server.replica_manager import FetchPartitionRequest, FetchPartitionResult
+from pybroker.server.replica_manager import (
+    ClientMetadata,
+    FetchPartitionRequest,
+    FetchPartitionResult,
+)
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
@@ -47,6 +55,7 @@ VERSIONS = (0, 12)
 LAST_MESSAGE_SET_VERSION = 3  # versions up to this one read message format v0 (up to v1) or v1
 LAST_HARD_LIMIT_VERSION = 2  # partition_max_bytes binds even the first batch (KIP-74 came with v3)
 LAST_VERSION_WITHOUT_STORAGE_ERROR = 5
+FIRST_CLIENT_METADATA_VERSION = 11  # KIP-392: the consumer's rack; it may read followers
 READ_COMMITTED = 1
 AUTHORIZES = frozenset(
     {(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER), (AclOperation.READ, ResourceType.TOPIC)}
@@ -83,6 +92,11 @@ def handle(ctx: RequestContext, request: FetchRequest) -> PendingFetchResponse |
         request.max_bytes,
         interesting,
         read_committed=request.isolation_level == READ_COMMITTED,
+        client=(
+            ClientMetadata(request.rack_id or "", ctx.listener_name)
+            if ctx.api_version >= FIRST_CLIENT_METADATA_VERSION and not follower
+            else None
+        ),
     )
     if asyncio.isfuture(outcome):
         return _respond_later(ctx, request, context, interesting, outcome, erroneous)
