@@ -71,10 +71,14 @@ def _parse(path: str, fields_per_line: int) -> list[list[str]]:
             lines = f.read().splitlines()
     except FileNotFoundError:
         return []
-    if len(lines) < 2:
-        raise CheckpointError(f"{path}: truncated checkpoint (no version/count lines)")
+    # Kafka's CheckpointFile reads a file that ends before its count line as empty: Kafka
+    # creates its checkpoint files empty (the cleaner's stays so until the first clean).
+    if not lines:
+        return []
     if lines[0].strip() != str(_VERSION):
         raise CheckpointError(f"{path}: unrecognized version {lines[0]!r}")
+    if len(lines) == 1:
+        return []
     try:
         count = int(lines[1])
     except ValueError:

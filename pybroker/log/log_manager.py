@@ -32,6 +32,7 @@ import functools
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -87,7 +88,8 @@ CHECKPOINT_ATTRIBUTES = {
 }
 
 def read_meta_properties(log_dir: str) -> dict[str, str]:
-    """A log dir's ``meta.properties`` (node.id, cluster.id, version); empty if there is none."""
+    """A log dir's ``meta.properties`` (version, broker.id or node.id, cluster.id); empty if
+    there is none."""
     props: dict[str, str] = {}
     try:
         with open(os.path.join(log_dir, META_PROPERTIES), encoding="utf-8") as f:
@@ -98,6 +100,13 @@ def read_meta_properties(log_dir: str) -> dict[str, str]:
     except FileNotFoundError:
         pass
     return props
+
+
+def _meta_properties_v0(broker_id: int, cluster_id: str) -> str:
+    """``meta.properties`` as ZooKeeper-mode Kafka writes it (``java.util.Properties.store``:
+    an empty comment and the date, then the entries)."""
+    written = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+    return f"#\n#{written}\nbroker.id={broker_id}\nversion=0\ncluster.id={cluster_id}\n"
 
 
 class LogManager:
@@ -306,18 +315,25 @@ class LogManager:
         return found
 
     def _check_meta_properties(self, log_dir: str) -> None:
+        """The dir's ``meta.properties`` names this broker (or is written now). It is written as
+        ZooKeeper-mode Kafka writes it (version 0 with ``broker.id``), so that Kafka 3.9 starts
+        on the dir; a version 1 file pybroker wrote before (``node.id``, no KRaft
+        ``directory.id``) is rewritten so, since Kafka refuses version 1 in ZooKeeper mode."""
         path = os.path.join(log_dir, META_PROPERTIES)
         props = read_meta_properties(log_dir)
         if props:
-            if props.get("node.id") not in (None, str(self.node_id)):
+            owner = props.get("broker.id", props.get("node.id"))
+            if owner not in (None, str(self.node_id)):
                 raise LogDirError(
-                    f"{path} belongs to node.id {props['node.id']}, but this broker is node.id "
-                    f"{self.node_id}: use another log.dirs or set node.id={props['node.id']}"
+                    f"{path} belongs to broker.id {owner}, but this broker is node.id "
+                    f"{self.node_id}: use another log.dirs or set node.id={owner}"
                 )
             if props.get("cluster.id"):
                 self.cluster_id = props["cluster.id"]
-            return
-        write_atomically(path, f"version=1\nnode.id={self.node_id}\ncluster.id={self.cluster_id}\n")
+            if props.get("version") != "1" or "directory.id" in props:
+                return
+            log.info("Rewriting %s as version 0 (ZooKeeper mode), which Kafka 3.9 reads", path)
+        write_atomically(path, _meta_properties_v0(self.node_id, self.cluster_id))
 
     @staticmethod
     def _read_checkpoint(log_dir: str, name: str) -> dict[TopicPartition, int]:

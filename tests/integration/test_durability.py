@@ -46,7 +46,7 @@ def test_clean_restart_keeps_data_and_writes_kafka_checkpoints(start_broker, top
     assert (data / "log-start-offset-checkpoint").read_text() == f"0\n1\n{topic_name} 0 0\n"
     assert (data / f"{topic_name}-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
     assert (data / f"{topic_name}-0" / "partition.metadata").read_text().startswith("version: 0\ntopic_id: ")
-    assert "node.id=1" in (data / "meta.properties").read_text()
+    assert "broker.id=1" in (data / "meta.properties").read_text()
 
     broker.start()
     assert not (data / ".kafka_cleanshutdown").exists()

@@ -19,7 +19,15 @@ def test_missing_checkpoint_reads_empty(tmp_path):
     assert OffsetCheckpointFile(str(tmp_path / "nope")).read() == {}
 
 
-@pytest.mark.parametrize("text", ["1\n0\n", "0\n2\na 0 1\n", "0\n1\na 0\n", "0\n1\na x 1\n", "0\n"])
+@pytest.mark.parametrize("text", ["", "0\n"])
+def test_a_checkpoint_without_a_count_reads_empty_as_in_kafka(tmp_path, text):
+    # Kafka creates cleaner-offset-checkpoint empty; its CheckpointFile reads that as no entries.
+    path = tmp_path / "cleaner-offset-checkpoint"
+    path.write_text(text)
+    assert OffsetCheckpointFile(str(path)).read() == {}
+
+
+@pytest.mark.parametrize("text", ["1\n0\n", "0\n2\na 0 1\n", "0\n1\na 0\n", "0\n1\na x 1\n", "1\n"])
 def test_damaged_checkpoint_is_reported(tmp_path, text):
     path = tmp_path / "recovery-point-offset-checkpoint"
     path.write_text(text)
