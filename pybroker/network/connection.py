@@ -16,7 +16,12 @@ like Kafka, which mutes a channel until its send is complete, nothing is read in
 finish a region. (Over TLS a region is read and written through the transport.)
 
 It knows nothing of Kafka's APIs: the dispatcher returns, per frame, the encoded reply, a future
-of it, or None (no reply, e.g. Produce with acks=0).
+of it, or None (no reply, e.g. Produce with acks=0). A future's reply is written from its done
+callback, which asyncio runs a loop turn after the future completes: frames that other
+connections read in that turn are answered first. Whoever completes a reply may call
+`reply_done` at once to have it written in that step; the dispatcher does for the answers a
+coordinator gives through a callback (`RequestContext.responded`), so that, as in Kafka, a group
+leader's SyncGroup answer leaves before any request handled after the group's write is answered.
 
 A client over its quota is throttled (`throttle`, KIP-219): the connection reads no more frames
 for that long (frames already read wait, in order) while replies owed are still written.
@@ -203,7 +208,7 @@ class KafkaConnection(FrameReader):
                     self._out.append(result)
                 return
             self._pending.append(reply)
-            reply.add_done_callback(self._reply_done)
+            reply.add_done_callback(self.reply_done)
             self._update_reading()
         elif self._pending:
             self._pending.append(reply)
@@ -242,7 +247,10 @@ class KafkaConnection(FrameReader):
 
     # --- replies -------------------------------------------------------------------------------
 
-    def _reply_done(self, future: asyncio.Future[Any]) -> None:
+    def reply_done(self, future: asyncio.Future[Any]) -> None:
+        """``future``, a reply owed, is done: write every reply now ready, in request order. Each
+        reply future's done callback; may be called earlier, by what completed it (a second call
+        finds nothing more to write)."""
         if self.closed:
             _discard(future)
             return

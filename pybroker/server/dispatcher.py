@@ -5,7 +5,10 @@ registry (an unknown ApiVersions version gets error 35 in the v0 layout so clien
 anything else unsupported closes the connection, as Kafka does), decode the body (malformed →
 close with one log line), call the handler, and encode its response — now, or when its future
 completes (a `DeferredResponse` is answered after the client quotas decided). Returns to the
-connection the encoded frame, a future of it, or None.
+connection the encoded frame, a future of it, or None. A handler whose future is completed by a
+callback says so through its context (`RequestContext.responded`): the reply is then encoded
+and handed to the connection in that step, not through the futures' done callbacks a loop turn
+each (Kafka sends a response from the callback that completes it).
 
 A handler that fails (raises, or its future does) is an internal error, never a deliberate close:
 as Kafka's ``KafkaApis.handle`` does, the stack trace is logged at ERROR and the client gets the
@@ -110,6 +113,7 @@ class RequestDispatcher:
                 reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 task = asyncio.ensure_future(response)
                 task.add_done_callback(lambda done: call.complete(done, reply))
+                ctx.on_response = lambda: call.hand_over(task, reply)
                 return reply
             return call.encode(response)
         except CloseConnection:
@@ -149,8 +153,8 @@ class _Call:
         return codec.encode_response(header.api_key, header.api_version, header.correlation_id, response)
 
     def complete(self, task: asyncio.Future[Any], reply: asyncio.Future[Any]) -> None:
-        """The handler's future is done: resolve ``reply`` with its encoded response."""
-        if reply.done():
+        """The handler's future is done: resolve ``reply`` with its encoded response (once)."""
+        if reply.done() or not task.done():
             return
         if task.cancelled():
             reply.cancel()
@@ -170,6 +174,12 @@ class _Call:
             reply.set_result(self.error_reply(error))
         except CloseConnection as e:
             reply.set_exception(e)
+
+    def hand_over(self, task: asyncio.Future[Any], reply: asyncio.Future[Any]) -> None:
+        """The handler's future has just been completed: resolve ``reply`` and have the connection
+        write it now, rather than in the done callbacks' loop turns."""
+        self.complete(task, reply)
+        self.connection.reply_done(reply)
 
     def error_reply(self, error: BaseException) -> bytearray | codec.FrameWithRegions:
         """Log the internal error with its stack trace, then answer UNKNOWN_SERVER_ERROR; raise

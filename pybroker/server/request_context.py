@@ -9,6 +9,8 @@ UNKNOWN_SERVER_ERROR), so a handler's declaration is a complete list of what it 
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from pybroker.network.connection import KafkaConnection
     from pybroker.server.broker import Broker
 
+log = logging.getLogger(__name__)
+
 Authorization = tuple[AclOperation, ResourceType]
 
 
@@ -39,6 +43,25 @@ class RequestContext:
     connection: KafkaConnection
     # The handler module's AUTHORIZES; None: looked up in the registry by the header's api_key.
     authorizes: frozenset[Authorization] | None = None
+    # Set by the dispatcher when the handler returned a future: encodes that future's response
+    # and hands it to the connection (see `responded`).
+    on_response: Callable[[], None] | None = None
+
+    def responded(self) -> None:
+        """The future the handler returned has just been completed (by a callback, e.g. the
+        group coordinator's): its reply goes to the connection in this step, before any request
+        handled from now on is answered, as Kafka sends a response from the callback that
+        completes it. Nothing to do when the future was completed before the handler returned
+        (the dispatcher answers it then). A failure to hand the reply over is logged, not raised
+        into the code that completed the future."""
+        hand_over, self.on_response = self.on_response, None
+        if hand_over is None:
+            return
+        try:
+            hand_over()
+        except Exception:
+            log.exception("Handing the reply to a request (API key %s, correlation id %s) to its connection "
+                          "failed", getattr(self.header, "api_key", "?"), getattr(self.header, "correlation_id", "?"))
 
     @property
     def api_version(self) -> int:

@@ -10,6 +10,7 @@ deadlines (DescribeGroups, Heartbeat, OffsetFetch).
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 import struct
 import time
@@ -804,6 +805,97 @@ def test_new_member_during_completing_rebalance_cancels_waiting_syncs(broker, gr
         await sync_all([a, b, c])
 
     scenario(broker.bootstrap, body)
+
+
+class AnswerOrder:
+    """The order in which the client reads the answers on two members' connections.
+
+    Each answer frame is noted as its connection reads it, before its request's future is set.
+    When the follower's answer is read first, it is noted whether the leader's answer was already
+    waiting in the leader's socket then: the broker wrote it first (or in the same step) and the
+    client merely looked at the follower's socket first. No clock is involved: on loopback a
+    write is in the peer's socket when the writing call returns."""
+
+    LEADER, FOLLOWER, BOTH = "leader", "follower", "follower, the leader's answer waiting"
+
+    def __init__(self, leader: Member, follower: Member) -> None:
+        self.events: list[str] = []
+        self._leader_socket = leader.conn._channel.transport.get_extra_info("socket")  # type: ignore[union-attr]
+        self._watch(leader, lambda: self.LEADER)
+        self._watch(follower, self._follower_read)
+
+    def _watch(self, member: Member, event: Callable[[], str]) -> None:
+        channel = member.conn._channel
+        assert channel is not None
+        read = channel._on_frame
+
+        def on_frame(frame: bytearray) -> None:
+            self.events.append(event())
+            read(frame)
+
+        channel._on_frame = on_frame
+
+    def _follower_read(self) -> str:
+        if self.LEADER in self.events:
+            return self.FOLLOWER
+        waiting, _, _ = select.select([self._leader_socket], [], [], 0)
+        return self.BOTH if waiting else self.FOLLOWER
+
+    @classmethod
+    def leader_first(cls, events: list[str]) -> bool:
+        """Whether the leader's answer was read first, or was waiting when the follower's was read."""
+        return bool(events) and events[0] in (cls.LEADER, cls.BOTH)
+
+
+@pytest.mark.parametrize("write", ["appended at once", "after an fsync"])
+def test_leader_sync_answer_leaves_before_a_later_follower_sync(request, group_id, write):
+    """The leader's SyncGroup stores the group (its metadata record in __consumer_offsets); the
+    follower's, sent on its own connection right after, is answered from the stored assignment if
+    it is read after the write completed, or waits and is answered with the leader's when it
+    completes. Either way the leader's answer leaves first or in the same step, never after
+    (Kafka answers the leader and every waiting member in the write's completion callback): a
+    client that waits for the follower's assignment and then looks at the leader's finds the new
+    one. Twenty generations, the leader's and the follower's SyncGroup sent back to back in each.
+    The leader joined first, so of the members waiting it is answered first: its answer is read
+    first, or is in its socket when the follower's is read (`AnswerOrder`).
+
+    "After an fsync": log.flush.interval.messages=1 makes every append wait for its fsync (in a
+    worker thread), so the write completes in a later step of the event loop, not inside the
+    leader's request; the follower's SyncGroup then mostly arrives while the write is in flight
+    and is answered with the leader's."""
+    if write == "appended at once":
+        bootstrap = request.getfixturevalue("broker").bootstrap
+    else:
+        own = request.getfixturevalue("start_broker")
+        bootstrap = own("fsync", **BROKER_OVERRIDES, **{"log.flush.interval.messages": 1}).bootstrap
+    rounds = 20
+
+    async def body(s: Session) -> list[list[str]]:
+        admin = await s.conn()
+        leader = await s.member(group_id, instance="leader")
+        follower = await s.member(group_id, instance="follower")
+        order = AnswerOrder(leader, follower)
+        assert (await leader.join_once()).error_code == E.NONE
+        seen: list[list[str]] = []
+        for round_number in range(rounds):
+            if round_number == 0:
+                await rebalance(admin, [follower], [leader])
+            else:
+                await rebalance(admin, [leader], [follower])  # the leader's rejoin starts a rebalance
+            assert leader.joined.leader == leader.member_id
+            assignments = {leader.member_id: b"L%d" % leader.generation, follower.member_id: b"F%d" % leader.generation}
+            order.events.clear()
+            leader_sync = asyncio.ensure_future(leader.sync(assignments))
+            follower_sync = asyncio.ensure_future(follower.sync())  # written in the same loop step, after
+            led, followed = await asyncio.gather(leader_sync, follower_sync)
+            assert (led.error_code, bytes(led.assignment)) == (E.NONE, assignments[leader.member_id])
+            assert (followed.error_code, bytes(followed.assignment)) == (E.NONE, assignments[follower.member_id])
+            seen.append(list(order.events))
+        return seen
+
+    seen = scenario(bootstrap, body)
+    overtaken = [(i, events) for i, events in enumerate(seen) if not AnswerOrder.leader_first(events)]
+    assert not overtaken, f"the follower's answer came before the leader's in rounds {overtaken} of {len(seen)}"
 
 
 def test_initial_rebalance_delay_gathers_early_members(start_broker, group_id):

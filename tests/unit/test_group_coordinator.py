@@ -13,6 +13,11 @@ cooperative one. Last, a seeded random walk checks that whatever the members did
 other members fall silent or only heartbeat stabilizes around the one member that behaves, and
 that no JoinGroup or SyncGroup is left unanswered.
 
+When the group's write (the leader's SyncGroup stores the group) completes, the leader's SyncGroup
+answer and every waiting member's are given in that step, through the SyncGroup handler and
+through the dispatcher to each member's connection: nothing handled after the write is answered
+before them.
+
 The last part follows the leadership of ``__consumer_offsets`` partitions, over the real metadata
 manager and real logs: what the group APIs answer while a partition loads (off the event loop),
 after it is unloaded, when its leadership moves away in the middle of a load, and how leader
@@ -34,8 +39,14 @@ import pytest
 
 from pybroker import _native
 from pybroker.log.log import AppendOrigin
+from pybroker.network.connection import KafkaConnection
+from pybroker.protocol import codec
+from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.consumer_protocol import ConsumerSubscription, encode_subscription
 from pybroker.protocol.errors import ErrorCode as E
+from pybroker.protocol.messages import SyncGroupRequest
+from pybroker.server.apis import sync_group
+from pybroker.server.dispatcher import RequestDispatcher
 from pybroker.server.group.coordinator import (
     GroupConfig,
     GroupCoordinator,
@@ -56,6 +67,7 @@ from pybroker.server.group.records import (
 from pybroker.server.replica_manager import PartitionAppendResult
 from pybroker.types import TopicPartition
 from tests.mock_time import MockScheduler, MockTime
+from tests.unit.handler_context import allowed_context
 from tests.unit.replica_logs import make_log
 
 GROUP = "g"
@@ -138,7 +150,8 @@ class Cluster:
     async def settle(self) -> None:
         """Without moving the clock: run the deadlines due now (e.g. an initial rebalance delay of
         0) and let the event loop deliver the answers given. The coordinator answers a waiting
-        request by completing a future, whose callback runs on the loop's next turns."""
+        JoinGroup by completing a future, whose callback runs on the loop's next turn (a waiting
+        SyncGroup's callback is called directly)."""
         await self.scheduler.tick()
         for _ in range(3):
             await asyncio.sleep(0)
@@ -263,8 +276,9 @@ async def joined_generation(*pendings: Pending) -> list[JoinResult]:
     return [p.result for p in pendings]
 
 
-async def stable_group(cluster: Cluster, *members: Member) -> None:
-    """The members form a group (one join phase), sync, and it is Stable; the first is the leader."""
+async def completing_rebalance(cluster: Cluster, *members: Member) -> None:
+    """The members form a generation (one join phase) and the group waits for their SyncGroups;
+    the first is the leader."""
     first = await members[0].join()
     members[0].took(first.result)  # a lone member's join phase ends at once
     if len(members) > 1:
@@ -272,6 +286,12 @@ async def stable_group(cluster: Cluster, *members: Member) -> None:
         pendings.insert(0, members[0].send_join())
         for member, result in zip(members, await joined_generation(*pendings), strict=True):
             member.took(result)
+    assert cluster.group.is_state(CR) and members[0].is_leader
+
+
+async def stable_group(cluster: Cluster, *members: Member) -> None:
+    """The members form a group (one join phase), sync, and it is Stable; the first is the leader."""
+    await completing_rebalance(cluster, *members)
     await sync(*members)
     assert cluster.group.is_state(STABLE)
     assert members[0].is_leader
@@ -493,6 +513,167 @@ def test_leader_stays_when_no_member_rejoined():
         joined = s1.took(s1_join.result)
         assert joined.leader_id == s1.member_id
         assert sorted(m for m, _, _ in joined.members) == sorted([s1.member_id, s2.member_id])
+
+    run(scenario)
+
+
+# --- the group's write and the SyncGroup answers ---------------------------------------------------
+#
+# The leader's SyncGroup makes the coordinator write the group to __consumer_offsets; here the write
+# is held until the test completes it. Kafka answers the leader and every member waiting in SyncGroup
+# in that write's callback, so no request handled after the write is answered before them.
+
+
+class HeldWrites(InMemoryGroupStore):
+    """Group writes complete at once, or, while ``held``, when the test completes them: a write
+    in flight is its completion callback (in the metadata manager, what the append's result calls)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = False
+        self.in_flight: list[Callable[[E], None]] = []
+
+    def store_group(self, group: GroupMetadata, assignments: dict[str, bytes], callback: Callable[[E], None]) -> None:
+        if self.held:
+            self.in_flight.append(callback)
+        else:
+            callback(E.NONE)
+
+    def complete_write(self) -> None:
+        [callback] = self.in_flight
+        self.in_flight.clear()
+        callback(E.NONE)
+
+
+def assignment_of(member: Member) -> bytes:
+    """What the leader assigns ``member`` (`Member.send_sync`'s assignments)."""
+    return f"{member.member_id} of generation {member.generation}".encode()
+
+
+def sync_group_request(member: Member) -> SyncGroupRequest:
+    """``member``'s SyncGroup v5; the leader's assigns every member of its generation (the
+    members its JoinGroup answer listed) what `assignment_of` says."""
+    assert member.joined is not None
+    assignments = [SyncGroupRequest.SyncGroupRequestAssignment(
+        member_id=m, assignment=f"{m} of generation {member.generation}".encode()) for m, _, _ in member.joined.members]
+    return SyncGroupRequest(group_id=GROUP, generation_id=member.generation, member_id=member.member_id,
+                            protocol_type="consumer", protocol_name="range", assignments=assignments)
+
+
+def api_broker(cluster: Cluster) -> Any:
+    """A broker as the dispatcher and the group handlers see it: metadata initialized, every
+    request authorized, and the cluster's coordinator."""
+    initialized = asyncio.Event()
+    initialized.set()
+    return SimpleNamespace(metadata_cache=SimpleNamespace(initialized=initialized),
+                           authorizer=SimpleNamespace(authorize=lambda *args: True),
+                           group_coordinator=cluster.coordinator)
+
+
+def test_leader_and_waiting_sync_group_answers_are_done_in_the_step_the_write_completes():
+    """The SyncGroup handler's futures: the follower's waits for the group's write, the leader's
+    starts it. Right after the write's completion callback, before the event loop runs anything
+    else, both are done with their assignments; a SyncGroup handled after that is answered at
+    once (from the stored assignment). Both used to be answered through a future's done callback
+    a loop turn later, so that later SyncGroup could be answered first."""
+
+    async def scenario() -> None:
+        store = HeldWrites()
+        cluster = Cluster(store)
+        leader, waiting, later = cluster.member("leader"), cluster.member("waiting"), cluster.member("later")
+        await completing_rebalance(cluster, leader, waiting, later)
+        store.held = True
+        ctx = allowed_context(api_broker(cluster), 5)
+        waiting_answer = sync_group.handle(ctx, sync_group_request(waiting))
+        leader_answer = sync_group.handle(ctx, sync_group_request(leader))
+        assert isinstance(waiting_answer, asyncio.Future) and isinstance(leader_answer, asyncio.Future)
+        assert len(store.in_flight) == 1 and not waiting_answer.done() and not leader_answer.done()
+
+        store.complete_write()
+        assert leader_answer.done() and waiting_answer.done()  # no await since the write completed
+        later_answer = sync_group.handle(ctx, sync_group_request(later))
+        assert not isinstance(later_answer, asyncio.Future)
+        for member, answer in ((leader, leader_answer.result()), (waiting, waiting_answer.result()),
+                               (later, later_answer)):
+            assert (answer.error_code, bytes(answer.assignment)) == (E.NONE, assignment_of(member)), member.name
+        assert cluster.group.is_state(STABLE)
+
+    run(scenario)
+
+
+class RecordingTransport:
+    """A connection's transport that notes, in one list shared by every connection, each reply
+    written (the connection's name and the bytes)."""
+
+    def __init__(self, name: str, written: list[tuple[str, bytes]]) -> None:
+        self.name, self.written = name, written
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 9092) if name == "peername" else default
+
+    def write(self, data: Any) -> None:
+        self.written.append((self.name, bytes(data)))
+
+    def writelines(self, chunks: list[Any]) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def receive(connection: KafkaConnection, data: bytes) -> None:
+    """``data`` read from ``connection``'s socket, as the event loop hands it to the protocol."""
+    buffer = connection.get_buffer(len(data))
+    buffer[: len(data)] = data
+    connection.buffer_updated(len(data))
+
+
+def test_sync_group_replies_are_written_in_the_step_the_write_completes():
+    """The same through the dispatcher and each member's own connection: when the group's write
+    completes, the leader's reply and the waiting follower's are written to their connections in
+    that step, so the reply to a SyncGroup read afterwards on a third connection comes after
+    both. Without the hand-over, each reply waited for the dispatcher's and then the connection's
+    done callback, a loop turn each."""
+
+    async def scenario() -> None:
+        store = HeldWrites()
+        cluster = Cluster(store)
+        leader, waiting, later = cluster.member("leader"), cluster.member("waiting"), cluster.member("later")
+        await completing_rebalance(cluster, leader, waiting, later)
+        store.held = True
+        dispatcher = RequestDispatcher(api_broker(cluster))  # type: ignore[arg-type]
+        written: list[tuple[str, bytes]] = []
+        connections: dict[str, KafkaConnection] = {}
+        for member in (leader, waiting, later):
+            connection = connections[member.name] = KafkaConnection(dispatcher, 1 << 20)
+            connection.connection_made(RecordingTransport(member.name, written))  # type: ignore[arg-type]
+
+        def send(member: Member, correlation_id: int) -> None:
+            frame = codec.encode_request(ApiKey.SYNC_GROUP, 5, correlation_id, member.name,
+                                         sync_group_request(member))
+            receive(connections[member.name], bytes(frame))
+
+        send(waiting, 1)
+        send(leader, 2)
+        assert len(store.in_flight) == 1 and written == []
+        store.complete_write()
+        assert [name for name, _ in written] == ["leader", "waiting"]  # no await since the write completed
+        send(later, 3)
+        for _ in range(3):
+            await asyncio.sleep(0)  # the futures' done callbacks find nothing more to write
+        assert [name for name, _ in written] == ["leader", "waiting", "later"]
+        by_name = {member.name: member for member in (leader, waiting, later)}
+        for (name, frame), correlation_id in zip(written, (2, 1, 3), strict=True):
+            answered_id, response = codec.decode_response(ApiKey.SYNC_GROUP, 5, memoryview(frame)[4:])
+            assert answered_id == correlation_id
+            assert (response.error_code, bytes(response.assignment)) == (E.NONE, assignment_of(by_name[name])), name
 
     run(scenario)
 

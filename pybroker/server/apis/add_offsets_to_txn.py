@@ -43,6 +43,7 @@ def handle(
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=error)
 
     return answer(
+        ctx,
         lambda respond: broker.transaction_coordinator.handle_add_partitions_to_transaction(
             request.transactional_id, request.producer_id, request.producer_epoch, [offsets_partition], respond,
         ),

@@ -35,6 +35,7 @@ def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse | asyn
         return EndTxnResponse(throttle_time_ms=0, error_code=error)
 
     return answer(
+        ctx,
         lambda respond: ctx.broker.transaction_coordinator.handle_end_transaction(
             request.transactional_id, request.producer_id, request.producer_epoch, result, respond,
         ),

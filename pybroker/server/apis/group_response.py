@@ -65,14 +65,19 @@ def offset_commits(
     return commits
 
 
-def answer(start: Callable[[Callable[[T], None]], None], build: Callable[[T], R]) -> R | asyncio.Future[R]:
+def answer(
+    ctx: RequestContext, start: Callable[[Callable[[T], None]], None], build: Callable[[T], R],
+) -> R | asyncio.Future[R]:
     """Run a coordinator call that answers through a callback: the response now when the
-    coordinator answered at once, else a future of it."""
+    coordinator answered at once, else a future of it, whose reply goes to the connection in the
+    step the coordinator answers (`RequestContext.responded`): e.g. a group leader's SyncGroup,
+    answered as the group's write completes, leaves before any request handled after it."""
     future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
 
     def respond(result: T) -> None:
         if not future.done():
             future.set_result(build(result))
+            ctx.responded()
 
     start(respond)
     return future.result() if future.done() else future

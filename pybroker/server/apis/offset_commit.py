@@ -58,6 +58,7 @@ def handle(
     if not offsets:
         return build({})
     return answer(
+        ctx,
         lambda respond: ctx.broker.group_coordinator.handle_commit_offsets(
             request.group_id,
             request.member_id,

@@ -35,6 +35,7 @@ def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse 
         )
 
     return answer(
+        ctx,
         lambda respond: ctx.broker.group_coordinator.handle_sync_group(
             request.group_id,
             request.generation_id,

@@ -54,6 +54,7 @@ def handle(
     if not offsets:
         return build({})
     return answer(
+        ctx,
         lambda respond: ctx.broker.group_coordinator.handle_txn_commit_offsets(
             request.group_id,
             request.producer_id,

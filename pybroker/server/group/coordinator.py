@@ -11,7 +11,9 @@ translate messages. Group state lives in ``GroupMetadata``; persistence is the m
 
 Answers are given through callbacks, because some wait (a JoinGroup until the rebalance's join
 phase ends, a SyncGroup until the leader's assignment is stored); a callback may run before the
-handling method returns.
+handling method returns. A waiting SyncGroup's callback is called directly: when the group's write
+completes, the leader's answer and every waiting member's are given in that step, as in Kafka's
+``storeGroup`` callback, so no request handled after the write is answered before them.
 """
 
 from __future__ import annotations
@@ -209,9 +211,7 @@ class GroupCoordinator:
         self._positions.pop(group.group_id, None)
         for member in list(group.members.values()):
             self._invoke_join(member, JoinResult(member.member_id, ErrorCode.NOT_COORDINATOR))
-            sync, member.awaiting_sync = member.awaiting_sync, None
-            if sync is not None and not sync.done():
-                sync.set_result(SyncResult(ErrorCode.NOT_COORDINATOR))
+            self._invoke_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
             self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member.member_id))
         for pending in list(group.pending_members):
             self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, pending))
@@ -396,9 +396,7 @@ class GroupCoordinator:
         old_member = group.get(old_member_id)
         # Whoever still waits under the old member id is a zombie now: fence it.
         self._invoke_join(old_member, JoinResult(old_member_id, ErrorCode.FENCED_INSTANCE_ID))
-        sync, old_member.awaiting_sync = old_member.awaiting_sync, None
-        if sync is not None and not sync.done():
-            sync.set_result(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        self._invoke_sync(old_member, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         old_protocols = old_member.supported_protocols
         old_timeouts = (old_member.rebalance_timeout_ms, old_member.session_timeout_ms)
         member = group.replace_static_member(group_instance_id, old_member_id, new_member_id)
@@ -601,11 +599,9 @@ class GroupCoordinator:
             respond(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         elif group.is_state(GroupState.COMPLETING_REBALANCE):
             member = group.get(member_id)
-            future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-            future.add_done_callback(lambda f: respond(f.result()))
-            if member.awaiting_sync is not None and not member.awaiting_sync.done():
-                member.awaiting_sync.set_result(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
-            member.awaiting_sync = future
+            # A second SyncGroup while the first still waits: the first is superseded.
+            self._invoke_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+            member.awaiting_sync = respond
             self._remove_pending_sync_member(group, member_id)
             if group.is_leader(member_id):
                 self._store_assignment(group, generation_id, member_id, assignments)
@@ -653,16 +649,22 @@ class GroupCoordinator:
     def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
         ok = error == ErrorCode.NONE
         for member in list(group.members.values()):
-            future, member.awaiting_sync = member.awaiting_sync, None
-            if future is None:
-                continue
-            if not future.done():
-                future.set_result(SyncResult(
-                    error, group.protocol_type if ok else None, group.protocol_name if ok else None,
-                    member.assignment,
-                ))
-            # Sessions restart once the assignment is out (expiry was suspended while syncing).
-            self._complete_and_schedule_next_heartbeat(group, member)
+            answered = self._invoke_sync(member, SyncResult(
+                error, group.protocol_type if ok else None, group.protocol_name if ok else None, member.assignment,
+            ))
+            if answered:
+                # Sessions restart once the assignment is out (expiry was suspended while syncing).
+                self._complete_and_schedule_next_heartbeat(group, member)
+
+    @staticmethod
+    def _invoke_sync(member: MemberMetadata, result: SyncResult) -> bool:
+        """Answer the member's waiting SyncGroup, if any, now: its callback hands the answer on in
+        this very step (no future in between), as Kafka's ``awaitingSyncCallback``."""
+        respond, member.awaiting_sync = member.awaiting_sync, None
+        if respond is None:
+            return False
+        respond(result)
+        return True
 
     # --- Heartbeat and sessions -----------------------------------------------------------------
 
@@ -763,9 +765,7 @@ class GroupCoordinator:
         # So is one whose SyncGroup waits (its LeaveGroup may follow that SyncGroup on the same
         # connection, whose replies go out in request order: an unanswered SyncGroup would hold
         # back the LeaveGroup's answer too). Kafka mutes the connection instead, so never meets it.
-        sync, member.awaiting_sync = member.awaiting_sync, None
-        if sync is not None and not sync.done():
-            sync.set_result(SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._invoke_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         self._after_member_removed(group, member.member_id, reason)
 

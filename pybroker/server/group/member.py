@@ -9,6 +9,7 @@ leader gave it, and the JoinGroup/SyncGroup requests of it that are waiting for 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 
@@ -36,9 +37,11 @@ class MemberMetadata:
         self.protocol_type = protocol_type
         self.supported_protocols = supported_protocols
         self.assignment = assignment
-        # The JoinGroup and SyncGroup of this member that wait for the rebalance to progress.
+        # The JoinGroup and SyncGroup of this member that wait for the rebalance to progress. The
+        # SyncGroup's is its answer callback itself (Kafka's awaitingSyncCallback): whoever takes it
+        # answers in that very step, as the leader's assignment is stored or the wait ends.
         self.awaiting_join: asyncio.Future[Any] | None = None
-        self.awaiting_sync: asyncio.Future[Any] | None = None
+        self.awaiting_sync: Callable[[Any], None] | None = None
         # A member that joined during the current rebalance and has had no JoinGroup answer yet.
         self.is_new = False
         self.heartbeat_satisfied = False
