@@ -1,11 +1,13 @@
 """Listening sockets: accept connections on each configured listener and track them.
 
 Owns the asyncio servers for ``listeners`` (TLS on SSL and SASL_SSL listeners, with the
-listener's server context) and the set of open connections, so a shutdown can stop accepting,
-then close every connection. Each connection knows the listener it arrived on and its protocol;
-on SSL listeners its principal comes from the client certificate; on a listener given an
-authenticator factory (the SASL listeners), each new connection gets its own authenticator, which
-sees every frame before the dispatcher.
+listener's server context, through `ServerTlsProtocol`: a failed handshake sends the peer its TLS
+alert and is logged) and the set of open connections, so a shutdown can stop accepting, then
+close every connection; a connection whose TLS handshake does not complete leaves the set when it
+ends. Each connection knows the listener it arrived on and its protocol; on SSL listeners its
+principal comes from the client certificate; on a listener given an authenticator factory (the
+SASL listeners), each new connection gets its own authenticator, which sees every frame before
+the dispatcher.
 
 Also the loop's handling of ``accept()`` failing for want of descriptors (`AcceptErrorReporter`):
 asyncio (up to CPython's gh-151615 fix) reports it once per connection waiting in the backlog,
@@ -24,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pybroker.network.connection import Authenticator, Dispatcher, KafkaConnection
+from pybroker.network.tls_server import ServerTlsProtocol
 from pybroker.security.principal import KafkaPrincipal
 from pybroker.server.config import Endpoint
 
@@ -101,6 +104,10 @@ class SocketServer:
         self.connections.add(connection)
         return connection
 
+    def _new_tls_connection(self, endpoint: Endpoint, context: ssl.SSLContext) -> ServerTlsProtocol:
+        return ServerTlsProtocol(asyncio.get_running_loop(), self._new_connection(endpoint), context,
+                                 endpoint.listener_name, self.connections.discard)
+
     async def start(self, start_serving: bool = True) -> None:
         """Bind every listener; without ``start_serving`` connections wait in the backlog until
         `enable_request_processing` (Kafka binds early and processes requests once started)."""
@@ -110,9 +117,12 @@ class SocketServer:
             context = self._ssl_contexts.get(endpoint.listener_name) if endpoint.uses_tls else None
             if endpoint.uses_tls and context is None:
                 raise RuntimeError(f"listener {endpoint.listener_name} ({endpoint.security_protocol}) has no TLS context")
+            factory: Callable[[], asyncio.BaseProtocol] = (
+                functools.partial(self._new_tls_connection, endpoint, context) if context is not None
+                else functools.partial(self._new_connection, endpoint))
             server = await loop.create_server(
-                functools.partial(self._new_connection, endpoint), endpoint.host or None, endpoint.port,
-                reuse_address=True, backlog=1024, start_serving=start_serving, ssl=context,
+                factory, endpoint.host or None, endpoint.port,
+                reuse_address=True, backlog=1024, start_serving=start_serving,
             )
             self._servers.append(server)
             for sock in server.sockets:

@@ -1,5 +1,6 @@
 """TLS: PEM key and trust stores with Kafka's rules and messages, the server and client contexts,
-client-certificate principals (Java's DN form, ssl.principal.mapping.rules) on a real listener."""
+client-certificate principals (Java's DN form, ssl.principal.mapping.rules) on a real listener, and
+a failed handshake on one (the client gets the alert, the failure is logged, the connection goes)."""
 
 from __future__ import annotations
 
@@ -272,3 +273,75 @@ def test_no_matching_rule_closes_the_connection(ca: CertificateAuthority, caplog
     with caplog.at_level(logging.WARNING):
         assert _principals_over_listener(ca, "required", "RULE:^CN=bob.*$/bob/", True) == []
     assert "no principal for its client certificate: No rules apply to CN=alice,OU=eng,O=pybroker" in caplog.text
+
+
+# --- a failed handshake ---------------------------------------------------------------------------
+
+
+async def _alert_of(port: int, context: ssl.SSLContext) -> str:
+    """The reason of the SSLError the client meets: in the handshake, or (TLS 1.3, where the
+    server checks the certificate after the client's Finished) on its first read."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context, server_hostname="127.0.0.1")
+        try:
+            async with asyncio.timeout(5):
+                await reader.read(1)
+        finally:
+            writer.close()
+    except ssl.SSLError as e:
+        return str(e.reason)
+    except ConnectionError:
+        pass
+    return "closed without an alert"
+
+
+@pytest.mark.parametrize("version, no_certificate_alert", [
+    (ssl.TLSVersion.TLSv1_2, "SSLV3_ALERT_HANDSHAKE_FAILURE"),
+    (ssl.TLSVersion.TLSv1_3, "TLSV13_ALERT_CERTIFICATE_REQUIRED"),
+], ids=["TLSv1.2", "TLSv1.3"])
+def test_a_failed_handshake_sends_the_alert_and_forgets_the_connection(
+        ca: CertificateAuthority, caplog: pytest.LogCaptureFixture, tmp_path: Path,
+        version: ssl.TLSVersion, no_certificate_alert: str) -> None:
+    """``ssl.client.auth=required``: a client certificate from another CA, and none at all, get
+    OpenSSL's fatal alert before the close (asyncio alone closes without it), each failure is one
+    INFO line with Kafka's words, and the connections leave the server's set, as does one whose
+    peer leaves in the middle of the handshake (logged at DEBUG only)."""
+    config = BrokerConfig(_pem_props(ca, **{"ssl.client.auth": "required"}))
+    other = CertificateAuthority.create(tmp_path / "other", name="another CA").issue_client("CN=mallory")
+
+    def client(certificate: bool) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(ca.certificate_path))
+        context.minimum_version = context.maximum_version = version
+        if certificate:
+            context.load_cert_chain(str(other.certificate), str(other.key))
+        return context
+
+    async def go() -> tuple[list[str], int]:
+        server = SocketServer([SSL], lambda frame, connection: None, 1 << 20, {"SSL": server_context(config, SSL)},
+                              SslPrincipalBuilder("DEFAULT"))
+        await server.start()
+        try:
+            port = server.bound_ports["SSL"]
+            alerts = [await _alert_of(port, client(True)), await _alert_of(port, client(False))]
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello cut short
+            await writer.drain()
+            writer.close()
+            for _ in range(100):
+                if not server.connections:
+                    break
+                await asyncio.sleep(0.02)
+            return alerts, len(server.connections)
+        finally:
+            await server.stop()
+
+    with caplog.at_level(logging.DEBUG, logger="pybroker.network.tls_server"):
+        alerts, left = asyncio.run(go())
+    assert alerts == ["TLSV1_ALERT_UNKNOWN_CA", no_certificate_alert]
+    assert left == 0
+    failures = [r for r in caplog.records if r.name == "pybroker.network.tls_server" and r.levelno == logging.INFO]
+    assert [r.getMessage().split(":")[0] for r in failures] == [
+        "Failed authentication with /127.0.0.1 (SSL handshake failed) on listener SSL from 127.0.0.1"] * 2
+    assert "certificate verify failed" in failures[0].getMessage()
+    assert "peer did not return a certificate" in failures[1].getMessage()
+    assert any("closed during the SSL handshake" in r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG)
