@@ -5,11 +5,13 @@ Tools and test suites that drive Kafka through its directory (``$KAFKA_PATH/bin/
 $KAFKA_HOME/config/server.properties``) find there:
 
 - ``bin/<script>`` for every script of `pybroker.cli.kafka_scripts` (``kafka-topics.sh`` …,
-  ``kafka-server-start.sh``): small sh wrappers that exec this Python with ``-m pybroker
-  <script>``, so they work without the installed scripts on the PATH and inside a virtualenv
-  (when pybroker is not installed but imported from a checkout, the wrapper puts that checkout
-  on ``PYTHONPATH``); they export ``PYBROKER_KAFKA_HOME`` so the server scripts keep their
-  output and pid files in ``DIR/logs`` (``$LOG_DIR`` wins, as in Kafka);
+  ``kafka-server-start.sh``): small sh wrappers that exec this Python with ``-P -m pybroker
+  <script>``, so they work without the installed scripts on the PATH and inside a virtualenv,
+  from any working directory (``-P``: a ``pybroker/`` directory there, such as a source
+  checkout without its built native module, is not imported instead); when pybroker is not
+  installed but imported from a checkout, the wrapper puts that checkout on ``PYTHONPATH``.
+  They export ``PYBROKER_KAFKA_HOME`` so the server scripts keep their output and pid files in
+  ``DIR/logs`` (``$LOG_DIR`` wins, as in Kafka);
 - ``config/server.properties``: a working single broker (pybroker's defaults, a PLAINTEXT
   listener on 127.0.0.1:9092, ``log.dirs`` under ``DIR/data``), and ``config/zookeeper.properties``
   for zookeeper-server-start.sh;
@@ -24,13 +26,12 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import site
 import sys
-import sysconfig
 from pathlib import Path
 
 import pybroker
-from pybroker.cli.kafka_scripts import HOME_ENV, KAFKA_VERSION, SCRIPT_NAMES
+from pybroker.cli import kafka_scripts
+from pybroker.cli.kafka_scripts import HOME_ENV, KAFKA_VERSION, SCRIPT_NAMES, module_command
 from pybroker.log.config import format_value
 from pybroker.server.config import BROKER_CONFIGS
 
@@ -52,27 +53,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-def _import_root() -> Path | None:
-    """The directory pybroker is imported from when it is not an installed package (a checkout
-    on PYTHONPATH), which the wrappers then put on PYTHONPATH; None when installed."""
-    root = Path(pybroker.__file__).resolve().parent.parent
-    installed = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages(),
-                 site.getusersitepackages()}
-    return None if any(Path(p).resolve() == root for p in installed if p) else root
-
-
 def wrapper(script: str, python: str = sys.executable, import_root: Path | None = None) -> str:
-    """The sh text of ``bin/<script>``."""
+    """The sh text of ``bin/<script>``: ``python -P -m pybroker <script>`` (`module_command`),
+    ``import_root`` (a checkout pybroker is imported from) first on ``PYTHONPATH``."""
+    command = module_command(python)
     lines = [
         "#!/bin/sh",
         f"# Kafka's {script}, run by pybroker (written by `pybroker kafka-home`): "
-        f"`{Path(python).name} -m pybroker {script} ARGS`.",
+        f"`{shlex.join([Path(python).name, *command[1:], script])} ARGS`.",
         'base_dir=$(cd "$(dirname "$0")/.." && pwd)',
         f'{HOME_ENV}="$base_dir"; export {HOME_ENV}',
     ]
     if import_root is not None:
         lines.append(f"PYTHONPATH={shlex.quote(str(import_root))}${{PYTHONPATH:+:$PYTHONPATH}}; export PYTHONPATH")
-    lines.append(f'exec {shlex.quote(python)} -m pybroker {script} "$@"')
+    lines.append(f'exec {shlex.join([*command, script])} "$@"')
     return "\n".join(lines) + "\n"
 
 
@@ -140,7 +134,7 @@ It is not Apache Kafka. It has Kafka's layout so that tools and test suites that
 through its directory (KAFKA_HOME / KAFKA_PATH: bin/kafka-topics.sh, bin/kafka-server-start.sh
 config/server.properties, ...) run against pybroker, a Kafka-compatible broker, unchanged:
 
-  bin/     Kafka's script names; each runs `{python} -m pybroker <script>`, which
+  bin/     Kafka's script names; each runs `{python} -P -m pybroker <script>`, which
            takes the Kafka {KAFKA_VERSION} tool's options (see pybroker's docs/kafka-scripts.md).
   config/  server.properties (one broker on 127.0.0.1) and zookeeper.properties.
   libs/    empty: there are no jars.
@@ -174,7 +168,7 @@ def lay_out(directory: Path, port: int = DEFAULT_PORT, force: bool = False) -> l
         path = home / folder
         done.append(("unchanged" if path.is_dir() else "created", path))
         path.mkdir(parents=True, exist_ok=True)
-    root = _import_root()
+    root = kafka_scripts.import_root()
     for script in SCRIPT_NAMES:
         path = home / "bin" / script
         done.append((_write(path, wrapper(script, sys.executable, root), executable=True), path))

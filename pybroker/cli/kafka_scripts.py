@@ -5,8 +5,11 @@ Owns the table of scripts (`SCRIPTS`: each script's name, Kafka 3.6's options fo
 (joptsimple's: ``--opt value`` or ``--opt=value``, a unique prefix of a long option stands for it,
 an option Kafka does not know is refused with joptsimple's message and exit 1), the entry points
 installed under the scripts' names (``[project.scripts]`` in pyproject.toml: `kafka_topics` …), the
-``python -m pybroker kafka-topics.sh …`` form the ``bin/`` wrappers of ``pybroker kafka-home`` run,
-and the server scripts: ``kafka-server-start.sh [-daemon] server.properties [--override k=v]*``,
+``python -P -m pybroker kafka-topics.sh …`` form the ``bin/`` wrappers of ``pybroker kafka-home`` run
+(`module_command`: ``-P`` keeps the working directory off ``sys.path``, so a directory holding
+another ``pybroker/`` package, such as a source checkout, does not shadow the one that runs; a
+pybroker imported from a checkout goes on ``PYTHONPATH`` instead, `import_root`), and the server
+scripts: ``kafka-server-start.sh [-daemon] server.properties [--override k=v]*``,
 ``kafka-server-stop.sh``, ``zookeeper-server-start.sh [-daemon] zookeeper.properties`` and
 ``zookeeper-server-stop.sh``, which find what to stop by the pid files the start scripts write.
 
@@ -22,12 +25,15 @@ import argparse
 import importlib
 import os
 import signal
+import site
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pybroker
 from pybroker import __version__
 from pybroker.cli.command_config import CommandConfigError, load_properties
 
@@ -387,6 +393,34 @@ def translate(script: Script, argv: list[str]) -> list[list[str]]:
     return [[script.command, *run] for run in runs]
 
 
+def module_command(python: str = sys.executable) -> list[str]:
+    """The command line that runs ``python -m pybroker`` with the pybroker that is installed (or
+    on ``PYTHONPATH``), wherever it runs: ``-P`` (Python 3.11+, as ``PYTHONSAFEPATH``) keeps
+    ``python -m`` from putting the working directory first on ``sys.path``, where a checkout's
+    ``pybroker/`` (without its built ``_native`` module) would be imported instead."""
+    return [python, "-P", "-m", "pybroker"]
+
+
+def import_root() -> Path | None:
+    """The directory pybroker is imported from when it is not an installed package (a checkout
+    on PYTHONPATH or the working directory), which a `module_command` must then find on
+    PYTHONPATH; None when installed."""
+    root = Path(pybroker.__file__).resolve().parent.parent
+    installed = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages(),
+                 site.getusersitepackages()}
+    return None if any(Path(p).resolve() == root for p in installed if p) else root
+
+
+def module_environment(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a `module_command` child that imports this process's pybroker: `import_root`
+    first on ``PYTHONPATH`` when pybroker is not installed."""
+    root = import_root()
+    if root is None:
+        return env
+    rest = env.get("PYTHONPATH")
+    return {**env, "PYTHONPATH": str(root) + (os.pathsep + rest if rest else "")}
+
+
 def run_script(name: str, argv: list[str]) -> int:
     """Run Kafka's script ``name`` with Kafka's arguments ``argv``; the exit code."""
     if name in SERVER_SCRIPTS:
@@ -512,8 +546,8 @@ def _server_arguments(argv: list[str], script: str) -> tuple[bool, str, list[str
 def kafka_server_start_main(argv: list[str]) -> int:
     """``kafka-server-start.sh [-daemon] server.properties [--override property=value]*``:
     ``pybroker serve`` in the foreground (until SIGTERM/SIGINT), or with ``-daemon`` in the
-    background with its output in ``$LOG_DIR/kafkaServer.out``. Each broker's pid file lets
-    kafka-server-stop.sh find it."""
+    background (a `module_command` child running this pybroker) with its output in
+    ``$LOG_DIR/kafkaServer.out``. Each broker's pid file lets kafka-server-stop.sh find it."""
     script = "kafka-server-start.sh"
     if argv and argv[0] in ("--version", "-version"):
         print(f"{KAFKA_VERSION} (pybroker {__version__})")
@@ -530,12 +564,13 @@ def kafka_server_start_main(argv: list[str]) -> int:
     if daemon:
         out_path = run_dir() / "kafkaServer.out"
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pybroker", script, path]
+        command = [*module_command(), script, path]
         for item in overrides:
             command += ["--override", item]
+        env = module_environment({**os.environ, "LOG_DIR": str(run_dir().resolve())})
         with open(out_path, "ab") as out:
             child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                     start_new_session=True, env={**os.environ, "LOG_DIR": str(run_dir().resolve())})
+                                     start_new_session=True, env=env)
         _write_pid("kafka-server", child.pid)
         return 0
     from pybroker.cli.main import main

@@ -1,14 +1,17 @@
 """The project's own asyncio admin client.
 
-Owns bootstrapping (the first reachable ``host:port`` of ``bootstrap_servers``), cluster metadata
-lookups, the topic administration calls (create/delete topics, create partitions, describe and
-alter topic and broker configs), offset lookups (ListOffsets, sent to each partition's leader),
-record deletion (DeleteRecords, sent to each partition's leader; ``leader_only`` is KIP-1343's
-v3 flag), ACLs (CreateAcls, DescribeAcls, DeleteAcls, sent to the bootstrap broker), leader
-elections (ElectLeaders, sent to the controller), users' SCRAM credentials
-(DescribeUserScramCredentials to any broker; AlterUserScramCredentials to the controller, the
-password salted and hashed here as Kafka's admin does) and the consumer group calls
-(FindCoordinator, ListGroups, DescribeGroups, DeleteGroups, OffsetFetch, OffsetCommit,
+Owns bootstrapping: `parse_bootstrap` reads ``bootstrap.servers`` as Kafka's clients do (a comma
+list of ``host:port``, ``[ipv6]:port`` or ``SCHEME://host:port`` entries; Kafka's "Invalid url" and
+"Invalid port in bootstrap.servers" as `BootstrapError`), and `Admin.connect` takes the first
+reachable entry (Kafka's "No resolvable bootstrap urls" when no host resolves). Then cluster
+metadata lookups, the topic administration calls (create/delete topics, create partitions,
+describe and alter topic and broker configs), offset lookups (ListOffsets, sent to each
+partition's leader), record deletion (DeleteRecords, sent to each partition's leader;
+``leader_only`` is KIP-1343's v3 flag), ACLs (CreateAcls, DescribeAcls, DeleteAcls, sent to the
+bootstrap broker), leader elections (ElectLeaders, sent to the controller), users' SCRAM
+credentials (DescribeUserScramCredentials to any broker; AlterUserScramCredentials to the
+controller, the password salted and hashed here as Kafka's admin does) and the consumer group
+calls (FindCoordinator, ListGroups, DescribeGroups, DeleteGroups, OffsetFetch, OffsetCommit,
 OffsetDelete), each sent to the group's coordinator. Each call returns
 per-resource results or raises ``AdminError`` naming the resource and Kafka's error; a call about
 several resources tries them all first, then raises for the first failure with every failure in
@@ -24,10 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
+import re
+import socket
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError, UnsupportedVersionError
 from pybroker.client.security import PLAINTEXT, ClientSecurity
@@ -79,6 +85,8 @@ from pybroker.security.acl_authorizer import (
 from pybroker.security.authorizer import AclOperation, AclPermissionType, PatternType, ResourceType
 from pybroker.security.scram import ScramMechanism, secure_random_string
 from pybroker.types import TopicPartition
+
+log = logging.getLogger(__name__)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -382,13 +390,48 @@ def _scram_mechanism(name: str) -> ScramMechanism:
     return mechanism
 
 
-def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+class BootstrapError(KafkaClientError, ValueError):
+    """``bootstrap.servers`` Kafka's clients refuse (their ConfigException): the message is Kafka's."""
+
+
+class BootstrapServer(NamedTuple):
+    """One entry of ``bootstrap.servers``: where to connect, and the entry as given (``url``)."""
+
+    host: str
+    port: int
+    url: str
+
+
+# An entry as Kafka's clients read it (ClientUtils.parseAndValidateAddresses): the whole entry is
+# an optional prefix (the shortest that lets the rest match, so ``PLAINTEXT://`` or any other
+# ``SCHEME://`` is skipped), a host of letters, digits and ``-%._:`` (an IPv6 literal, bracketed
+# or not), then ``:port``.
+_BOOTSTRAP_ENTRY = re.compile(r".*?\[?(?P<host>[0-9a-zA-Z\-%._:]*)\]?:(?P<port>[0-9]+)")
+BOOTSTRAP_SERVERS = "bootstrap.servers"
+
+
+def parse_bootstrap(servers: str) -> list[BootstrapServer]:
+    """``bootstrap.servers`` as Kafka's clients read it: a comma-separated list (blank entries
+    skipped) of ``host:port``, ``[ipv6]:port`` or ``SCHEME://host:port`` (any scheme, as Kafka
+    3.9's tools accept ``PLAINTEXT://127.0.0.1:9092`` or ``SASL_SSL://...``: the connection's
+    security comes from the client's settings, not from the entry); an empty host is the loopback
+    address, as for Kafka. Raises `BootstrapError` with Kafka's message for an entry without a
+    port ("Invalid url in bootstrap.servers: ENTRY"), a port above 65535 ("Invalid port in
+    bootstrap.servers: ENTRY") and a list without entries ("No resolvable bootstrap urls given
+    in bootstrap.servers"). Host names are resolved when connecting (`Admin.connect`)."""
     out = []
-    for item in servers.split(","):
-        host, _, port = item.strip().rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"bootstrap server {item!r} is not HOST:PORT")
-        out.append((host.strip("[]"), int(port)))
+    for url in (item.strip() for item in servers.split(",")):
+        if not url:
+            continue
+        match = _BOOTSTRAP_ENTRY.fullmatch(url)
+        if match is None:
+            raise BootstrapError(f"Invalid url in {BOOTSTRAP_SERVERS}: {url}")
+        port = int(match["port"])
+        if port > 0xFFFF:
+            raise BootstrapError(f"Invalid port in {BOOTSTRAP_SERVERS}: {url}")
+        out.append(BootstrapServer(match["host"] or "127.0.0.1", port, url))
+    if not out:
+        raise BootstrapError(f"No resolvable bootstrap urls given in {BOOTSTRAP_SERVERS}")
     return out
 
 
@@ -422,17 +465,29 @@ class Admin:
         await self.close()
 
     async def connect(self) -> None:
+        """Connect to the first bootstrap server that answers. A server whose host does not
+        resolve is skipped with Kafka's warning; when none resolves, `BootstrapError` says so in
+        Kafka's words; otherwise `KafkaClientError` lists why each failed."""
         errors = []
-        for host, port in self._bootstrap:
+        unresolved = 0
+        for host, port, url in self._bootstrap:
             connection = BrokerConnection(host, port, self._client_id, security=self._security)
             try:
                 await connection.connect()
+            except socket.gaierror as e:
+                log.warning("Couldn't resolve server %s from %s as DNS resolution failed for %s", url,
+                            BOOTSTRAP_SERVERS, host)
+                errors.append(f"{host}:{port}: {e}")
+                unresolved += 1
+                continue
             except (OSError, KafkaClientError, TimeoutError) as e:
                 errors.append(f"{host}:{port}: {e}")
                 continue
             self._connection = connection
             self._connections[(host, port)] = connection
             return
+        if unresolved == len(self._bootstrap):
+            raise BootstrapError(f"No resolvable bootstrap urls given in {BOOTSTRAP_SERVERS}")
         raise KafkaClientError("could not reach any bootstrap server: " + "; ".join(errors))
 
     async def close(self) -> None:

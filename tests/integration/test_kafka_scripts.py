@@ -6,6 +6,9 @@ One broker per module, started by ``bin/kafka-server-start.sh -daemon config/ser
 after the listener port in the file was rewritten (as tools do) and stopped by
 ``bin/kafka-server-stop.sh``; it runs the ACL authorizer with ``User:ANONYMOUS`` (PLAINTEXT) a
 super user, so kafka-acls.sh has something to manage and every other tool still may do anything.
+
+The scripts also run from a working directory holding a pybroker source checkout whose native
+module is not built (`fake_checkout`): ``python -m`` would import that ``pybroker/`` first.
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ class KafkaHome:
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
 
-    def run(self, script: str, *args: str, input: str | None = None, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    def run(self, script: str, *args: str, input: str | None = None, timeout: float = TIMEOUT,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k != "LOG_DIR"}
         return subprocess.run([str(self.path / "bin" / script), *args], input=input, capture_output=True,
-                              text=True, timeout=timeout, env=env)
+                              text=True, timeout=timeout, env=env, cwd=cwd)
 
     def tool(self, script: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
         return self.run(script, "--bootstrap-server", self.bootstrap, *args, input=input)
@@ -64,27 +68,36 @@ def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
 
 
+def fake_checkout(directory: Path) -> Path:
+    """``directory`` made a pybroker source checkout without its built native module: a
+    ``pybroker/`` package whose import fails with "No module named 'pybroker._native'"."""
+    package = directory / "pybroker"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("import pybroker._native  # not built in this checkout\n")
+    return directory
+
+
 def lay_out(directory: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pybroker", "kafka-home", str(directory)], capture_output=True,
                           text=True, timeout=TIMEOUT, cwd=REPO)
 
 
-def start(home: KafkaHome, *overrides: str) -> None:
+def start(home: KafkaHome, *overrides: str, cwd: Path | None = None) -> None:
     """Rewrite the port in config/server.properties, as a tool would, and start the broker with
-    kafka-server-start.sh -daemon."""
+    kafka-server-start.sh -daemon (run in ``cwd``)."""
     config = home.path / "config" / "server.properties"
     config.write_text(re.sub(r"127\.0\.0\.1:9092", home.bootstrap, config.read_text()))
     args = [a for item in overrides for a in ("--override", item)]
-    ok(home.run("kafka-server-start.sh", "-daemon", str(config), *args))
+    ok(home.run("kafka-server-start.sh", "-daemon", str(config), *args, cwd=cwd))
     wait_until(lambda: home.tool("kafka-topics.sh", "--list").returncode == 0, timeout=30,
                message=f"the broker of kafka-server-start.sh to answer:\n{home.log()}")
 
 
-def stop(home: KafkaHome) -> None:
-    """kafka-server-stop.sh, then wait for the broker to exit (killed if it does not)."""
+def stop(home: KafkaHome, cwd: Path | None = None) -> None:
+    """kafka-server-stop.sh (run in ``cwd``), then wait for the broker to exit (killed if it does not)."""
     pids = home.pids()
     try:
-        ok(home.run("kafka-server-stop.sh"))
+        ok(home.run("kafka-server-stop.sh", cwd=cwd))
         wait_until(lambda: not any(_alive(p) for p in pids), timeout=20, message="the broker to stop")
     finally:
         for pid in pids:
@@ -222,21 +235,38 @@ def test_leader_election(home: KafkaHome) -> None:
     assert out == "Valid replica already elected for partitions scripts-election-0\n"
 
 
+def test_scripts_run_from_a_checkout_without_native_module(home: KafkaHome, tmp_path: Path) -> None:
+    """Run in a directory holding a pybroker checkout without ``_native``, the scripts still run
+    the pybroker of the home (they would import the checkout's and fail with "No module named
+    'pybroker._native'"); the checkout's own ``python -m pybroker`` fails there as it should."""
+    checkout = fake_checkout(tmp_path / "checkout")
+    broken = subprocess.run([sys.executable, "-m", "pybroker", "--help"], cwd=checkout, capture_output=True, text=True,
+                            timeout=TIMEOUT)
+    assert broken.returncode == 1 and "No module named 'pybroker._native'" in broken.stderr, broken.stderr
+    version = home.run("kafka-topics.sh", "--version", cwd=checkout)
+    assert (version.returncode, version.stdout.split(" ")[0], version.stderr) == (0, "3.6.2", "")
+    ok(home.tool("kafka-topics.sh", "--create", "--topic", "scripts-cwd", "--partitions", "1"))
+    listed = home.run("kafka-topics.sh", "--bootstrap-server", f"PLAINTEXT://{home.bootstrap}", "--list", cwd=checkout)
+    assert "scripts-cwd" in ok(listed).split("\n")
+
+
 def test_server_start_and_stop(tmp_path: Path) -> None:
     """A second home: kafka-server-start.sh -daemon with a broker.id, its pid file and output,
-    kafka-server-stop.sh stopping it, then "No kafka server to stop"."""
+    kafka-server-stop.sh stopping it, then "No kafka server to stop". Both run in a directory
+    holding a pybroker checkout without ``_native``: the daemon broker must not import it either."""
     home = KafkaHome(tmp_path / "kafka")
+    checkout = fake_checkout(tmp_path / "checkout")
     ok(lay_out(home.path))
     config = home.path / "config" / "server.properties"
     config.write_text(config.read_text() + "broker.id=7\n")
-    start(home)
+    start(home, cwd=checkout)
     try:
         (pid,) = home.pids()
         assert _alive(pid)
         assert "pybroker node 7 started" in home.log()
     finally:
-        stop(home)
-    none = home.run("kafka-server-stop.sh")
+        stop(home, cwd=checkout)
+    none = home.run("kafka-server-stop.sh", cwd=checkout)
     assert (none.returncode, none.stdout) == (1, "No kafka server to stop\n")
     assert home.pids() == []
 

@@ -1,6 +1,7 @@
 """Kafka's script names (`pybroker.cli.kafka_scripts`, `pybroker.cli.kafka_home`): every script
 maps to a pybroker sub-command and an installed entry point; Kafka's command-line conventions;
-the flag translations."""
+the flag translations; the ``python -P -m pybroker`` command line of the wrappers and the daemon
+broker."""
 
 from __future__ import annotations
 
@@ -173,7 +174,13 @@ def test_kafka_home_wrapper_and_idempotence(tmp_path: Path) -> None:
     text = kafka_home.wrapper("kafka-topics.sh", "/opt/py/bin/python3", Path("/src/pybroker"))
     assert text.startswith("#!/bin/sh\n")
     assert "PYTHONPATH=/src/pybroker${PYTHONPATH:+:$PYTHONPATH}; export PYTHONPATH" in text
-    assert text.endswith('exec /opt/py/bin/python3 -m pybroker kafka-topics.sh "$@"\n')
+    assert text.endswith('exec /opt/py/bin/python3 -P -m pybroker kafka-topics.sh "$@"\n')
+    # The daemon broker of kafka-server-start.sh runs the same way, with this pybroker's checkout
+    # (these tests import it from one) first on PYTHONPATH.
+    assert kafka_scripts.module_command("/opt/py/bin/python3") == ["/opt/py/bin/python3", "-P", "-m", "pybroker"]
+    assert kafka_scripts.import_root() == REPO
+    assert kafka_scripts.module_environment({"PYTHONPATH": "/x"})["PYTHONPATH"] == f"{REPO}{os.pathsep}/x"
+    assert kafka_scripts.module_environment({})["PYTHONPATH"] == str(REPO)
     first = kafka_home.lay_out(tmp_path, port=19092)
     assert {what for what, _ in first} == {"created", "wrote"}
     assert "listeners=PLAINTEXT://127.0.0.1:19092" in (tmp_path / "config" / "server.properties").read_text()
