@@ -684,15 +684,21 @@ class Controller:
 
     async def _process_broker_change(self) -> None:
         """Kafka's BrokerChange: brokers that died (their ephemeral node is gone), started, or
-        bounced (registered again with a newer broker epoch: a failure then a start-up)."""
+        bounced (registered again with a newer broker epoch: a failure then a start-up); and
+        its BrokerModifications: a broker that rewrote its registration (a dynamic
+        ``advertised.listeners``) has its new endpoints sent to every broker."""
         if not self.active:
             return
         ctx = self.context
-        before, before_epochs = set(ctx.live_brokers), dict(ctx.broker_epochs)
+        before, before_epochs, registrations = set(ctx.live_brokers), dict(ctx.broker_epochs), dict(ctx.live_brokers)
         await self._refresh_brokers()
         after = set(ctx.live_brokers)
         bounced = {b for b in before & after if ctx.broker_epochs[b] > before_epochs.get(b, -1)}
         dead, started = (before - after) | bounced, (after - before) | bounced
+        modified = {b for b in (before & after) - bounced if ctx.live_brokers[b] != registrations[b]}
+        for broker_id in sorted(modified):
+            log.info("[Controller id=%d] Updated broker metadata: %s -> %s", self.broker_id, registrations[broker_id],
+                     ctx.live_brokers[broker_id])
         ctx.shutting_down -= dead
         if dead or started:
             log.info("[Controller id=%d] Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, all live "
@@ -704,7 +710,7 @@ class Controller:
         if started:
             log.info("[Controller id=%d] New broker startup callback for %s", self.broker_id, _ids(started))
             await self._on_broker_startup(started)
-        if not dead and not started and before != after:
+        if not dead and not started and (before != after or modified):
             batch = self._batch()
             batch.add_update_metadata(after, [])
             self._send(batch)

@@ -148,6 +148,9 @@ class LocalStore:
         self.listener.on_brokers_changed()
         return 0
 
+    async def update_broker_info(self, broker: LiveBroker) -> None:
+        await self.register_broker(broker)
+
     async def live_brokers(self) -> dict[int, tuple[LiveBroker, int]]:
         return {broker_id: (broker, 0) for broker_id, broker in self._brokers.items()}
 

@@ -108,6 +108,11 @@ class ControllerStore(Protocol):
         """Announce this broker; returns its broker epoch."""
         ...
 
+    async def update_broker_info(self, broker: LiveBroker) -> None:
+        """Announce this broker's new endpoints (a dynamic ``advertised.listeners``); the
+        controller hears of it as of a broker change."""
+        ...
+
     async def live_brokers(self) -> dict[int, tuple[LiveBroker, int]]:
         """Every registered broker with its broker epoch."""
         ...

@@ -19,7 +19,8 @@ not pile up for ever.
 Watches become `StoreListener` callbacks:
 
 ======================================  =============================================
-``/brokers/ids`` (children)             ``on_brokers_changed``
+``/brokers/ids`` (children), and each   ``on_brokers_changed``
+``/brokers/ids/<id>`` (data)
 ``/brokers/topics`` (children), and     ``on_topics_changed`` (a new topic also gets
 each ``/brokers/topics/<t>`` (data)     its configs read: ``on_topic_configs_changed``)
 ``/admin/delete_topics`` (children)     ``on_topic_deletions``
@@ -231,7 +232,7 @@ class ZooKeeperStore:
         # Read after the cursor: an entity changed since is notified after it, and read again.
         await self._reload_entity_configs()
         await self._purge_obsolete_config_changes(children)
-        await self.client.get_broker_ids(watch=self._brokers_watch)
+        await self._watch_brokers()
         await self.client.get_topic_deletions(watch=self._deletions_watch)
         await self.client.get_all_log_dir_event_notifications(watch=self._log_dir_events_watch)
         await self._retry(lambda: self.zk.exists(CONTROLLER_PATH, self._controller_watch))
@@ -360,8 +361,14 @@ class ZooKeeperStore:
             self._refresh("brokers", self._refresh_brokers)
 
     async def _refresh_brokers(self) -> None:
-        await self.client.get_broker_ids(watch=self._brokers_watch)
+        await self._watch_brokers()
         self.listener.on_brokers_changed()
+
+    async def _watch_brokers(self) -> None:
+        """Arm the child watch on ``/brokers/ids`` and a data watch on each registration (Kafka's
+        BrokerChange and BrokerModifications handlers); both fire ``on_brokers_changed``."""
+        ids = await self.client.get_broker_ids(watch=self._brokers_watch)
+        await asyncio.gather(*(self.client.get_broker(broker_id, watch=self._brokers_watch) for broker_id in ids))
 
     def _topics_watch(self, event: WatchedEvent) -> None:
         if event.type != EventType.NONE:
@@ -545,6 +552,12 @@ class ZooKeeperStore:
         self._registration = broker
         self.broker_epoch = epoch
         return epoch
+
+    async def update_broker_info(self, broker: LiveBroker) -> None:
+        """Rewrite ``/brokers/ids/<id>`` with ``broker``'s endpoints (remembered for a
+        re-registration after a session expiry)."""
+        await self.client.update_broker_info(to_broker_info(broker))
+        self._registration = broker
 
     async def live_brokers(self) -> dict[int, tuple[LiveBroker, int]]:
         return {

@@ -105,6 +105,7 @@ class Broker:
         log_dirs = config.log_dirs
         os.makedirs(log_dirs[0], exist_ok=True)
         self.cluster_id = read_meta_properties(log_dirs[0]).get("cluster.id") or config.new_cluster_id()
+        self._registration_updates: set[asyncio.Task[None]] = set()  # see update_registration
         self.store_listener = StoreListener(
             on_topic_configs_changed=self._on_topic_configs_changed, on_broker_registered=self._on_broker_registered,
             on_user_configs_changed=self._on_user_configs_changed,
@@ -475,6 +476,22 @@ class Broker:
             return await self.store.register_broker(self.registration)
         except BrokerIdInUseError as e:
             raise RuntimeError(f"{e} (node.id={self.node_id})") from None
+
+    def update_registration(self) -> None:
+        """A dynamic ``advertised.listeners`` changed: rewrite this broker's registration (off the
+        event loop's call stack: the store's write is awaited in a task of its own)."""
+        registration = self.registration
+
+        async def update() -> None:
+            try:
+                await self.store.update_broker_info(registration)
+            except Exception:
+                log.exception("Updating the registration of broker %d with its new advertised listeners failed",
+                              self.node_id)
+
+        task = asyncio.get_running_loop().create_task(update(), name="update-broker-registration")
+        self._registration_updates.add(task)
+        task.add_done_callback(self._registration_updates.discard)
 
     async def _abandon_start(self) -> None:
         """A start-up that failed after the store was opened: close what is open, so that the

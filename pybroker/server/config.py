@@ -514,10 +514,14 @@ class BrokerConfig:
 
     @property
     def advertised_listeners(self) -> list[Endpoint]:
-        uris = self.get("advertised.listeners")
-        if not uris:
+        return self.endpoints_of(self.get("advertised.listeners"))
+
+    def endpoints_of(self, advertised: list[str] | None) -> list[Endpoint]:
+        """The endpoints an ``advertised.listeners`` value names (unset: ``listeners``); raises
+        ConfigError for one that does not parse."""
+        if not advertised:
             return self.listeners
-        return _endpoints(uris, self.listener_security_protocol_map, False)
+        return _endpoints(advertised, self.listener_security_protocol_map, False)
 
     @property
     def inter_broker_listener(self) -> Endpoint:

@@ -18,7 +18,9 @@ handler), and the reconfigurations a change triggers (`DynamicBrokerConfig.add_r
   with their fetch state, Kafka's ``resizeThreadPool``); ``num.recovery.threads.per.data.dir``
   and ``producer.id.expiration.ms`` take effect at their next use;
 - the replication throttle rates are only stored and resolved here (the quota code reads them
-  through ``broker.config`` and registers its own reconfigurable).
+  through ``broker.config`` and registers its own reconfigurable);
+- ``advertised.listeners`` (per broker only, as in Kafka) rewrites the broker's registration, and
+  the controller sends the new endpoints to every broker.
 
 Values are stored as given (strings); Kafka's dynamic PASSWORD configs are all SSL/SASL listener
 configs, which pybroker refuses (its TLS contexts are built once at start), so nothing stored here
@@ -64,9 +66,16 @@ THROTTLE_CONFIGS = frozenset({
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second",
 })
+#: Kafka's DynamicListenerConfig.ReconfigurableConfigs that pybroker applies: a new
+#: ``advertised.listeners`` rewrites the broker's registration (``listeners`` and the security
+#: protocol map stay read-only: pybroker binds its listeners once, at start).
+LISTENER_CONFIGS = frozenset({"advertised.listeners"})
+#: Kafka's DynamicBrokerConfig.PerBrokerConfigs that pybroker has: settable for one broker only.
+PER_BROKER_CONFIGS = LISTENER_CONFIGS
 #: Every broker config pybroker lets AlterConfigs / IncrementalAlterConfigs change (the rest of
 #: `BROKER_CONFIGS` is read-only: "Cannot update these configs dynamically").
-DYNAMIC_CONFIGS = DYNAMIC_LOG_CONFIGS | CLEANER_CONFIGS | THREAD_POOL_CONFIGS | PRODUCER_STATE_CONFIGS | THROTTLE_CONFIGS
+DYNAMIC_CONFIGS = (DYNAMIC_LOG_CONFIGS | CLEANER_CONFIGS | THREAD_POOL_CONFIGS | PRODUCER_STATE_CONFIGS
+                   | THROTTLE_CONFIGS | LISTENER_CONFIGS)
 #: Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: dynamic in Kafka only per listener
 #: (``listener.name.<l>.ssl.keystore.location``); pybroker cannot reload them at all.
 _SSL_RECONFIGURABLE = frozenset({
@@ -119,6 +128,10 @@ def check_names_and_types(props: Mapping[str, str], per_broker: bool) -> None:
     non_dynamic = _non_dynamic(props)
     if non_dynamic:
         raise DynamicConfigError(f"Cannot update these configs dynamically: {scala_set(non_dynamic)}")
+    per_broker_only = [k for k in props if k in PER_BROKER_CONFIGS]
+    if per_broker_only and not per_broker:
+        raise DynamicConfigError("Cannot update these configs at default cluster level, broker id must be specified: "
+                                 f"{scala_set(per_broker_only)}")
     security = [k for k in props if k in _SSL_RECONFIGURABLE]
     if security:
         raise DynamicConfigError("These security configs can be dynamically updated only per-listener using the "
@@ -302,4 +315,24 @@ class DynamicBrokerConfig:
             log_manager.producer_id_expiration_ms = config.get("producer.id.expiration.ms")
 
         config.add_reconfigurable(PRODUCER_STATE_CONFIGS, producer_state_changed)
+
+        def check_listeners(get: Callable[[str], Any]) -> None:
+            # Kafka's DynamicListenerConfig.validateReconfiguration, for what pybroker may change.
+            try:
+                advertised = config.endpoints_of(get("advertised.listeners"))
+            except ConfigError as e:
+                raise DynamicConfigError(str(e)) from None  # Kafka's own text, not wrapped
+            names = [e.listener_name for e in advertised]
+            listeners = [e.listener_name for e in config.listeners]
+            if config.inter_broker_listener_name not in names:  # KafkaConfig's own check, first
+                raise DynamicConfigError(
+                    "requirement failed: inter.broker.listener.name must be a listener name defined in "
+                    f"advertised.listeners. The valid options based on currently configured listeners are "
+                    f"{','.join(names)}")
+            if not set(names) <= set(listeners):
+                raise _invalid_dynamic(f"Advertised listeners '{', '.join(names)}' must be a subset of listeners "
+                                       f"'{', '.join(listeners)}'")
+
+        self._checks.append(check_listeners)
+        config.add_reconfigurable(LISTENER_CONFIGS, lambda names: broker.update_registration())
 

@@ -241,6 +241,14 @@ class KafkaZkClient:
                  info.broker_id, info.path, endpoints, stat.czxid)
         return stat.czxid
 
+    async def update_broker_info(self, info: BrokerInfo) -> None:
+        """Rewrite this broker's registration (Kafka's ``updateBrokerInfo``: a dynamic
+        ``advertised.listeners`` change); the controller's data watch on it sends the new
+        endpoints to every broker."""
+        await self._retry(lambda: self.zk.set(info.path, encode_broker_info(info)))
+        endpoints = ",".join(e.connection_string for e in info.endpoints)
+        log.info("Updated broker %d at path %s with addresses: %s", info.broker_id, info.path, endpoints)
+
     async def _checked_ephemeral_create(self, path: str, data: bytes) -> ZnodeStat:
         """Kafka's CheckedEphemeral (KAFKA-7165): create+set in one multi, then sort out who owns
         an existing node."""

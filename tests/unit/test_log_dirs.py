@@ -42,11 +42,25 @@ def batch(value: bytes = b"x", count: int = 1) -> memoryview:
     return memoryview(bytearray(build_batch([(None, value)] * count)))
 
 
+def test_an_older_pybroker_meta_properties_is_rewritten_as_version_0_and_another_brokers_refused(tmp_path):
+    older, other = tmp_path / "older", tmp_path / "other"
+    older.mkdir()
+    other.mkdir()
+    (older / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=kept\n")
+    (other / "meta.properties").write_text("#\nbroker.id=2\nversion=0\ncluster.id=c\n")
+    manager_for(str(older))
+    assert read_meta_properties(str(older)) == {"broker.id": "1", "version": "0", "cluster.id": "kept"}
+    with pytest.raises(LogDirError, match="belongs to broker.id 2, but this broker is node.id 1"):
+        manager_for(str(other))
+
+
 def test_new_logs_go_to_the_least_loaded_dir_and_every_dir_has_meta_properties(tmp_path):
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     manager = manager_for(a, b)
     for dir_ in (a, b):
-        assert read_meta_properties(dir_) == {"version": "1", "node.id": "1", "cluster.id": "c"}
+        # ZooKeeper-mode Kafka's meta.properties: version 0 with broker.id (Kafka 3.9 refuses version 1).
+        assert read_meta_properties(dir_) == {"broker.id": "1", "version": "0", "cluster.id": "c"}
+        assert open(os.path.join(dir_, "meta.properties")).read().startswith("#\n#")
     for index in range(4):
         manager.get_or_create_log(TopicPartition("t", index), TOPIC_ID)
     assert sorted(os.listdir(a)).count("t-0") == 1 and "t-1" in os.listdir(b)
