@@ -46,18 +46,19 @@ def topic_id_to_string(topic_id: uuid.UUID) -> str:
 
 
 def validate_topic_name(name: str) -> None:
+    """Kafka 3.9's ``Topic.validate``, with its texts; raises InvalidTopicError."""
     if not name:
-        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+        raise InvalidTopicError("Topic name is invalid: the empty string is not allowed")
     if name in (".", ".."):
-        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+        raise InvalidTopicError(f"Topic name is invalid: '{name}' is not allowed")
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise InvalidTopicError(
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
-            f"topic name: {name}"
+            f"Topic name is invalid: the length of '{name}' is longer than the max allowed length "
+            f"{MAX_TOPIC_NAME_LENGTH}"
         )
     if not _LEGAL_TOPIC_CHARS.match(name):
         raise InvalidTopicError(
-            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
+            f"Topic name is invalid: '{name}' contains one or more characters other than ASCII "
             "alphanumerics, '.', '_' and '-'"
         )
 

@@ -57,42 +57,51 @@ class ConfigDef:
     validator: Callable[[str, Any], None] | None = None
 
     def parse(self, raw: str) -> Any:
-        """Convert a string value to its typed form, raising ConfigError if it is invalid."""
+        """Convert a string value to its typed form, raising ConfigError if it is invalid, in the
+        words of Kafka's ConfigDef: "Invalid value V for configuration N: <reason>", V the parsed
+        value when it parsed ("2.0"), else as given."""
+        text = raw.strip()
+        value: Any
         if self.type == "BOOLEAN":
-            value: Any = parse_bool(raw)
+            if text.lower() not in ("true", "false"):
+                raise self.invalid(text, "Expected value to be either true or false")
+            value = text.lower() == "true"
         elif self.type in ("INT", "LONG", "SHORT"):
-            value = parse_int(raw)
-            limit = INT_MAX if self.type == "INT" else LONG_MAX
-            if value > limit:
-                raise ConfigError(f"{self.name}: {value} is out of range")
+            limit = {"INT": INT_MAX, "SHORT": 2**15 - 1}.get(self.type, LONG_MAX)
+            try:
+                value = int(text)
+            except ValueError:
+                value = None
+            if value is None or not -limit - 1 <= value <= limit:
+                raise self.invalid(text, f"Not a number of type {self.type}")
             if self.minimum is not None and value < self.minimum:
-                raise ConfigError(f"{self.name}: value {value} must be at least {self.minimum}")
+                raise self.invalid(value, f"Value must be at least {self.minimum}")
         elif self.type == "DOUBLE":
             try:
-                value = float(raw.strip())
+                value = float(text)
             except ValueError:
-                raise ConfigError(f"{self.name}: expected a number, got {raw!r}") from None
-            if (self.minimum is not None and value < self.minimum) or (
-                self.maximum is not None and value > self.maximum
-            ):
-                raise ConfigError(f"{self.name}: value {value} must be in [{self.minimum}, {self.maximum}]")
+                raise self.invalid(text, "Not a number of type DOUBLE") from None
+            if self.minimum is not None and value < self.minimum:
+                raise self.invalid(value, f"Value must be at least {self.minimum}")
+            if self.maximum is not None and value > self.maximum:
+                raise self.invalid(value, f"Value must be no more than {self.maximum}")
         elif self.type == "LIST":
             value = parse_list(raw)
             if self.choices is not None:
                 for item in value:
                     if item not in self.choices:
-                        raise ConfigError(
-                            f"{self.name}: {item!r} is not one of {', '.join(self.choices)}"
-                        )
+                        raise self.invalid(item, f"String must be one of: {', '.join(self.choices)}")
         else:
-            value = raw.strip()
+            value = text
             if self.choices is not None and value not in self.choices:
-                raise ConfigError(
-                    f"{self.name}: {value!r} is not one of {', '.join(self.choices)}"
-                )
+                raise self.invalid(value, f"String must be one of: {', '.join(self.choices)}")
         if self.validator is not None:
             self.validator(self.name, value)
         return value
+
+    def invalid(self, value: object, reason: str) -> ConfigError:
+        """Kafka's ``ConfigException(name, value, reason)``."""
+        return ConfigError(f"Invalid value {value} for configuration {self.name}: {reason}")
 
 
 def format_value(value: Any) -> str:
@@ -181,11 +190,11 @@ def _check_throttled_replicas(name: str, value: list[str]) -> None:
 
 _TOPIC_CONFIG_DEFS = [
     ConfigDef("cleanup.policy", "LIST", ["delete"], "Retention policy: delete and/or compact.",
-              synonym="log.cleanup.policy", choices=("delete", "compact")),
+              synonym="log.cleanup.policy", choices=("compact", "delete")),
     ConfigDef("compression.type", "STRING", "producer",
               "Final compression for the topic; 'producer' keeps what the producer sent.",
               synonym="compression.type",
-              choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+              choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     ConfigDef("delete.retention.ms", "LONG", 86400000, "Retention of delete markers (compaction).",
               synonym="log.cleaner.delete.retention.ms", minimum=0),
     ConfigDef("enable.ordered.delivery", "BOOLEAN", True,

@@ -53,7 +53,7 @@ _BROKER_DEFS = [
     ConfigDef("log.retention.bytes", "LONG", -1, "Retention size per partition; -1 = unlimited."),
     ConfigDef("log.retention.check.interval.ms", "LONG", 300000, "Retention check interval.", minimum=1),
     ConfigDef("log.initial.task.delay.ms", "LONG", 30000, "Delay before the first retention check.", minimum=0),
-    ConfigDef("log.cleanup.policy", "LIST", ["delete"], "Default cleanup policy.", choices=("delete", "compact")),
+    ConfigDef("log.cleanup.policy", "LIST", ["delete"], "Default cleanup policy.", choices=("compact", "delete")),
     ConfigDef("log.cleaner.delete.retention.ms", "LONG", 86400000, "Delete marker retention."),
     ConfigDef("log.cleaner.enable", "BOOLEAN", True, "Run the log cleaner (compaction of compacted topics)."),
     ConfigDef("log.cleaner.threads", "INT", 1, "Log cleaner threads.", minimum=0),

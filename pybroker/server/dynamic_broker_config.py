@@ -115,11 +115,7 @@ def _non_dynamic(props: Mapping[str, str]) -> list[str]:
 def parse_value(name: str, raw: str) -> Any:
     """A dynamic value parsed as its definition says; ConfigError with Kafka's opening
     ("Invalid value V for configuration N: ...") otherwise."""
-    try:
-        return BROKER_CONFIGS[name].parse(raw)
-    except ConfigError as e:
-        reason = str(e).removeprefix(f"{name}: ")
-        raise ConfigError(f"Invalid value {raw} for configuration {name}: {reason}") from None
+    return BROKER_CONFIGS[name].parse(raw)
 
 
 def check_names_and_types(props: Mapping[str, str], per_broker: bool) -> None:

@@ -120,13 +120,16 @@ def now_ms() -> int:
 @dataclass
 class PartitionAppendResult:
     error: ErrorCode = ErrorCode.NONE
-    error_message: str | None = None
+    error_message: str | None = None  # logged; sent to the client only when it is custom (below)
     base_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
     required_offset: int = -1  # acks=all: the high watermark this append waits for
     # INVALID_RECORD for some records of the batch: (batch index, message) of each (Produce v8+).
     record_errors: tuple[tuple[int, str | None], ...] = ()
+    # Kafka's hasCustomErrorMessage: the Produce answer carries ``error_message`` (record
+    # validation, a transaction's unverified partition); other errors go without one.
+    has_custom_error_message: bool = False
 
 
 # Append results now, or a future of them when the answer must wait.
@@ -661,7 +664,7 @@ class ReplicaManager:
             self.topic_stats.failed_produce(tp.topic)
             return PartitionAppendResult(
                 ErrorCode.INVALID_RECORD, str(e), log_start_offset=partition.log.log_start_offset,
-                record_errors=tuple(e.record_errors),
+                record_errors=tuple(e.record_errors), has_custom_error_message=True,
             )
         except tuple(_APPEND_ERRORS) as e:
             code = next(c for t, c in _APPEND_ERRORS.items() if isinstance(e, t))

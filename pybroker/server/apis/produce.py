@@ -10,7 +10,12 @@ Versions 0–2 carry message sets of magic 0 or 1 (clients older than Kafka 0.11
 told so by ``broker.version.fallback``): each partition's set becomes the one v2 batch the log
 takes (``_native.up_convert``, Kafka's ``LogValidator`` conversion), or answers CORRUPT_MESSAGE or
 INVALID_RECORD when it does not convert. A v2 batch in these versions is taken as it is, as Kafka
-takes it.
+takes it. From v3 a partition's records must be one magic 2 batch, not zstd below v7 (Kafka's
+``ProduceRequest.validateRecords``).
+
+Like Kafka, an answer carries an error message only where Kafka makes one (record validation, a
+transaction's unverified partition, and KIP-253's partition counts); a corrupt or too large batch
+is answered with its error code alone.
 """
 
 from __future__ import annotations
@@ -39,6 +44,12 @@ AUTHORIZES = frozenset({
 # magic and crc (8 + 4 + 4 + 1 + 4 bytes); bit 4 (of the low byte) is "transactional".
 _MAGIC_OFFSET = 16
 _ATTRIBUTES_OFFSET = 21
+_BATCH_LENGTH = struct.Struct(">i")  # at offset 8: the batch's size after its first 12 bytes
+_LOG_OVERHEAD = 12
+_MIN_RECORD_OVERHEAD = 14  # LegacyRecord.RECORD_OVERHEAD_V0, the least a batch length may say
+_CODEC_MASK = 0x07
+_ZSTD = 4
+FIRST_ZSTD_VERSION = 7
 _TRANSACTIONAL_FLAG = 0x10
 # producerId int64 and producerEpoch int16 follow lastOffsetDelta and the two timestamps.
 _PRODUCER_OFFSET = 43
@@ -68,6 +79,8 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
                        for tp, _ in entries if tp.topic in denied)
         if ctx.api_version <= LAST_MESSAGE_SET_VERSION:
             entries = _up_convert(entries, refused)
+        else:
+            entries = _validate_for_version(entries, refused, ctx.api_version)
         if refused:
             entries = [(tp, records) for tp, records in entries if tp not in refused]
         unverified = _unverified(ctx, request.transactional_id, entries)
@@ -125,7 +138,7 @@ async def _verify_then_append(
     errors = await ctx.broker.transaction_verifier.verify(request.transactional_id, producer_id, epoch, list(guards))
     failed = {
         tp: PartitionAppendResult(error, "Partition was not added to the transaction"
-                                  if error == ErrorCode.INVALID_TXN_STATE else None)
+                                  if error == ErrorCode.INVALID_TXN_STATE else None, has_custom_error_message=True)
         for tp, error in errors.items() if error != ErrorCode.NONE
     }
     entries = [(tp, records) for tp, records in entries if tp not in failed]
@@ -145,6 +158,59 @@ def _is_transactional(records: memoryview | None) -> bool:
     return records is not None and len(records) > _ATTRIBUTES_OFFSET + 1 and records[_MAGIC_OFFSET] >= 2 and bool(
         records[_ATTRIBUTES_OFFSET + 1] & _TRANSACTIONAL_FLAG
     )
+
+
+def _validate_for_version(
+    entries: list[tuple[TopicPartition, memoryview | None]], refused: dict[TopicPartition, PartitionAppendResult],
+    version: int,
+) -> list[tuple[TopicPartition, memoryview | None]]:
+    """Kafka's ``ProduceRequest.validateRecords`` for v3+, read from the first two batch headers
+    as Kafka's batch iterator reads them: no whole batch (INVALID_RECORD), a length below 14
+    (CORRUPT_MESSAGE), a magic other than 2 (INVALID_RECORD), zstd below v7
+    (UNSUPPORTED_COMPRESSION_TYPE), a second whole batch (INVALID_RECORD). Bytes after the first
+    batch that are not a whole batch are dropped, as Kafka's iterator never sees them. The
+    entries not ``refused`` (which gains the refusals) are returned."""
+    kept: list[tuple[TopicPartition, memoryview | None]] = []
+    for tp, records in entries:
+        if tp in refused:
+            continue
+        if records is None or len(records) == 0:
+            kept.append((tp, records))  # the append answers
+            continue
+        first = _batch_at(records, 0)
+        if isinstance(first, PartitionAppendResult):
+            refused[tp] = first
+        elif first is None or records[_MAGIC_OFFSET] != 2:
+            refused[tp] = PartitionAppendResult(ErrorCode.INVALID_RECORD)
+        elif version < FIRST_ZSTD_VERSION and records[_ATTRIBUTES_OFFSET + 1] & _CODEC_MASK == _ZSTD:
+            refused[tp] = PartitionAppendResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        else:
+            second = _batch_at(records, first)
+            if isinstance(second, PartitionAppendResult):
+                refused[tp] = second
+            elif second is not None:
+                refused[tp] = PartitionAppendResult(ErrorCode.INVALID_RECORD)
+            else:
+                kept.append((tp, records if first == len(records) else records[:first]))
+    return kept
+
+
+def _batch_at(records: memoryview, at: int) -> int | None | PartitionAppendResult:
+    """Where the batch at ``at`` ends; None when the bytes from ``at`` hold no whole batch (Kafka's
+    ``ByteBufferLogInputStream.nextBatch``), or the CORRUPT_MESSAGE of a length below 14."""
+    remaining = len(records) - at
+    if remaining < _LOG_OVERHEAD:
+        return None
+    size = _BATCH_LENGTH.unpack_from(records, at + 8)[0]
+    if size < _MIN_RECORD_OVERHEAD:
+        return PartitionAppendResult(
+            ErrorCode.CORRUPT_MESSAGE,
+            f"Record size {size} is less than the minimum record overhead ({_MIN_RECORD_OVERHEAD})",
+            has_custom_error_message=True,
+        )
+    if remaining < _MAGIC_OFFSET + 1 or remaining < size + _LOG_OVERHEAD:
+        return None
+    return at + size + _LOG_OVERHEAD
 
 
 def _up_convert(
@@ -183,7 +249,8 @@ def _partition_count_errors(
     errors = replica_manager.partition_count_errors(
         ((TopicPartition(t.name, p.index), t.undeleted_partition_count) for t in request.topic_data
          if t.name not in denied for p in t.partition_data), producing=True)
-    return {tp: PartitionAppendResult(error, _count_message(tp, replica_manager.partitions[tp].undeleted_partition_count))
+    return {tp: PartitionAppendResult(error, _count_message(tp, replica_manager.partitions[tp].undeleted_partition_count),
+                                      has_custom_error_message=True)
             for tp, error in errors.items()}
 
 
@@ -216,7 +283,8 @@ def _response(request: ProduceRequest, results: dict[TopicPartition, PartitionAp
                         ProduceResponse.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)
                         for index, message in result.record_errors
                     ] if result.record_errors else [],
-                    error_message=result.error_message if result.error != ErrorCode.NONE else None,
+                    error_message=(result.error_message if result.error != ErrorCode.NONE
+                                   and result.has_custom_error_message else None),
                 )
             )
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
