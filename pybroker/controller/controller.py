@@ -717,14 +717,20 @@ class Controller:
 
     async def _on_broker_failure(self, dead: set[int]) -> None:
         """Partitions led by a dead broker elect a new leader among their live in-sync replicas;
-        dead replicas leave the ISRs they were in (leader epoch +1). When nothing changed, an
-        UpdateMetadata still tells every broker the new set of live brokers."""
-        changed = await self._elect_offline_partitions()
-        changed += await self._remove_replicas_from_isr(dead)
-        if not changed:
-            batch = self._batch()
-            batch.add_update_metadata(set(self.context.live_brokers), [])
-            self._send(batch)
+        dead replicas leave the ISRs they were in (leader epoch +1). Then, as Kafka's
+        OfflineReplica transition does, every live broker gets the new set of live brokers and
+        the state of each partition with a replica on a dead broker: its offline replicas
+        changed, even where nothing else did (a broker that stopped after a controlled shutdown
+        led nothing and was in no ISR)."""
+        await self._elect_offline_partitions()
+        await self._remove_replicas_from_isr(dead)
+        ctx = self.context
+        batch = self._batch()
+        batch.add_update_metadata(set(ctx.live_brokers), [
+            ctx.state(topic, index) for topic in ctx.topics.values()
+            for index, p in enumerate(topic.partitions) if p.leader_epoch >= 0 and dead & set(p.replicas)
+        ])
+        self._send(batch)
 
     async def _on_broker_startup(self, started: set[int]) -> None:
         """A new broker learns the cluster (the broker list to the others, everything to it), then
