@@ -41,18 +41,16 @@ func admin(args []string) {
 	keys := []string{"retention.ms", "cleanup.policy", "max.message.bytes"}
 	described := describeConfigs(ctx, adm, t, keys)
 	peer.Emit(map[string]any{"step": "describe_configs", "configs": described})
-	altered, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+	altered := alterTopicConfigs(ctx, adm, t, []kadm.AlterConfig{
 		{Op: kadm.SetConfig, Name: "max.message.bytes", Value: kadm.StringPtr("2000000")},
 		{Op: kadm.DeleteConfig, Name: "retention.ms"},
 		{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact")},
-	}, t)
-	peer.Check(err, "incremental alter configs")
+	})
 	described = describeChanged(ctx, adm, t, keys, described)
 	peer.Emit(map[string]any{"step": "alter_configs", "err": code(altered[0].Err), "configs": described})
-	altered, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+	altered = alterTopicConfigs(ctx, adm, t, []kadm.AlterConfig{
 		{Op: kadm.SubtractConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact")},
-	}, t)
-	peer.Check(err, "incremental alter configs (subtract)")
+	})
 	peer.Emit(map[string]any{"step": "subtract_config", "err": code(altered[0].Err),
 		"configs": describeChanged(ctx, adm, t, []string{"cleanup.policy"}, described)})
 
@@ -155,6 +153,20 @@ func admin(args []string) {
 type configValue struct {
 	Value  string `json:"value"`
 	Source string `json:"source"`
+}
+
+// alterTopicConfigs asks again while the answering broker has not heard of the topic yet
+// (UNKNOWN_TOPIC_OR_PARTITION, as with describeConfigs), then returns the answer.
+func alterTopicConfigs(ctx context.Context, adm *kadm.Client, topic string,
+	alters []kadm.AlterConfig) kadm.AlterConfigsResponses {
+	var altered kadm.AlterConfigsResponses
+	peer.Poll(ctx, "altering the configs of "+topic, func() bool {
+		var err error
+		altered, err = adm.AlterTopicConfigs(ctx, alters, topic)
+		peer.Check(err, "incremental alter configs")
+		return !errors.Is(altered[0].Err, kerr.UnknownTopicOrPartition)
+	})
+	return altered
 }
 
 func describeConfigs(ctx context.Context, adm *kadm.Client, topic string,
