@@ -46,7 +46,7 @@ def dynamic(props: dict[str, str] | None = None) -> DynamicBrokerConfig:
      "Set(ssl.keystore.location)"),
     ({"listener.name.internal.ssl.keystore.location": "/k"}, True, "pybroker cannot update listener configs dynamically"),
     ({"log.retention.ms": "soon"}, False, "Invalid value soon for configuration log.retention.ms:"),
-    ({"log.segment.bytes": "5"}, True, "Invalid value 5 for configuration log.segment.bytes: value 5 must be at least 14"),
+    ({"log.segment.bytes": "5"}, True, "Invalid value 5 for configuration log.segment.bytes: Value must be at least 14"),
 ])
 def test_refusals(props, per_broker, message):
     with pytest.raises(DynamicConfigError) as e:
