@@ -20,7 +20,9 @@ restarted process finds its logs (and a KRaft node its formatted metadata log) a
 - `KRaftNode`: one combined broker+controller (4.4.0), its storage formatted before the first
   start.
 - `run_kafka_tool`: a command-line tool class (``org.apache.kafka.tools.TopicCommand``,
-  ``kafka.admin.ConfigCommand``, ...) run from the jars with a small heap.
+  ``kafka.admin.ConfigCommand``, ...) run from the jars with a small heap;
+  `run_kafka_tools`: several of them one after another in one JVM (``bench/kafka/ToolBatch.java``,
+  compiled with ``javac`` into the cache), each with its own output and exit code.
 
 JVM start-up on a 2-core machine: each process gets a pinned heap (``-Xms`` = ``-Xmx``: 512 MB
 for a broker, 256 MB for a tool) and G1 with the flags Kafka's own scripts add. Brokers keep the
@@ -46,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import hashlib
 import os
 import shutil
 import signal
@@ -97,17 +100,19 @@ _LOG4J_TOOL = f"""\
 log4j.rootLogger=WARN, stderr
 log4j.appender.stderr=org.apache.log4j.ConsoleAppender
 log4j.appender.stderr.Target=System.err
+log4j.appender.stderr.Follow=true
 log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
 log4j.appender.stderr.layout.ConversionPattern={_PATTERN}
 """
 
 
-def _log4j2(level: str, target: str, quiet: Sequence[str] = ()) -> str:
+def _log4j2(level: str, target: str, quiet: Sequence[str] = (), follow: bool = False) -> str:
     lines = [
         "status = warn",
         "appender.out.type = Console",
         "appender.out.name = OUT",
         f"appender.out.target = {target}",
+        *(["appender.out.follow = true"] if follow else []),
         "appender.out.layout.type = PatternLayout",
         f"appender.out.layout.pattern = {_PATTERN}",
         f"rootLogger.level = {level}",
@@ -583,6 +588,19 @@ class KRaftNode(_KafkaProcess):
                                   f"{result.stdout}{result.stderr}")
 
 
+def _tool_command(version: str, directory: Path, heap_mb: int) -> list[str]:
+    """``java`` with a tool's JVM flags, ``version``'s jars and a logging configuration in
+    ``directory`` (WARN and above to the current System.err, which a tool batch redirects)."""
+    if uses_log4j2(version):
+        log_config = directory / "log4j2.properties"
+        log_config.write_text(_log4j2("WARN", "SYSTEM_ERR", follow=True))
+    else:
+        log_config = directory / "log4j.properties"
+        log_config.write_text(_LOG4J_TOOL)
+    return [java(), f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", *TOOL_JVM_FLAGS, _log_config_flag(version, log_config),
+            "-cp", str(kafka_libs(version) / "*")]
+
+
 def run_kafka_tool(
     version: str,
     main_class: str,
@@ -597,18 +615,76 @@ def run_kafka_tool(
     ``kafka.admin.ConfigCommand``, ``org.apache.kafka.tools.DeleteRecordsCommand``, ...) with
     ``args``; its output captured as text, logging at WARN to stderr. Raises
     `subprocess.TimeoutExpired` (the JVM killed) after ``timeout`` seconds."""
-    libs = kafka_libs(version)
     with tempfile.TemporaryDirectory(prefix="kafka-tool-") as directory:
-        if uses_log4j2(version):
-            log_config = Path(directory) / "log4j2.properties"
-            log_config.write_text(_log4j2("WARN", "SYSTEM_ERR"))
-        else:
-            log_config = Path(directory) / "log4j.properties"
-            log_config.write_text(_LOG4J_TOOL)
-        command = [
-            java(), f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", *TOOL_JVM_FLAGS,
-            _log_config_flag(version, log_config), "-cp", str(libs / "*"), main_class, *args,
-        ]
+        command = [*_tool_command(version, Path(directory), heap_mb), main_class, *args]
         return subprocess.run(command, input=input, capture_output=True, text=True, timeout=timeout,
                               cwd=cwd, stdin=None if input is not None else subprocess.DEVNULL,
                               preexec_fn=terminated_with_parent())
+
+
+TOOL_BATCH_SOURCE = REPO / "bench" / "kafka" / "ToolBatch.java"
+
+
+def tool_batch_classes() -> Path:
+    """The directory holding ``ToolBatch.class``, compiled from `TOOL_BATCH_SOURCE` with ``javac``
+    into the Kafka cache the first time (one directory per version of the source)."""
+    source = TOOL_BATCH_SOURCE.read_bytes()
+    target = kafka_cache() / "tool-batch" / hashlib.sha256(source).hexdigest()[:16]
+    if (target / "ToolBatch.class").is_file():
+        return target
+    javac = shutil.which("javac")
+    if javac is None:
+        raise KafkaNotResolvedError("javac is not on the PATH: running Kafka tools in a batch needs a JDK")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as building:
+        subprocess.run([javac, "-d", building, str(TOOL_BATCH_SOURCE)], check=True, capture_output=True,
+                       timeout=120)
+        try:
+            os.rename(building, target)  # atomic: a concurrent compilation's result is as good
+        except OSError:
+            if not (target / "ToolBatch.class").is_file():
+                raise
+        else:
+            os.mkdir(building)  # for TemporaryDirectory's clean-up
+    return target
+
+
+def run_kafka_tools(
+    version: str,
+    commands: Sequence[tuple[str, Sequence[str]]],
+    timeout: float = 300.0,
+    *,
+    heap_mb: int = 256,
+) -> list[subprocess.CompletedProcess[str]]:
+    """Run several tool classes (``(main_class, args)`` each) one after another in one JVM
+    (``bench/kafka/ToolBatch.java``), each with its own captured stdout and stderr and the exit
+    code it passes to Kafka's ``Exit``, as `run_kafka_tool` would report it, without a JVM start
+    per command. What differs from separate runs is what a process counts across commands (the
+    admin clients' ids, ``adminclient-N``, go on from one command to the next). Raises
+    `subprocess.TimeoutExpired` after ``timeout`` seconds for the whole batch, RuntimeError when
+    the JVM ends before answering every command."""
+    for main_class, args in commands:
+        if any("\t" in a or "\n" in a for a in (main_class, *args)):
+            raise ValueError(f"tabs and line breaks cannot be passed to a tool batch: {main_class} {args}")
+    lines = "".join("\t".join((main_class, *args)) + "\n" for main_class, args in commands)
+    with tempfile.TemporaryDirectory(prefix="kafka-tools-") as directory:
+        command = _tool_command(version, Path(directory), heap_mb)
+        command[command.index("-cp") + 1] += os.pathsep + str(tool_batch_classes())
+        finished = subprocess.run([*command, "ToolBatch"], input=lines, capture_output=True, text=True,
+                                  timeout=timeout, preexec_fn=terminated_with_parent())
+    results = []
+    stray = []  # output that escaped the batch's redirection: fail rather than lose it
+    for line in finished.stdout.splitlines():
+        if line.startswith("RESULT "):
+            _, code, out, err = line.split(" ")
+            main_class, args = commands[len(results)]
+            results.append(subprocess.CompletedProcess(
+                [main_class, *args], int(code), base64.b64decode(out).decode(), base64.b64decode(err).decode()))
+        else:
+            stray.append(line)
+    if stray:
+        raise RuntimeError(f"the tool batch printed outside its commands' output: {stray[:5]}")
+    if len(results) != len(commands):
+        raise RuntimeError(f"the tool batch answered {len(results)} of {len(commands)} commands (exit "
+                           f"{finished.returncode}):\n{finished.stdout[-2000:]}{finished.stderr[-4000:]}")
+    return results

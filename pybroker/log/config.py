@@ -3,16 +3,22 @@
 Owns the table of topic configs (``cleanup.policy``, ``retention.ms``, ``segment.bytes`` …), the
 broker property each one falls back to (its synonym: ``log.retention.ms`` for ``retention.ms``),
 and ``LogConfig``, the resolved per-topic view a ``Log`` reads. It knows nothing of the network or
-of requests; DescribeConfigs/AlterConfigs handlers use the table to validate and describe.
-Kafka 3.x topic configs that pybroker accepts without effect (``message.format.version``,
-``message.downconversion.enable``, ``preallocate``) are in the table too, with Kafka's
-validation, and ``ignored_config_warnings`` gives Kafka's WARN for an ignored old format.
+of requests; DescribeConfigs/AlterConfigs handlers use the table to validate and describe. A
+refused value raises ConfigError with the text of Kafka's ``ConfigDef`` ("Invalid value abc for
+configuration retention.ms: Not a number of type LONG").
+Kafka 3.9 topic configs that pybroker accepts without effect (``message.format.version``,
+``preallocate``, the ``compression.*.level`` settings, tiered storage's ``local.retention.*``) are
+in the table too, with Kafka's validation (enabling tiered storage is refused, as by a Kafka broker
+without it), and ``ignored_config_warnings`` gives Kafka's WARN for an ignored old format.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 LONG_MAX = 2**63 - 1
@@ -23,18 +29,37 @@ class ConfigError(ValueError):
     """A config value that is unknown or out of range; maps to INVALID_CONFIG (40)."""
 
 
-def parse_bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    raise ConfigError(f"expected true or false, got {value!r}")
+class InvalidTopicConfigError(ConfigError):
+    """A change refused as Kafka's InvalidConfigurationException (a name that is no topic
+    config, say), which an alter reports as it is, where it prefixes a bad value's
+    ConfigException with the resource."""
 
 
-def parse_int(value: str) -> int:
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise ConfigError(f"expected an integer, got {value!r}") from None
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+_TYPE_LIMITS = {"SHORT": 2**15, "INT": 2**31, "LONG": 2**63}
+
+
+def java_double(value: float) -> str:
+    """``Double.toString``: ``2.0``, ``0.5``, ``1.0E10``, ``1.0E-4``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)  # Python's shortest repr, as Java's in this range
+    digits = Decimal(repr(abs(value))).normalize().as_tuple()
+    figures = "".join(map(str, digits.digits))
+    exponent = len(figures) + int(digits.exponent) - 1
+    return f"{'-' if value < 0 else ''}{figures[0]}.{figures[1:] or '0'}E{exponent}"
+
+
+def _java_number(value: int | float) -> str:
+    return java_double(value) if isinstance(value, float) else str(value)
+
+
+def invalid_value(name: str, raw: object, reason: str) -> ConfigError:
+    """Kafka's ``ConfigException(name, value, message)``: "Invalid value V for configuration N: R"."""
+    return ConfigError(f"Invalid value {raw} for configuration {name}: {reason}")
 
 
 def parse_list(value: str) -> list[str]:
@@ -52,56 +77,56 @@ class ConfigDef:
     synonym: str | None = None  # broker property supplying the default
     minimum: int | float | None = None
     choices: tuple[str, ...] | None = None
-    maximum: float | None = None  # DOUBLE only
+    maximum: int | float | None = None
     # A further check of the parsed value, given (name, value): raises ConfigError.
     validator: Callable[[str, Any], None] | None = None
 
     def parse(self, raw: str) -> Any:
-        """Convert a string value to its typed form, raising ConfigError if it is invalid, in the
-        words of Kafka's ConfigDef: "Invalid value V for configuration N: <reason>", V the parsed
-        value when it parsed ("2.0"), else as given."""
+        """Convert a string value to its typed form; ConfigError with Kafka's ``ConfigDef``
+        text ("Invalid value abc for configuration retention.ms: Not a number of type LONG",
+        "... Value must be at least 14", "... String must be one of: compact, delete") if it
+        is invalid."""
         text = raw.strip()
-        value: Any
         if self.type == "BOOLEAN":
             if text.lower() not in ("true", "false"):
-                raise self.invalid(text, "Expected value to be either true or false")
-            value = text.lower() == "true"
-        elif self.type in ("INT", "LONG", "SHORT"):
-            limit = {"INT": INT_MAX, "SHORT": 2**15 - 1}.get(self.type, LONG_MAX)
-            try:
-                value = int(text)
-            except ValueError:
-                value = None
-            if value is None or not -limit - 1 <= value <= limit:
-                raise self.invalid(text, f"Not a number of type {self.type}")
-            if self.minimum is not None and value < self.minimum:
-                raise self.invalid(value, f"Value must be at least {self.minimum}")
+                raise invalid_value(self.name, raw, "Expected value to be either true or false")
+            value: Any = text.lower() == "true"
+        elif self.type in _TYPE_LIMITS:
+            limit = _TYPE_LIMITS[self.type]
+            if not _JAVA_INTEGER.fullmatch(text) or not -limit <= int(text) < limit:
+                raise invalid_value(self.name, raw, f"Not a number of type {self.type}")
+            value = int(text)
+            self._check_range(value)
         elif self.type == "DOUBLE":
             try:
-                value = float(text)
+                value = float(text) if "_" not in text else None
             except ValueError:
-                raise self.invalid(text, "Not a number of type DOUBLE") from None
-            if self.minimum is not None and value < self.minimum:
-                raise self.invalid(value, f"Value must be at least {self.minimum}")
-            if self.maximum is not None and value > self.maximum:
-                raise self.invalid(value, f"Value must be no more than {self.maximum}")
+                value = None
+            if value is None:
+                raise invalid_value(self.name, raw, "Not a number of type DOUBLE")
+            self._check_range(value)
         elif self.type == "LIST":
             value = parse_list(raw)
-            if self.choices is not None:
-                for item in value:
-                    if item not in self.choices:
-                        raise self.invalid(item, f"String must be one of: {', '.join(self.choices)}")
+            for item in value:
+                self._check_choice(item)
         else:
             value = text
-            if self.choices is not None and value not in self.choices:
-                raise self.invalid(value, f"String must be one of: {', '.join(self.choices)}")
+            self._check_choice(value)
         if self.validator is not None:
             self.validator(self.name, value)
         return value
 
-    def invalid(self, value: object, reason: str) -> ConfigError:
-        """Kafka's ``ConfigException(name, value, reason)``."""
-        return ConfigError(f"Invalid value {value} for configuration {self.name}: {reason}")
+    def _check_range(self, value: int | float) -> None:
+        """Kafka's ``Range`` validator (the value as Java prints the parsed number)."""
+        if self.minimum is not None and value < self.minimum:
+            raise invalid_value(self.name, _java_number(value), f"Value must be at least {_java_number(self.minimum)}")
+        if self.maximum is not None and value > self.maximum:
+            raise invalid_value(self.name, _java_number(value), f"Value must be no more than {_java_number(self.maximum)}")
+
+    def _check_choice(self, value: str) -> None:
+        """Kafka's ``ValidString`` (for a LIST, each item: ``ValidList``)."""
+        if self.choices is not None and value not in self.choices:
+            raise invalid_value(self.name, value, f"String must be one of: {', '.join(self.choices)}")
 
 
 def format_value(value: Any) -> str:
@@ -188,9 +213,38 @@ def _check_throttled_replicas(name: str, value: list[str]) -> None:
                 "a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
+def _check_gzip_level(name: str, value: int) -> None:
+    """Kafka's GzipCompression level check: java.util.zip's levels 1-9, or -1 (its default)."""
+    if value != -1 and not 1 <= value <= 9:
+        raise invalid_value(name, value, "Value must be between 1 and 9 or equal to -1")
+
+
+def _check_remote_storage(name: str, value: bool) -> None:
+    """pybroker has no tiered storage: enabling it is refused as Kafka refuses it on a broker
+    with ``remote.log.storage.system.enable=false``."""
+    if value:
+        raise ConfigError("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+                          "with remote log storage.")
+
+
+def _check_remote_disable(name: str, value: bool) -> None:
+    """KIP-950's settings, which ZooKeeper-mode Kafka refuses."""
+    if value:
+        raise InvalidTopicConfigError("It is invalid to set `remote.log.delete.on.disable` or "
+                                      "`remote.log.copy.disable` under Zookeeper's mode.")
+
+
 _TOPIC_CONFIG_DEFS = [
     ConfigDef("cleanup.policy", "LIST", ["delete"], "Retention policy: delete and/or compact.",
               synonym="log.cleanup.policy", choices=("compact", "delete")),
+    # Accepted and described; pybroker's native codecs compress at their own levels (gzip's
+    # default, lz4's fast mode, zstd's fastest level) whatever these say.
+    ConfigDef("compression.gzip.level", "INT", -1, "Level of gzip compression; without effect.",
+              synonym="compression.gzip.level", validator=_check_gzip_level),
+    ConfigDef("compression.lz4.level", "INT", 9, "Level of lz4 compression; without effect.",
+              synonym="compression.lz4.level", minimum=1, maximum=17),
+    ConfigDef("compression.zstd.level", "INT", 3, "Level of zstd compression; without effect.",
+              synonym="compression.zstd.level", minimum=-131072, maximum=22),
     ConfigDef("compression.type", "STRING", "producer",
               "Final compression for the topic; 'producer' keeps what the producer sent.",
               synonym="compression.type",
@@ -216,6 +270,11 @@ _TOPIC_CONFIG_DEFS = [
     ConfigDef("leader.replication.throttled.replicas", "LIST", [],
               "Replicas throttled on the leader side (partition:broker,... or *).",
               validator=_check_throttled_replicas),
+    # Tiered storage (KIP-405), which pybroker has not: accepted while off, without effect.
+    ConfigDef("local.retention.bytes", "LONG", -2, "Local log size kept with remote storage; without effect.",
+              synonym="log.local.retention.bytes", minimum=-2),
+    ConfigDef("local.retention.ms", "LONG", -2, "Local log age kept with remote storage; without effect.",
+              synonym="log.local.retention.ms", minimum=-2),
     ConfigDef("log.retention.min.timestamp", "LONG", 0,
               "Delete segments whose largest timestamp is below this Unix time in ms "
               "(0 disables it). OR-ed with retention.ms and retention.bytes."),
@@ -234,6 +293,15 @@ _TOPIC_CONFIG_DEFS = [
               "topic's records converted; when false they are answered UNSUPPORTED_VERSION. "
               "Followers are always served.",
               synonym="log.message.downconversion.enable"),
+    ConfigDef("message.timestamp.after.max.ms", "LONG", LONG_MAX,
+              "How far (ms) a CreateTime record's timestamp may be ahead of the broker's clock "
+              "(INVALID_TIMESTAMP beyond).", synonym="log.message.timestamp.after.max.ms", minimum=0),
+    ConfigDef("message.timestamp.before.max.ms", "LONG", LONG_MAX,
+              "How far (ms) a CreateTime record's timestamp may be behind the broker's clock "
+              "(INVALID_TIMESTAMP beyond).", synonym="log.message.timestamp.before.max.ms", minimum=0),
+    ConfigDef("message.timestamp.difference.max.ms", "LONG", LONG_MAX,
+              "[DEPRECATED] Both limits at once, for the one of before/after that is not set.",
+              synonym="log.message.timestamp.difference.max.ms", minimum=0),
     ConfigDef("message.timestamp.type", "STRING", "CreateTime",
               "Whether record timestamps are the producer's or the broker's append time.",
               synonym="log.message.timestamp.type", choices=("CreateTime", "LogAppendTime")),
@@ -250,6 +318,12 @@ _TOPIC_CONFIG_DEFS = [
               "Whether to preallocate a new segment's file on disk. Without effect: pybroker's "
               "segment files grow as they are written.",
               synonym="log.preallocate"),
+    ConfigDef("remote.log.copy.disable", "BOOLEAN", False, "KIP-950; refused when true (ZooKeeper mode).",
+              validator=_check_remote_disable),
+    ConfigDef("remote.log.delete.on.disable", "BOOLEAN", False, "KIP-950; refused when true (ZooKeeper mode).",
+              validator=_check_remote_disable),
+    ConfigDef("remote.storage.enable", "BOOLEAN", False, "Tiered storage; refused when true (pybroker has none).",
+              validator=_check_remote_storage),
     ConfigDef("retention.bytes", "LONG", -1, "Largest partition size before old segments go.",
               synonym="log.retention.bytes"),
     ConfigDef("retention.ms", "LONG", 604800000, "Age after which old segments are deleted.",
@@ -276,7 +350,7 @@ def validate_topic_configs(raw: Mapping[str, str | None]) -> dict[str, str]:
     for name, value in raw.items():
         definition = TOPIC_CONFIGS.get(name)
         if definition is None:
-            raise ConfigError(f"Unknown topic config name: {name}")
+            raise InvalidTopicConfigError(f"Unknown topic config name: {name}")
         if value is None:
             raise ConfigError(f"Null value not supported for topic config {name}")
         definition.parse(value)
@@ -300,23 +374,34 @@ class LogConfig:
             setattr(self, name.replace(".", "_"), value)
 
     cleanup_policy: list[str]
+    compression_gzip_level: int  # without effect
+    compression_lz4_level: int  # without effect
     compression_type: str
+    compression_zstd_level: int  # without effect
     delete_retention_ms: int
     enable_ordered_delivery: bool
     file_delete_delay_ms: int
     flush_messages: int
     flush_ms: int
     index_interval_bytes: int
+    local_retention_bytes: int  # without effect
+    local_retention_ms: int  # without effect
     log_retention_min_timestamp: int
     max_compaction_lag_ms: int
     max_message_bytes: int
     message_downconversion_enable: bool  # Fetch v0-v3 from consumers (pybroker.server.apis.fetch)
     message_format_version: str  # without effect
+    message_timestamp_after_max_ms: int
+    message_timestamp_before_max_ms: int
+    message_timestamp_difference_max_ms: int
     message_timestamp_type: str
     min_cleanable_dirty_ratio: float
     min_compaction_lag_ms: int
     min_insync_replicas: int
     preallocate: bool  # without effect
+    remote_log_copy_disable: bool  # always false
+    remote_log_delete_on_disable: bool  # always false
+    remote_storage_enable: bool  # always false
     retention_bytes: int
     retention_ms: int
     segment_bytes: int
@@ -340,6 +425,21 @@ class LogConfig:
         if self.compact and self.max_compaction_lag_ms > 0:
             return min(self.max_compaction_lag_ms, self.segment_ms)
         return self.segment_ms
+
+    @property
+    def timestamp_limits(self) -> tuple[int, int] | None:
+        """How far (ms) a CreateTime record may be behind and ahead of the broker's clock (Kafka's
+        ``messageTimestampBeforeMaxMs`` / ``AfterMaxMs``: each falls back to the deprecated
+        difference when not set); None when the topic uses LogAppendTime or sets no limit."""
+        before = self.message_timestamp_before_max_ms
+        after = self.message_timestamp_after_max_ms
+        if before == LONG_MAX:
+            before = self.message_timestamp_difference_max_ms
+        if after == LONG_MAX:
+            after = self.message_timestamp_difference_max_ms
+        if self.log_append_time or (before == LONG_MAX and after == LONG_MAX):
+            return None
+        return before, after
 
     @property
     def log_append_time(self) -> bool:

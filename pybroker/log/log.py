@@ -63,20 +63,31 @@ class InvalidRecordError(Exception):
     """Records that are well-formed but not acceptable (INVALID_RECORD, 87)."""
 
 
+def _java_long(value: int) -> int:
+    """``value`` as a Java long sum gives it: wrapped to 64 bits (Kafka prints ``now`` plus an
+    unset limit, Long.MAX_VALUE, as a negative number)."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
 class RecordValidationError(InvalidRecordError):
     """Kafka's ``RecordValidationException``: a batch refused whole because of some of its
-    records (INVALID_RECORD, 87). ``record_errors`` lists ``(batch_index, message)`` per refused
-    record (Produce v8+ answers them as ``RecordErrors``); the exception's message is Kafka's
-    summary, which Produce v8+ answers as ``ErrorMessage``."""
+    records (INVALID_RECORD, 87; INVALID_TIMESTAMP, 32, when ``invalid_timestamp``: a timestamp
+    was among the reasons). ``record_errors`` lists ``(batch_index, message)`` per refused record
+    (Produce v8+ answers them as ``RecordErrors``); the exception's message is Kafka's summary,
+    which Produce v8+ answers as ``ErrorMessage``."""
 
-    def __init__(self, record_errors: list[tuple[int, str]]) -> None:
+    def __init__(self, record_errors: list[tuple[int, str]], invalid_timestamp: bool = False) -> None:
         shown = ", ".join(f"RecordError(batchIndex={index}, message='{message}')"
                           for index, message in record_errors[:3])
-        super().__init__(
-            f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
-            f"and only showing the first three errors at most: [{shown}]"
-        )
+        if invalid_timestamp:  # Kafka's InvalidTimestampException (INVALID_TIMESTAMP, 32)
+            super().__init__("One or more records have been rejected due to invalid timestamp")
+        else:
+            super().__init__(
+                f"One or more records have been rejected due to {len(record_errors)} record errors in total, "
+                f"and only showing the first three errors at most: [{shown}]"
+            )
         self.record_errors = record_errors
+        self.invalid_timestamp = invalid_timestamp
 
 
 class UnexpectedAppendOffsetError(Exception):
@@ -501,19 +512,20 @@ class Log:
         verification started with (``ProducerStateManager.start_verification``).
 
         A client's records sent to a topic whose ``cleanup.policy`` includes ``compact`` must
-        have keys (Kafka's ``LogValidator``); coordinators' records are not checked.
+        have keys, and their timestamps must respect the topic's ``message.timestamp.*.max.ms``
+        (Kafka's ``LogValidator``); coordinators' records are not checked.
 
         Raises ``_native.CorruptRecordError``, ``_native.RecordTooLargeError``,
         ``InvalidRecordError`` (``RecordValidationError`` for keyless records in a compacted
-        topic) or the producer-state errors; nothing is appended then.
+        topic and timestamps out of range) or the producer-state errors; nothing is appended then.
         """
         info = _native.validate_batches(records, self.config.max_message_bytes)
         if info.batch_count != 1:
             raise InvalidRecordError(
                 "Produce requests with version 3+ are only allowed to contain exactly one record batch"
             )
-        if origin is AppendOrigin.CLIENT and not info.is_control and "compact" in self.config.cleanup_policy:
-            self._check_keys(records)
+        if origin is AppendOrigin.CLIENT and not info.is_control:
+            self._check_records(records, now_ms)
         producer_id = info.producer_id
         if info.is_control:
             if origin is not AppendOrigin.COORDINATOR:
@@ -561,13 +573,31 @@ class Log:
             last_leader_epoch=leader_epoch,
         )
 
-    def _check_keys(self, records: memoryview) -> None:
-        """Kafka's compacted-topic rule: every record needs a key (an empty one will do). One
-        native walk of the batch; raises ``RecordValidationError`` naming each keyless record."""
-        indexes = _native.null_key_indexes(records)
-        if indexes:
+    def _check_records(self, records: memoryview, now_ms: int) -> None:
+        """Kafka's ``LogValidator.validateRecord`` for a client's batch: in a compacted topic every
+        record needs a key (an empty one will do); with ``message.timestamp.before.max.ms`` /
+        ``after.max.ms`` (or the deprecated difference) set on a CreateTime topic, every record's
+        timestamp must lie within them of ``now_ms``. One native walk per check, and none without
+        the rule; raises ``RecordValidationError`` naming each refused record (its first error),
+        as INVALID_TIMESTAMP when any timestamp is refused."""
+        errors: dict[int, str] = {}
+        if "compact" in self.config.cleanup_policy:
             message = f"Compacted topic cannot accept message without key in topic partition {self.topic_partition}"
-            raise RecordValidationError([(index, message) for index in indexes])
+            errors = {index: message for index in _native.null_key_indexes(records)}
+        limits = self.config.timestamp_limits
+        bad_timestamps = False
+        if limits is not None:
+            before, after = limits
+            for index, (offset, timestamp, _, _) in enumerate(_native.read_records(records)):
+                if index in errors or timestamp == -1:
+                    continue
+                if now_ms - timestamp > before or timestamp - now_ms > after:
+                    bad_timestamps = True
+                    errors[index] = (f"Timestamp {timestamp} of message with offset {offset} is out of range. "
+                                     f"The timestamp should be within [{_java_long(now_ms - before)}, "
+                                     f"{_java_long(now_ms + after)}]")
+        if errors:
+            raise RecordValidationError(sorted(errors.items()), invalid_timestamp=bad_timestamps)
 
     def append_as_follower(self, records: memoryview, now_ms: int | None = None) -> LogAppendInfo:
         """Append a record set fetched from the partition leader as it is: the batches keep

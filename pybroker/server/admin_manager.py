@@ -48,6 +48,11 @@ TOPIC_CREATION_ERRORS: dict[type[Exception], ErrorCode] = {
 }
 
 
+def not_an_increase(current: int, new_count: int) -> str:
+    """ZooKeeper-mode Kafka's refusal of a lower partition count."""
+    return f"Topic currently has {current} partitions, which is higher than the requested {new_count}."
+
+
 def topic_creation_error(error: Exception) -> ErrorCode:
     return next(code for kind, code in TOPIC_CREATION_ERRORS.items() if isinstance(error, kind))
 
@@ -68,11 +73,16 @@ class AdminManager:
     def _live_broker_ids(self) -> list[int]:
         return sorted(self.metadata_cache.live_brokers) or [self.broker_id]
 
-    def check_new_topic(self, name: str, num_partitions: int, replication_factor: int) -> None:
-        """Raise the error CreateTopics would report, without creating anything."""
+    def check_topic_absent(self, name: str) -> None:
+        """Raise InvalidTopicError for a name Kafka refuses, TopicExistsError for a topic that exists."""
         validate_topic_name(name)
         if self.metadata_cache.topic(name) is not None:
             raise TopicExistsError(f"Topic '{name}' already exists.")
+
+    def check_new_topic(self, name: str, num_partitions: int, replication_factor: int) -> None:
+        """Raise the error CreateTopics would report for a topic the broker assigns, without
+        creating anything."""
+        self.check_topic_absent(name)
         if num_partitions < 1:
             raise InvalidPartitionsError("Number of partitions must be larger than 0.")
         if replication_factor < 1:
@@ -110,8 +120,8 @@ class AdminManager:
                 replication_factor = self.config.get("default.replication.factor")
             self.check_new_topic(name, num_partitions, replication_factor)
             assignment = self.assign_replicas(num_partitions, replication_factor)
-        else:
-            self.check_new_topic(name, len(assignment), len(assignment[0]))
+        else:  # checked by the caller as Kafka checks an explicit assignment (any broker ids)
+            self.check_topic_absent(name)
         checked = validate_topic_configs(configs)
         topic_id = uuid.uuid4()
         await self.store.create_topic(name, topic_id, assignment, checked)
@@ -153,11 +163,9 @@ class AdminManager:
                 "until they are drained (DeleteRecords or retention) and removed."
             )
         if new_count < current:
-            raise InvalidPartitionsError(
-                f"The topic {name} currently has {current} partition(s); {new_count} would not be an increase."
-            )
+            raise InvalidPartitionsError(not_an_increase(current, new_count))
         if new_count == current:
-            raise InvalidPartitionsError(f"Topic already has {current} partition(s).")
+            raise InvalidPartitionsError(f"Topic already has {current} partitions.")
         return current
 
     def check_partition_decrease(self, name: str, new_count: int) -> int:
@@ -168,13 +176,8 @@ class AdminManager:
         if topic is None:
             raise UnknownTopicError(f"The topic '{name}' does not exist.")
         initial, undeleted = topic.counts
-        if topic.is_internal:
-            raise InvalidPartitionsError(f"The internal topic {name} cannot shrink.")
-        if not self._ordered_delivery(name):
-            raise InvalidPartitionsError(
-                f"The topic {name} currently has {undeleted} partition(s); {new_count} would not be an increase "
-                "(a topic shrinks only with enable.ordered.delivery=true)."
-            )
+        if topic.is_internal or not self._ordered_delivery(name):  # no KIP-253 here: Kafka's answer
+            raise InvalidPartitionsError(not_an_increase(undeleted, new_count))
         if new_count < initial:
             raise InvalidPartitionsError(
                 f"The topic {name} was created with {initial} partition(s); it cannot shrink below that "

@@ -46,7 +46,8 @@ _BROKER_DEFS = [
     ConfigDef("log.segment.bytes", "INT", 1073741824, "Segment size.", minimum=14),
     ConfigDef("log.roll.ms", "LONG", None, "Segment roll time (ms)."),
     ConfigDef("log.roll.hours", "INT", 168, "Segment roll time (hours).", minimum=1),
-    ConfigDef("log.roll.jitter.ms", "LONG", 0, "Segment roll jitter (ms)."),
+    ConfigDef("log.roll.jitter.ms", "LONG", None, "Segment roll jitter (ms; default: log.roll.jitter.hours)."),
+    ConfigDef("log.roll.jitter.hours", "INT", 0, "Segment roll jitter (hours).", minimum=0),
     ConfigDef("log.retention.ms", "LONG", None, "Retention time (ms); -1 = unlimited."),
     ConfigDef("log.retention.minutes", "INT", None, "Retention time (minutes)."),
     ConfigDef("log.retention.hours", "INT", 168, "Retention time (hours)."),
@@ -84,6 +85,12 @@ _BROKER_DEFS = [
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", "LONG", 5000, "High watermark checkpoint interval."),
     ConfigDef("log.message.timestamp.type", "STRING", "CreateTime", "Default timestamp type.",
               choices=("CreateTime", "LogAppendTime")),
+    ConfigDef("log.message.timestamp.difference.max.ms", "LONG", LONG_MAX,
+              "[DEPRECATED] Default message.timestamp.difference.max.ms.", minimum=0),
+    ConfigDef("log.message.timestamp.before.max.ms", "LONG", LONG_MAX,
+              "Default message.timestamp.before.max.ms.", minimum=0),
+    ConfigDef("log.message.timestamp.after.max.ms", "LONG", LONG_MAX,
+              "Default message.timestamp.after.max.ms.", minimum=0),
     # --- defaults of topic configs accepted without effect (see pybroker/log/config.py) ---
     ConfigDef("log.message.format.version", "STRING", "3.0-IV1",
               "[DEPRECATED] Default message.format.version; ignored (record format v2 always).",
@@ -91,6 +98,16 @@ _BROKER_DEFS = [
     ConfigDef("log.message.downconversion.enable", "BOOLEAN", True,
               "Default message.downconversion.enable (Fetch v0-v3 from consumers)."),
     ConfigDef("log.preallocate", "BOOLEAN", False, "Default preallocate; without effect."),
+    ConfigDef("compression.gzip.level", "INT", -1, "Default compression.gzip.level; without effect.",
+              validator=TOPIC_CONFIGS["compression.gzip.level"].validator),
+    ConfigDef("compression.lz4.level", "INT", 9, "Default compression.lz4.level; without effect.",
+              minimum=1, maximum=17),
+    ConfigDef("compression.zstd.level", "INT", 3, "Default compression.zstd.level; without effect.",
+              minimum=-131072, maximum=22),
+    ConfigDef("log.local.retention.ms", "LONG", -2, "Default local.retention.ms (tiered storage); "
+              "without effect.", minimum=-2),
+    ConfigDef("log.local.retention.bytes", "LONG", -2, "Default local.retention.bytes (tiered storage); "
+              "without effect.", minimum=-2),
     # ---
     ConfigDef("compression.type", "STRING", "producer", "Default topic compression."),
     ConfigDef("min.insync.replicas", "INT", 1, "Default min.insync.replicas.", minimum=1),
@@ -107,6 +124,10 @@ _BROKER_DEFS = [
     ConfigDef("replica.fetch.backoff.ms", "INT", 1000, "Follower back-off after a fetch error."),
     ConfigDef("replica.socket.timeout.ms", "INT", 30000, "Follower request timeout."),
     ConfigDef("num.replica.fetchers", "INT", 1, "Fetcher tasks per source broker.", minimum=1),
+    # Kafka's thread pools, which an asyncio broker has not: accepted and described, without effect.
+    ConfigDef("num.io.threads", "INT", 8, "Kafka's request handler threads; without effect.", minimum=1),
+    ConfigDef("num.network.threads", "INT", 3, "Kafka's network threads per listener; without effect.", minimum=1),
+    ConfigDef("background.threads", "INT", 10, "Kafka's background task threads; without effect.", minimum=1),
     ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", "LONG", LONG_MAX,
               "Bytes per second a replica move between log dirs copies at most.", minimum=1),
     ConfigDef("zookeeper.connect", "STRING", None,
@@ -259,6 +280,7 @@ LISTENER_PREFIX = "listener.name."
 SYNONYM_CHAINS: dict[str, tuple[str, ...]] = {
     "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
     "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
 }
 
@@ -588,6 +610,12 @@ class BrokerConfig:
         return self.get("log.roll.hours") * 3_600_000
 
     @property
+    def roll_jitter_ms(self) -> int:
+        if self.is_set("log.roll.jitter.ms"):
+            return self.get("log.roll.jitter.ms")
+        return self.get("log.roll.jitter.hours") * 3_600_000
+
+    @property
     def flush_interval_ms(self) -> int:
         if self.is_set("log.flush.interval.ms"):
             return self.get("log.flush.interval.ms")
@@ -600,6 +628,8 @@ class BrokerConfig:
             return self.retention_ms
         if definition.synonym == "log.roll.ms":
             return self.roll_ms
+        if definition.synonym == "log.roll.jitter.ms":
+            return self.roll_jitter_ms
         if definition.synonym == "log.flush.interval.ms":
             return self.flush_interval_ms
         if definition.synonym is not None and definition.synonym in BROKER_CONFIGS:

@@ -4,8 +4,10 @@ Owns Kafka's ConfigSource and ConfigType codes and the rules for a config entry'
 read-only flag and synonyms (Kafka's ``ConfigHelper``), for topics (overrides over broker
 defaults), for this broker (dynamic per-broker configs over the cluster defaults over
 ``server.properties`` over the built-in defaults), the cluster-wide defaults, and this broker's
-loggers. Unlike Kafka in ZooKeeper mode (and like Kafka in KRaft mode), a topic config's
-synonyms keep every broker name of its chain (``log.retention.hours`` for ``retention.ms``).
+loggers. A topic config's synonyms start, as Kafka's do, at its first broker name: the names of
+its chain that come before it are dropped, so ``retention.ms`` shows ``log.retention.hours``
+only behind a ``log.retention.ms`` that is set somewhere, and none at all otherwise (its source
+is then DEFAULT_CONFIG, whichever broker name gave its value).
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ def _synonym_layers(config: BrokerConfig, names: tuple[str, ...], sensitive: boo
 def describe_topic(broker: Broker, topic: str, keys: list[str] | None = None) -> list[ConfigEntry]:
     """Every topic config (or those named in ``keys``) with value, source and synonyms: the
     topic's override, then the broker names behind its default layer by layer (a dynamic broker
-    default shows as DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG)."""
+    default shows as DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG), from the first
+    entry of its first broker name on (Kafka's ``configSynonyms``)."""
     overrides = broker.admin_manager.topic_configs(topic)
     entries = []
     for name in sorted(TOPIC_CONFIGS):
@@ -110,6 +113,8 @@ def describe_topic(broker: Broker, topic: str, keys: list[str] | None = None) ->
         if definition.synonym is not None:
             chain = tuple(n for n in SYNONYM_CHAINS.get(definition.synonym, (definition.synonym,)) if n in BROKER_CONFIGS)
         synonyms = _synonym_layers(broker.config, chain, definition.type == "PASSWORD")
+        while synonyms and synonyms[0][0] != definition.synonym:  # Kafka's dropWhile
+            synonyms.pop(0)
         if name in overrides:
             value = overrides[name]
             synonyms.insert(0, (name, value, ConfigSource.TOPIC_CONFIG))

@@ -56,9 +56,13 @@ CLEANER_CONFIGS = frozenset({
     "log.cleaner.io.buffer.size", "message.max.bytes", "log.cleaner.io.max.bytes.per.second",
     "log.cleaner.backoff.ms",
 })
-#: Kafka's DynamicThreadPool.ReconfigurableConfigs that pybroker has (num.io.threads and
-#: background.threads have no counterpart in an asyncio broker).
-THREAD_POOL_CONFIGS = frozenset({"num.replica.fetchers", "num.recovery.threads.per.data.dir"})
+#: Kafka's DynamicThreadPool.ReconfigurableConfigs, checked as Kafka checks them (at most double,
+#: at least half the current count). num.io.threads, num.network.threads and background.threads
+#: are accepted and described without effect: an asyncio broker has no such pools.
+THREAD_POOL_CONFIGS = frozenset({
+    "num.replica.fetchers", "num.recovery.threads.per.data.dir", "num.io.threads", "num.network.threads",
+    "background.threads",
+})
 #: Kafka's ProducerStateManagerConfig.RECONFIGURABLE_CONFIGS that pybroker applies at run time.
 PRODUCER_STATE_CONFIGS = frozenset({"producer.id.expiration.ms"})
 #: Kafka's DynamicConfig.Broker: settable only dynamically (replication throttles).
@@ -113,8 +117,8 @@ def _non_dynamic(props: Mapping[str, str]) -> list[str]:
 
 
 def parse_value(name: str, raw: str) -> Any:
-    """A dynamic value parsed as its definition says; ConfigError with Kafka's opening
-    ("Invalid value V for configuration N: ...") otherwise."""
+    """A dynamic value parsed as its definition says; ConfigError with Kafka's text ("Invalid
+    value V for configuration N: ...") otherwise."""
     return BROKER_CONFIGS[name].parse(raw)
 
 

@@ -663,8 +663,9 @@ class ReplicaManager:
             log.debug("Append to %s failed: %s", tp, e)
             self.topic_stats.failed_produce(tp.topic)
             return PartitionAppendResult(
-                ErrorCode.INVALID_RECORD, str(e), log_start_offset=partition.log.log_start_offset,
-                record_errors=tuple(e.record_errors), has_custom_error_message=True,
+                ErrorCode.INVALID_TIMESTAMP if e.invalid_timestamp else ErrorCode.INVALID_RECORD, str(e),
+                log_start_offset=partition.log.log_start_offset, record_errors=tuple(e.record_errors),
+                has_custom_error_message=True,
             )
         except tuple(_APPEND_ERRORS) as e:
             code = next(c for t, c in _APPEND_ERRORS.items() if isinstance(e, t))

@@ -5,12 +5,15 @@ Authorization: a BROKER resource needs ALTER_CONFIGS on the cluster (else
 CLUSTER_AUTHORIZATION_FAILED, after Kafka's checks of the change itself: see
 ``pybroker/server/broker_config_changes.py``), a TOPIC ALTER_CONFIGS on the topic (else
 TOPIC_AUTHORIZATION_FAILED, before the existence check); the error message is null, as in Kafka.
-BROKER_LOGGER is refused (INVALID_REQUEST), as Kafka refuses it on this API.
+BROKER_LOGGER is refused (INVALID_REQUEST), as Kafka refuses it on this API. A topic's refusals
+carry ZooKeeper-mode Kafka's texts: "The topic 't' does not exist.", and a value Kafka's
+``ConfigDef`` refuses after "Invalid config value for resource ConfigResource(type=TOPIC,
+name='t'): " (`topic_config_error_message`; IncrementalAlterConfigs uses the same).
 """
 
 from __future__ import annotations
 
-from pybroker.log.config import ConfigError, validate_topic_configs
+from pybroker.log.config import ConfigError, InvalidTopicConfigError, validate_topic_configs
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
@@ -53,14 +56,27 @@ async def _alter(ctx: RequestContext, resource: object, configs: dict[str, str |
     if kind != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
     if broker.metadata_cache.topic(name) is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown_topic_message(name)
     try:
         checked = validate_topic_configs(configs)
     except ConfigError as e:
-        return ErrorCode.INVALID_CONFIG, str(e)
+        return ErrorCode.INVALID_CONFIG, topic_config_error_message(name, e)
     if not validate_only:
         await broker.admin_manager.set_topic_configs(name, checked)
     return ErrorCode.NONE, None
+
+
+def unknown_topic_message(name: str) -> str:
+    """ZooKeeper-mode Kafka's message when the topic of an alter does not exist."""
+    return f"The topic '{name}' does not exist."
+
+
+def topic_config_error_message(topic: str, error: ConfigError) -> str:
+    """How ZooKeeper-mode Kafka reports a refused topic config change: an unknown name as it
+    is, a bad value (a ConfigException) after the resource it was for."""
+    if isinstance(error, InvalidTopicConfigError):
+        return str(error)
+    return f"Invalid config value for resource ConfigResource(type=TOPIC, name='{topic}'): {error}"
 
 
 def repeated_resources(resources: list[object]) -> set[tuple[int, str]]:

@@ -8,6 +8,8 @@ topic's initial count, and a topic with partitions marked for deletion does not 
 
 Each topic needs ALTER (else TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.",
 after the duplicate-name check and before any other), as Kafka's ``handleCreatePartitionsRequest``.
+Replica lists given for the added partitions are checked as ZooKeeper-mode Kafka checks them
+(INVALID_REPLICA_ASSIGNMENT, Kafka's texts: `_check_assignments`).
 """
 
 from __future__ import annotations
@@ -61,15 +63,7 @@ async def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic
         current = admin.check_partition_increase(name, count)
         assignments = topic.assignments  # type: ignore[attr-defined]
         if assignments is not None:
-            if len(assignments) != count - current:
-                raise InvalidPartitionsError(
-                    f"Increasing the number of partitions by {count - current} but {len(assignments)} assignments provided."
-                )
-            brokers = set(ctx.broker.metadata_cache.live_brokers)
-            for a in assignments:
-                if not set(a.broker_ids) <= brokers:
-                    return _Result(name=name, error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                   error_message=f"Unknown broker in assignment {a.broker_ids}.")
+            _check_assignments(ctx, name, current, count, [list(a.broker_ids) for a in assignments])
         if not request.validate_only:
             await admin.create_partitions(
                 name, count, None if assignments is None else [list(a.broker_ids) for a in assignments]
@@ -78,7 +72,41 @@ async def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic
         return _Result(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=str(e))
     except InvalidPartitionsError as e:
         return _Result(name=name, error_code=ErrorCode.INVALID_PARTITIONS, error_message=str(e))
+    except _InvalidAssignment as e:
+        return _Result(name=name, error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT, error_message=str(e))
     return _Result(name=name, error_code=ErrorCode.NONE, error_message=None)
+
+
+class _InvalidAssignment(Exception):
+    """Kafka's InvalidReplicaAssignmentException."""
+
+
+def _check_assignments(ctx: RequestContext, name: str, current: int, count: int, assignments: list[list[int]]) -> None:
+    """ZooKeeper-mode Kafka's checks of the replicas given for the added partitions, in its
+    order: brokers that are not registered, the number of lists, a list without replicas or with
+    a broker twice, and replica counts unlike partition 0's."""
+    live = set(ctx.broker.metadata_cache.live_brokers)
+    unknown = [b for b in dict.fromkeys(b for replicas in assignments for b in replicas) if b not in live]
+    if unknown:
+        raise _InvalidAssignment(f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+    if len(assignments) != count - current:
+        raise _InvalidAssignment(
+            f"Increasing the number of partitions by {count - current} but {len(assignments)} assignments provided.")
+    for partition, replicas in enumerate(assignments, start=current):
+        if not replicas:
+            raise _InvalidAssignment(f"Cannot have replication factor of 0 for partition id {partition}.")
+        if len(set(replicas)) != len(replicas):
+            raise _InvalidAssignment(f"Duplicate brokers not allowed in replica assignment: "
+                                     f"{', '.join(map(str, replicas))} for partition id {partition}.")
+    cached = ctx.broker.metadata_cache.topic(name)
+    expected = len(cached.partitions[0].replicas) if cached is not None and 0 in cached.partitions else None
+    bad = [(partition, len(replicas)) for partition, replicas in enumerate(assignments, start=current)
+           if expected is not None and len(replicas) != expected]
+    if bad:
+        raise _InvalidAssignment(
+            f"Inconsistent replication factor between partitions, partition 0 has {expected} while partitions "
+            f"[{', '.join(str(p) for p, _ in bad)}] have replication factors [{', '.join(str(n) for _, n in bad)}], "
+            "respectively.")
 
 
 async def _decrease(ctx: RequestContext, request: CreatePartitionsRequest, topic: object) -> _Result:

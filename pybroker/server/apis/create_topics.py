@@ -12,6 +12,11 @@ One recorded but whose log a replica on this broker could not create while its d
 (out of descriptors or memory; a failed disk takes the dir offline instead) answers
 KAFKA_STORAGE_ERROR too, with the partition and the error: the topic exists, and the partitions
 without a log are offline (Kafka answers success there and leaves them offline silently).
+
+Explicit replica assignments are checked as ZooKeeper-mode Kafka checks them, with its texts
+(`_partition_layout`); they may name brokers that are not registered. The answer waits until every
+partition has a leader: a partition none of whose replicas is registered never gets one, and its
+topic answers REQUEST_TIMED_OUT without a message at the request's timeout, as Kafka's.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+from pybroker.jvm_collections import scala_int_map_string
 from pybroker.log.config import validate_topic_configs
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
@@ -41,7 +47,9 @@ _Result = CreateTopicsResponse.CreatableTopicResult
 
 
 class _AssignmentError(Exception):
-    pass
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
@@ -53,6 +61,7 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         may_create = {name for name in names if ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)}
     may_describe = {name for name in names if ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)}
     results = []
+    partition_counts: dict[str, int] = {}
     answered: set[str] = set()
     for topic in request.topics:
         if counts[topic.name] > 1:
@@ -66,17 +75,21 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             results.append(_error(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
             continue
         result = await _create(ctx, request, topic)
+        partition_counts[topic.name] = result.num_partitions
         if topic.name not in may_describe:
             _hide_configs(result, ctx.api_version)
         results.append(result)
-    # Answer once the new partitions have leaders (Kafka's DelayedCreatePartitions).
+    # Answer once every new partition has a leader (Kafka's DelayedCreatePartitions): one whose
+    # replicas are all on brokers that are not registered never gets one, and its topic answers
+    # REQUEST_TIMED_OUT without a message, as Kafka's does.
     created = [r for r in results if r.error_code == ErrorCode.NONE and not request.validate_only]
-    if created and not await ctx.broker.admin_manager.wait_for_leaders([r.name for r in created], request.timeout_ms):
+    wanted = {r.name: partition_counts[r.name] for r in created}
+    if created and not await ctx.broker.admin_manager.wait_for_leaders(list(wanted), request.timeout_ms, wanted):
         for result in created:
             topic = ctx.broker.metadata_cache.topic(result.name)
-            if topic is None or not topic.has_all_leaders:
+            if topic is None or not topic.has_all_leaders or len(topic.partitions) < wanted[result.name]:
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
-                result.error_message = "Timed out waiting for the new partitions to get leaders."
+                result.error_message = None
     for result in created:
         if result.error_code == ErrorCode.NONE:
             _check_local_logs(ctx, result)
@@ -117,22 +130,38 @@ def _error(name: str, code: ErrorCode, message: str | None) -> _Result:
 
 
 def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int, list[list[int]] | None]:
+    """The partition count, replication factor and explicit assignment (None: the broker
+    assigns) of a topic to create, checked as ZooKeeper-mode Kafka checks them
+    (``ZkAdminManager.createTopics``, ``AdminZkClient.validateTopicCreate``): an existing name
+    first, then the assignment's replica counts, duplicates and partition numbering. Brokers
+    named in an explicit assignment need not exist (Kafka: "this follows the existing logic in
+    TopicCommand"): a replica on a broker that is not registered starts offline and out of the
+    ISR. A partition index given twice keeps its last replica list, as in Kafka's map."""
     assignments = topic.assignments  # type: ignore[attr-defined]
     partitions, replication = topic.num_partitions, topic.replication_factor  # type: ignore[attr-defined]
     if not assignments:
         return partitions, replication, None
     if partitions != -1 or replication != -1:
-        raise _AssignmentError("Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
-    brokers = set(ctx.broker.metadata_cache.live_brokers)
-    sizes = {len(a.broker_ids) for a in assignments}
-    indexes = sorted(a.partition_index for a in assignments)
-    if indexes != list(range(len(assignments))) or len(sizes) != 1:
-        raise _AssignmentError("Partitions must be numbered 0..N-1 with equally many replicas each.")
+        raise _AssignmentError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
+                               "replicasAssignments were set. Both cannot be used at the same time.")
+    name = topic.name  # type: ignore[attr-defined]
+    ctx.broker.admin_manager.check_topic_absent(name)
+    by_index: dict[int, list[int]] = {}
     for a in assignments:
-        if not set(a.broker_ids) <= brokers or len(set(a.broker_ids)) != len(a.broker_ids):
-            raise _AssignmentError(f"Invalid replica assignment {a.broker_ids} for partition {a.partition_index}.")
-    ordered = sorted(assignments, key=lambda a: a.partition_index)
-    return len(assignments), sizes.pop(), [list(a.broker_ids) for a in ordered]
+        by_index[a.partition_index] = list(a.broker_ids)
+    if len({len(replicas) for replicas in by_index.values()}) != 1:
+        raise _AssignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                               "All partitions should have the same number of replicas")
+    if any(len(set(replicas)) != len(replicas) for replicas in by_index.values()):
+        raise _AssignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                               f"Duplicate replica assignment found: {scala_int_map_string(by_index)}")
+    # Kafka's test is that the non-negative indexes add up to 0 + 1 + ... + (n - 1); a negative
+    # index fails here too.
+    if sorted(by_index) != list(range(len(by_index))):
+        raise _AssignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                               "partitions should be a consecutive 0-based integer sequence")
+    ordered = [by_index[index] for index in range(len(by_index))]
+    return len(ordered), len(ordered[0]), ordered
 
 
 async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: object) -> _Result:
@@ -146,13 +175,14 @@ async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: obje
         if replication == -1:
             replication = broker.config.get("default.replication.factor")
         if request.validate_only:
-            broker.admin_manager.check_new_topic(name, partitions, replication)
+            if assignment is None:
+                broker.admin_manager.check_new_topic(name, partitions, replication)
             validate_topic_configs(configs)
             created_id = None
         else:
             created_id = await broker.admin_manager.create_topic(name, partitions, replication, configs, assignment)
     except _AssignmentError as e:
-        return _error(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT if "Invalid" in str(e) else ErrorCode.INVALID_REQUEST, str(e))
+        return _error(name, e.code, str(e))
     except tuple(TOPIC_CREATION_ERRORS) as e:
         return _error(name, topic_creation_error(e), str(e))
     except OSError as e:  # not recorded (the store rolled it back): no topic

@@ -3,11 +3,15 @@
 As Kafka's ``KafkaApis.handleDescribeClientQuotasRequest``: DESCRIBE_CONFIGS on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED; any broker answers, reading the store itself. A bad filter is
 answered with its error and message at the top level and null entries. The semantics are
-`pybroker.server.quota.admin`'s.
+`pybroker.server.quota.admin`'s. An entity's values come in the order of the Scala
+``mutable.HashMap`` ZooKeeper-mode Kafka iterates (its clients keep that order for keys that
+share a bucket of their own maps: kafka-configs prints ``request_percentage=50.0,
+producer_byte_rate=100.0``).
 """
 
 from __future__ import annotations
 
+from pybroker.jvm_collections import java_string_hash, scala_hash_map_order
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeClientQuotasRequest, DescribeClientQuotasResponse
@@ -37,7 +41,7 @@ async def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> D
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
         entries=[
             _Entry(entity=[_Entity(entity_type=t, entity_name=n) for t, n in names.items()],
-                   values=[_Value(key=k, value=v) for k, v in values.items()])
+                   values=[_Value(key=k, value=values[k]) for k in scala_hash_map_order(values, java_string_hash)])
             for names, values in found
         ],
     )

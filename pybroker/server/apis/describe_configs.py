@@ -61,7 +61,7 @@ def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: ob
 
     if kind == ResourceType.TOPIC:
         if broker.metadata_cache.topic(name) is None:
-            return error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+            return error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")  # Kafka's ConfigHelper sets no message
         entries = config_describer.describe_topic(broker, name, keys)
     elif kind == ResourceType.BROKER:
         # "" names the cluster-wide dynamic defaults (only those set there are answered).

@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from pybroker.log.config import TOPIC_CONFIGS, ConfigError, parse_list, validate_topic_configs
+from pybroker.log.config import (
+    TOPIC_CONFIGS,
+    ConfigError,
+    InvalidTopicConfigError,
+    parse_list,
+    validate_topic_configs,
+)
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
@@ -21,7 +27,11 @@ from pybroker.protocol.messages import (
 )
 from pybroker.security.authorizer import AclOperation
 from pybroker.security.authorizer import ResourceType as AclResource
-from pybroker.server.apis.alter_configs import repeated_resources
+from pybroker.server.apis.alter_configs import (
+    repeated_resources,
+    topic_config_error_message,
+    unknown_topic_message,
+)
 from pybroker.server.apis.describe_configs import config_authorization_error
 from pybroker.server.broker_config_changes import incremental_alter_broker
 from pybroker.server.config_describer import ResourceType
@@ -69,17 +79,17 @@ def _apply(current: dict[str, str], ops: list[object], defaults: dict[str, str])
         name, value, kind = op.name, op.value, op.config_operation  # type: ignore[attr-defined]
         definition = TOPIC_CONFIGS.get(name)
         if definition is None:
-            raise ConfigError(f"Unknown topic config name: {name}")
+            raise InvalidTopicConfigError(f"Unknown topic config name: {name}")
         if kind == OpType.SET:
             if value is None:
-                raise ConfigError(f"Null value not supported for topic config {name}")
+                raise _RequestError(f"Null value not supported for : {name}")
             updated[name] = value
         elif kind == OpType.DELETE:
             updated.pop(name, None)
         elif kind in (OpType.APPEND, OpType.SUBTRACT):
             if definition.type != "LIST":
                 verb = "append" if kind == OpType.APPEND else "subtract"
-                raise ConfigError(f"Config value {verb} is not allowed for config key: {name}")
+                raise InvalidTopicConfigError(f"Config value {verb} is not allowed for config key: {name}")
             items = parse_list(updated.get(name, defaults[name]))
             change = parse_list(value or "")
             if kind == OpType.APPEND:
@@ -100,15 +110,17 @@ async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> 
         return refused, None
     if kind != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
+    if not name:
+        return ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
     if broker.metadata_cache.topic(name) is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown_topic_message(name)
     defaults = {n: ",".join(v) if isinstance(v := broker.config.topic_default(n), list) else str(v) for n in TOPIC_CONFIGS}
     try:
         updated = validate_topic_configs(_apply(broker.admin_manager.topic_configs(name), resource.configs, defaults))  # type: ignore[attr-defined]
     except _RequestError as e:
         return ErrorCode.INVALID_REQUEST, str(e)
     except ConfigError as e:
-        return ErrorCode.INVALID_CONFIG, str(e)
+        return ErrorCode.INVALID_CONFIG, topic_config_error_message(name, e)
     if not validate_only:
         await broker.admin_manager.set_topic_configs(name, updated)
     return ErrorCode.NONE, None
