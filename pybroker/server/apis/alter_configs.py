@@ -53,7 +53,7 @@ async def _alter(ctx: RequestContext, resource: object, configs: dict[str, str |
     if kind != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
     if broker.metadata_cache.topic(name) is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
     try:
         checked = validate_topic_configs(configs)
     except ConfigError as e:

@@ -61,7 +61,8 @@ def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: ob
 
     if kind == ResourceType.TOPIC:
         if broker.metadata_cache.topic(name) is None:
-            return error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist.")
+            # Kafka's ConfigHelper sets only the error code: the message stays its default, "".
+            return error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")
         entries = config_describer.describe_topic(broker, name, keys)
     elif kind == ResourceType.BROKER:
         # "" names the cluster-wide dynamic defaults (only those set there are answered).

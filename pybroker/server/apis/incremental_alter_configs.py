@@ -101,7 +101,7 @@ async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> 
     if kind != ResourceType.TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
     if broker.metadata_cache.topic(name) is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
     defaults = {n: ",".join(v) if isinstance(v := broker.config.topic_default(n), list) else str(v) for n in TOPIC_CONFIGS}
     try:
         updated = validate_topic_configs(_apply(broker.admin_manager.topic_configs(name), resource.configs, defaults))  # type: ignore[attr-defined]
