@@ -23,6 +23,8 @@ restarted process finds its logs (and a KRaft node its formatted metadata log) a
   ``kafka.admin.ConfigCommand``, ...) run from the jars with a small heap;
   `run_kafka_tools`: several of them one after another in one JVM (``bench/kafka/ToolBatch.java``,
   compiled with ``javac`` into the cache), each with its own output and exit code.
+- `KafkaToolProcess`: such a tool running in the background (a ``VerifiableConsumer`` that stays
+  in its group while other tools look at the group), its output in files, ended by its PID.
 
 JVM start-up on a 2-core machine: each process gets a pinned heap (``-Xms`` = ``-Xmx``: 512 MB
 for a broker, 256 MB for a tool) and G1 with the flags Kafka's own scripts add. Brokers keep the
@@ -35,9 +37,9 @@ against 10.3 s. Tools always run C1-only (TopicCommand --list: 1.0 s against 2.0
 archive (``-XX:ArchiveClassesAtExit``, then ``-XX:SharedArchiveFile``) took about 0.5 s more off
 a broker start (2.9 to 2.4 s), but it must be dumped per version, class path and flags: not done.
 
-Concurrency rules: every call blocks; call them from a plain thread or a test. Readiness checks
-run their own event loop (in a worker thread when the caller's thread already runs one). One
-object runs at most one process at a time.
+Concurrency rules: every call blocks (`KafkaToolProcess.start` until the JVM is launched); call
+them from a plain thread or a test. Readiness checks run their own event loop (in a worker thread
+when the caller's thread already runs one). One object runs at most one process at a time.
 
 Imported as ``bench.apache_kafka`` (not ``kafka``: a bench script that puts ``bench/`` on
 ``sys.path`` would then shadow kafka-python's package).
@@ -688,3 +690,79 @@ def run_kafka_tools(
         raise RuntimeError(f"the tool batch answered {len(results)} of {len(commands)} commands (exit "
                            f"{finished.returncode}):\n{finished.stdout[-2000:]}{finished.stderr[-4000:]}")
     return results
+class KafkaToolProcess:
+    """A Kafka tool class from ``version``'s jars running in the background with ``args``: its
+    standard output in ``stdout.txt`` and its standard error (WARN and above) in ``stderr.txt``
+    of ``directory``; stopped by its PID (SIGTERM, as a user's Ctrl-C, then SIGKILL after a
+    timeout), and ended if whoever started it is killed."""
+
+    def __init__(self, version: str, main_class: str, args: Sequence[str], directory: Path | str, *,
+                 heap_mb: int = 256) -> None:
+        kafka_libs(version)  # fails early, with the resolve script's name
+        self.version = version
+        self.main_class = main_class
+        self.args = list(args)
+        self.directory = Path(directory)
+        self.heap_mb = heap_mb
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def stdout_path(self) -> Path:
+        return self.directory / "stdout.txt"
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.directory / "stderr.txt"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> Self:
+        """Start the JVM without waiting for anything; returns self."""
+        if self.alive:
+            raise RuntimeError(f"{self.main_class} is already running as PID {self.proc.pid}")  # type: ignore[union-attr]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        command = [*_tool_command(self.version, self.directory, self.heap_mb), self.main_class, *self.args]
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(command, cwd=self.directory, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=err, start_new_session=True,
+                                         preexec_fn=terminated_with_parent())
+        return self
+
+    def stdout(self) -> str:
+        """What the tool printed so far."""
+        try:
+            return self.stdout_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM by PID (the tool's shutdown hook runs), SIGKILL if it still runs after
+        ``timeout``; the exit code, None if it never ran."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

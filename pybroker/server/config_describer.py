@@ -8,6 +8,10 @@ loggers. A topic config's synonyms start, as Kafka's do, at its first broker nam
 its chain that come before it are dropped, so ``retention.ms`` shows ``log.retention.hours``
 only behind a ``log.retention.ms`` that is set somewhere, and none at all otherwise (its source
 is then DEFAULT_CONFIG, whichever broker name gave its value).
+
+The replication throttles (``leader.replication.throttled.rate`` and the two others of Kafka's
+``DynamicConfig.Broker``) are not KafkaConfig definitions in Kafka: a broker lists them only
+where they are set (dynamically or in ``server.properties``), without a DEFAULT_CONFIG synonym.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker.log.config import TOPIC_CONFIGS, ConfigDef, format_value
 from pybroker.server import broker_loggers
 from pybroker.server.config import BROKER_CONFIGS, SYNONYM_CHAINS
-from pybroker.server.dynamic_broker_config import broker_synonyms, is_dynamic
+from pybroker.server.dynamic_broker_config import THROTTLE_CONFIGS, broker_synonyms, is_dynamic
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
@@ -93,7 +97,7 @@ def _synonym_layers(config: BrokerConfig, names: tuple[str, ...], sensitive: boo
                 out.append((name, None if sensitive else format_value(layer[name]), source))
     for name in names:
         definition = BROKER_CONFIGS.get(name)
-        if definition is not None and definition.default is not None:
+        if definition is not None and definition.default is not None and name not in THROTTLE_CONFIGS:
             out.append((name, None if sensitive else format_value(definition.default), ConfigSource.DEFAULT_CONFIG))
     return out
 
@@ -156,10 +160,15 @@ def _broker_entry(broker: Broker, name: str, per_broker: bool) -> ConfigEntry:
 
 
 def describe_broker(broker: Broker, keys: list[str] | None = None) -> list[ConfigEntry]:
-    """This broker's configuration (the resource named by its id): every broker config and
-    every custom name stored for it, with Kafka's sources and synonyms."""
-    names = set(BROKER_CONFIGS) | set(broker.dynamic_config.broker_props) | set(broker.dynamic_config.default_props)
-    return [_broker_entry(broker, name, True) for name in sorted(names) if keys is None or name in keys]
+    """This broker's configuration (the resource named by its id): every broker config (the
+    replication throttles only where set) and every custom name stored for it, with Kafka's
+    sources and synonyms."""
+    dynamic = broker.dynamic_config
+    names = set(BROKER_CONFIGS) | set(dynamic.broker_props) | set(dynamic.default_props)
+    unset = {name for name in THROTTLE_CONFIGS
+             if name not in dynamic.broker_props and name not in dynamic.default_props
+             and name not in broker.config.originals}
+    return [_broker_entry(broker, name, True) for name in sorted(names - unset) if keys is None or name in keys]
 
 
 def describe_broker_defaults(broker: Broker, keys: list[str] | None = None) -> list[ConfigEntry]:

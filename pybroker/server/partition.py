@@ -12,6 +12,11 @@ manager calls ``update_follower_fetch_state`` after each follower fetch it serve
 ``maybe_shrink_isr`` periodically; ISR changes are proposed through an ``IsrChangeSubmitter`` (the
 AlterPartition seam) and applied by ``on_isr_change_committed`` when its answer comes back. Clocks
 come from an injected ``Time`` or ``now_ms`` parameters.
+
+The ISR keeps Kafka's order (``isr_order``): as the controller sent it, a caught-up follower
+appended at the end, the out-of-sync ones dropped from their places. Kafka keeps it in a Scala
+set, which keeps that order up to four members, and proposes it to the controller in that order,
+so Metadata answers (``Isr: 2,3,1`` after a reassignment) and log lines read the same.
 """
 
 from __future__ import annotations
@@ -57,10 +62,10 @@ class IsrChangeSubmitter(Protocol):
 
 @dataclass(frozen=True)
 class PendingIsrChange:
-    """An ISR change in flight: ``proposed`` is what was sent; ``expansion`` tells whether the
-    maximal ISR is the proposed one (expand) or the committed one (shrink)."""
+    """An ISR change in flight: ``proposed`` is what was sent, in its order; ``expansion`` tells
+    whether the maximal ISR is the proposed one (expand) or the committed one (shrink)."""
 
-    proposed: frozenset[int]
+    proposed: tuple[int, ...]
     expansion: bool
 
 
@@ -156,6 +161,7 @@ class Partition:
         self.partition_epoch = 0
         self.replicas: list[int] = []
         self.isr: set[int] = set()
+        self.isr_order: tuple[int, ...] = ()  # the ISR in Kafka's order (the module docstring)
         self.remote_replicas: dict[int, ReplicaState] = {}
         # Whether a broker is alive (ISR eligibility, the low watermark): the replica manager
         # answers from its metadata cache, Kafka's ZooKeeper-mode rule; alone, every broker is.
@@ -187,7 +193,7 @@ class Partition:
         self.undeleted_partition_count = state.undeleted_partition_count
         self.partition_epoch = state.partition_epoch
         self.replicas = list(state.replicas)
-        self.isr = set(state.isr)
+        self._set_isr(state.isr)
         self.pending_isr = None
         if new_epoch:
             self.leader_epoch = state.leader_epoch
@@ -203,7 +209,7 @@ class Partition:
                 "epoch %d, high watermark %d, ISR [%s], adding replicas [] and removing replicas [] %s. Previous "
                 "leader %s and previous leader epoch was %d.", self.local_broker_id, self.topic_partition,
                 self.topic_id or None, self.leader_epoch, self.leader_epoch_start_offset, self.partition_epoch,
-                self.log.high_watermark, _ids(self.isr), "(under-min-isr)" if self.is_under_min_isr else "",
+                self.log.high_watermark, _ids(self.isr_order), "(under-min-isr)" if self.is_under_min_isr else "",
                 _option(previous_leader), previous_epoch)
         self.maybe_increment_high_watermark()
         return new_epoch
@@ -219,7 +225,7 @@ class Partition:
         self.undeleted_partition_count = state.undeleted_partition_count
         self.partition_epoch = state.partition_epoch
         self.replicas = list(state.replicas)
-        self.isr = set()
+        self._set_isr(())
         self.pending_isr = None
         self.remote_replicas = {}
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
@@ -348,7 +354,7 @@ class Partition:
         current leader epoch) and no change is in flight; counts for the HW at once."""
         if self.pending_isr is not None or not self.is_leader or not self._can_add_to_isr(broker):
             return False
-        self._submit(frozenset(self.isr | {broker}), expansion=True)
+        self._submit((*self.isr_order, broker), expansion=True)
         return True
 
     def out_of_sync_replicas(self, now_ms: int, replica_lag_time_max_ms: int) -> set[int]:
@@ -370,10 +376,11 @@ class Partition:
         out = self.out_of_sync_replicas(now_ms, lag)
         if not out:
             return False
+        kept = tuple(b for b in self.isr_order if b not in out)
         log.info("%sShrinking ISR from %s to %s. Leader: (highWatermark: %d, endOffset: %d). Out of sync replicas: %s.",
-                 self.log_ident, _ids(self.isr), _ids(self.isr - out), self.log.high_watermark,
-                 self.log.log_end_offset, " ".join(self._replica_lag(broker) for broker in sorted(out)))
-        self._submit(frozenset(self.isr - out), expansion=False)
+                 self.log_ident, _ids(self.isr_order), _ids(kept), self.log.high_watermark, self.log.log_end_offset,
+                 " ".join(self._replica_lag(broker) for broker in sorted(out)))
+        self._submit(kept, expansion=False)
         return True
 
     def _replica_lag(self, broker: int) -> str:
@@ -382,15 +389,19 @@ class Partition:
         caught_up = "unknown" if state is None else state.last_caught_up_time_ms
         return f"(brokerId: {broker}, endOffset: {end}, lastCaughtUpTimeMs: {caught_up})"
 
-    def _submit(self, proposed: frozenset[int], expansion: bool) -> None:
+    def _set_isr(self, isr: Iterable[int]) -> None:
+        self.isr_order = tuple(dict.fromkeys(isr))
+        self.isr = set(self.isr_order)
+
+    def _submit(self, proposed: tuple[int, ...], expansion: bool) -> None:
         pending = PendingIsrChange(proposed, expansion)
         self.pending_isr = pending
         if self.isr_submitter is None:  # no controller seam: commit locally at once
-            self.on_isr_change_committed(pending, IsrChangeResult(isr=tuple(proposed),
+            self.on_isr_change_committed(pending, IsrChangeResult(isr=proposed,
                                                                   partition_epoch=self.partition_epoch + 1))
             return
         awaitable = self.isr_submitter.submit(
-            self.topic_partition, self.leader_epoch, sorted(proposed), self.partition_epoch
+            self.topic_partition, self.leader_epoch, list(proposed), self.partition_epoch
         )
         task = asyncio.ensure_future(awaitable)
         task.add_done_callback(lambda done: self._isr_answer(pending, done))
@@ -422,11 +433,11 @@ class Partition:
                 self.pending_isr = None
             return False
         self.pending_isr = None
-        self.isr = set(result.isr)
+        self._set_isr(result.isr)
         self.partition_epoch = result.partition_epoch
         self.isr_stats.committed(pending.expansion)
         # Kafka's wording, its two spaces included when the partition is not under min ISR.
-        log.info("%sISR updated to %s %s and version updated to %d", self.log_ident, _ids(self.isr),
+        log.info("%sISR updated to %s %s and version updated to %d", self.log_ident, _ids(self.isr_order),
                  "(under-min-isr)" if self.is_under_min_isr else "", self.partition_epoch)
         return self.maybe_increment_high_watermark()
 
@@ -480,7 +491,7 @@ class Partition:
         min_isr = log.config.min_insync_replicas
         if required_acks == -1 and len(self.isr) < min_isr:
             raise NotEnoughReplicasError(
-                f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the "
+                f"The size of the current ISR Set({', '.join(map(str, self.isr_order))}) is insufficient to satisfy the "
                 f"min.isr requirement of {min_isr} for partition {self.topic_partition}"
             )
         info = log.append_as_leader(records, self.leader_epoch, now_ms, origin, verification_guard)
@@ -489,8 +500,8 @@ class Partition:
 
 
 def _ids(brokers: Iterable[int]) -> str:
-    """Broker ids as Kafka's log lines write an ISR: ``1,2,3`` (sorted here)."""
-    return ",".join(map(str, sorted(brokers)))
+    """Broker ids as Kafka's log lines write an ISR: ``2,3,1``, in the order given."""
+    return ",".join(map(str, brokers))
 
 
 def _option(broker: int) -> str:

@@ -43,7 +43,6 @@ DIFFERENCES: dict[int, tuple[tuple[int, int] | None, tuple[int, int] | None, str
     ApiKey.OFFSET_FETCH: ((0, 9), (1, 8), "v0 reads ZooKeeper-stored offsets, not served; v9 is KIP-848's"),
     ApiKey.FIND_COORDINATOR: ((0, 6), (0, 4), "v5 " + KIP_890 + "; v6 finds share coordinators (KIP-932)"),
     ApiKey.JOIN_GROUP: ((0, 9), (0, 7), "v8 (KIP-800 leave reasons) and v9 (KIP-814): " + NEWER_IN_KAFKA),
-    ApiKey.LIST_GROUPS: ((0, 5), (0, 4), "v5 filters by group type (KIP-848)"),
     ApiKey.DELETE_RECORDS: ((0, 2), (0, 3), "KIP-1343's v3 (seed 000): LeaderOnly and LeaderLogStartOffset"),
     ApiKey.INIT_PRODUCER_ID: ((0, 5), (0, 4), KIP_890),
     ApiKey.ADD_PARTITIONS_TO_TXN: ((0, 5), (0, 4), KIP_890),

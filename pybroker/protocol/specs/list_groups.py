@@ -2,12 +2,12 @@
 
 from pybroker.protocol.schema import field, request, response
 
-REQUEST = request(16, "ListGroups", "0-4", "3+", [
+REQUEST = request(16, "ListGroups", "0-5", "3+", [
     field("StatesFilter", "[]string", "4+"),
     field("TypesFilter", "[]string", "5+"),
 ])
 
-RESPONSE = response(16, "ListGroups", "0-4", "3+", [
+RESPONSE = response(16, "ListGroups", "0-5", "3+", [
     field("ThrottleTimeMs", "int32", "1+", ignorable=True),
     field("ErrorCode", "int16", "0+"),
     field("Groups", "[]ListedGroup", "0+", fields=[

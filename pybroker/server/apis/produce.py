@@ -16,12 +16,18 @@ takes it. From v3 a partition's records must be one magic 2 batch, not zstd belo
 Like Kafka, an answer carries an error message only where Kafka makes one (record validation, a
 transaction's unverified partition, and KIP-253's partition counts); a corrupt or too large batch
 is answered with its error code alone.
+
+The answer lists the partitions in the order of the hash maps Kafka collects them in
+(`kafka_order`, `java_hash_map_order`), not the request's: a Java producer completes its batches,
+and calls its send callbacks, in the answer's order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import struct
+from collections.abc import Iterable
 
 from pybroker import _native
 from pybroker.network.connection import CloseConnection
@@ -69,8 +75,10 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
     ):
         # Kafka's KafkaApis: transactional batches need the request's transactional id, and WRITE on it.
         results = {tp: PartitionAppendResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED) for tp, _ in entries}
+        order = java_hash_map_order(results)  # Kafka answers with the request's getErrorResponse
     elif acks not in (-1, 0, 1):
         results = {tp: PartitionAppendResult(ErrorCode.INVALID_REQUIRED_ACKS) for tp, _ in entries}
+        order = kafka_order(results)
     else:
         denied = {name for name in dict.fromkeys(t.name for t in request.topic_data)
                   if not ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)}
@@ -90,15 +98,16 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
         if asyncio.isfuture(outcome):
             del entries
             _release_records(request)
-            return _respond_later(request, outcome, refused)
+            return _respond_later(outcome, refused)
         results = outcome | refused
+        order = kafka_order(outcome, refused)
     if acks == 0:
         failed = [f"{tp}: {r.error.name}" for tp, r in results.items() if r.error != ErrorCode.NONE]
         if failed:
             # With acks=0 there is no response; Kafka closes the connection so the client notices.
             raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
         return None
-    return _response(request, results)
+    return _response(results, order)
 
 
 def _unverified(
@@ -145,10 +154,10 @@ async def _verify_then_append(
     # A marker written while the coordinator was asked dropped the guard: that append is refused.
     outcome = ctx.broker.replica_manager.append_records(request.acks, request.timeout_ms, entries,
                                                         verification_guards=guards)
-    results = (await outcome if asyncio.isfuture(outcome) else outcome) | refused | failed
+    appended = await outcome if asyncio.isfuture(outcome) else outcome
     if request.acks == 0:
         return None
-    return _response(request, results)
+    return _response(appended | refused | failed, kafka_order(failed, appended, refused))
 
 
 def _is_transactional(records: memoryview | None) -> bool:
@@ -261,42 +270,130 @@ def _count_message(tp: TopicPartition, count: int) -> str:
 
 
 async def _respond_later(
-    request: ProduceRequest, outcome: asyncio.Future, refused: dict[TopicPartition, PartitionAppendResult]
+    outcome: asyncio.Future, refused: dict[TopicPartition, PartitionAppendResult]
 ) -> ProduceResponse:
-    return _response(request, await outcome | refused)
+    appended = await outcome
+    return _response(appended | refused, kafka_order(appended, refused))
 
 
-def _response(request: ProduceRequest, results: dict[TopicPartition, PartitionAppendResult]) -> ProduceResponse:
-    topics = []
-    for topic in request.topic_data:
-        partitions = []
-        for partition in topic.partition_data:
-            result = results[TopicPartition(topic.name, partition.index)]
-            partitions.append(
-                ProduceResponse.PartitionProduceResponse(
-                    index=partition.index,
-                    error_code=result.error,
-                    base_offset=result.base_offset,
-                    log_append_time_ms=result.log_append_time,
-                    log_start_offset=result.log_start_offset,
-                    record_errors=[
-                        ProduceResponse.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)
-                        for index, message in result.record_errors
-                    ] if result.record_errors else [],
-                    error_message=(result.error_message if result.error != ErrorCode.NONE
-                                   and result.has_custom_error_message else None),
-                )
-            )
-        topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, partition_responses=partitions))
-    return ProduceResponse(responses=topics, throttle_time_ms=0)
+def kafka_order(*groups: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """The partitions of a Produce answer (each once) in Kafka's order. Kafka collects each group
+    of results (refused by transaction verification, appended, refused before: unauthorized,
+    unknown) in a Scala ``mutable.HashMap``, then adds the groups in turn to an immutable map: up
+    to four entries that map keeps the order they were added in, beyond four it is a CHAMP trie,
+    whose order follows the keys' hashes alone. The hash is Java's ``TopicPartition.hashCode``."""
+    seen: set[TopicPartition] = set()
+    unique = []
+    for group in groups:
+        unique.append([tp for tp in dict.fromkeys(group) if tp not in seen])
+        seen.update(unique[-1])
+    if len(seen) <= 4:
+        return [tp for group in unique for tp in _hash_map_order(group)]
+    return _champ_order([(tp, _champ_hash(_topic_partition_hash(tp))) for group in unique for tp in group], 0)
+
+
+def java_hash_map_order(partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+    """The partitions (each once) in the order of a Java ``HashMap`` filled with them in turn (a
+    Produce request's ``partitionSizes``, which its ``getErrorResponse`` answers in): by bucket
+    of a table of 16 doubled whenever more than three quarters full, the order they were added
+    within a bucket."""
+    unique = list(dict.fromkeys(partitions))
+    buckets = 16
+    while len(unique) > buckets * 3 // 4:
+        buckets *= 2
+
+    def bucket(tp: TopicPartition) -> int:
+        h = _topic_partition_hash(tp)
+        return (h ^ (h >> 16)) & (buckets - 1)
+
+    return sorted(unique, key=bucket)
+
+
+def _topic_partition_hash(tp: TopicPartition) -> int:
+    """Java's ``TopicPartition.hashCode`` (unsigned 32-bit): 31 * (31 + partition) + the topic's
+    ``String.hashCode``."""
+    return (31 * (31 + tp.partition) + _string_hash(tp.topic)) & 0xFFFFFFFF
+
+
+@functools.lru_cache(maxsize=4096)
+def _string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (unsigned 32-bit), over UTF-16 code units."""
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", text.encode("utf-16-be")):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h
+
+
+def _signed(h: int) -> int:
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def _hash_map_order(partitions: list[TopicPartition]) -> list[TopicPartition]:
+    """A small Scala ``mutable.HashMap``'s order (16 buckets, up to 11 entries): by bucket of the
+    hash with its upper half xored into the lower, then by that hash (signed)."""
+    def place(tp: TopicPartition) -> tuple[int, int]:
+        h = _topic_partition_hash(tp)
+        h ^= h >> 16
+        return h & 15, _signed(h)
+
+    return sorted(partitions, key=place)
+
+
+def _champ_hash(h: int) -> int:
+    """Scala's ``Hashing.improve`` of a hash code, as the immutable ``HashMap`` places keys."""
+    h = (h + (~(h << 9) & 0xFFFFFFFF)) & 0xFFFFFFFF
+    h ^= h >> 14
+    h = (h + (h << 4)) & 0xFFFFFFFF
+    return h ^ (h >> 10)
+
+
+def _champ_order(entries: list[tuple[TopicPartition, int]], shift: int) -> list[TopicPartition]:
+    """A CHAMP trie's iteration order: a node's single entries by their 5 bits of the hash at
+    this depth, then its sub-tries (the bits several entries share) in the same order; keys
+    with the same whole hash in the order they were added."""
+    if shift > 30 or len({h for _, h in entries}) == 1:
+        return [tp for tp, _ in entries]
+    slots: dict[int, list[tuple[TopicPartition, int]]] = {}
+    for entry in entries:
+        slots.setdefault((entry[1] >> shift) & 31, []).append(entry)
+    ordered = sorted(slots.items())
+    out = [group[0][0] for _, group in ordered if len(group) == 1]
+    for _, group in ordered:
+        if len(group) > 1:
+            out += _champ_order(group, shift + 5)
+    return out
+
+
+def _response(results: dict[TopicPartition, PartitionAppendResult], order: list[TopicPartition]) -> ProduceResponse:
+    """The answer: each partition's result in ``order``, a topic's partitions together, the topics
+    in the order their first partition comes (as Kafka's ``ProduceResponse`` groups them)."""
+    by_topic: dict[str, list[ProduceResponse.PartitionProduceResponse]] = {}
+    for tp in order:
+        result = results[tp]
+        by_topic.setdefault(tp.topic, []).append(ProduceResponse.PartitionProduceResponse(
+            index=tp.partition,
+            error_code=result.error,
+            base_offset=result.base_offset,
+            log_append_time_ms=result.log_append_time,
+            log_start_offset=result.log_start_offset,
+            record_errors=[
+                ProduceResponse.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)
+                for index, message in result.record_errors
+            ] if result.record_errors else [],
+            error_message=(result.error_message if result.error != ErrorCode.NONE
+                           and result.has_custom_error_message else None),
+        ))
+    return ProduceResponse(responses=[ProduceResponse.TopicProduceResponse(name=name, partition_responses=partitions)
+                                      for name, partitions in by_topic.items()], throttle_time_ms=0)
 
 
 def error_response(request: ProduceRequest, version: int, error: ErrorCode) -> ProduceResponse | None:
     """Kafka's getErrorResponse: ``error`` on every partition; acks=0 has no response to carry it."""
     if request.acks == 0:
         return None
-    return _response(request, {
+    results = {
         TopicPartition(topic.name, partition.index): PartitionAppendResult(error)
         for topic in request.topic_data
         for partition in topic.partition_data
-    })
+    }
+    return _response(results, java_hash_map_order(results))
