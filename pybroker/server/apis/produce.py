@@ -317,10 +317,18 @@ def _topic_partition_hash(tp: TopicPartition) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (unsigned 32-bit), over UTF-16 code units."""
+    """Java's ``String.hashCode`` (unsigned 32-bit), over UTF-16 code units (computed here, not
+    with the utf-16 codec, whose module is imported at first use: that fails when the process is
+    out of file descriptors)."""
     h = 0
-    for (unit,) in struct.iter_unpack(">H", text.encode("utf-16-be")):
-        h = (31 * h + unit) & 0xFFFFFFFF
+    for char in text:
+        point = ord(char)
+        if point < 0x10000:
+            h = (31 * h + point) & 0xFFFFFFFF
+        else:  # a surrogate pair
+            point -= 0x10000
+            h = (31 * h + (0xD800 | point >> 10)) & 0xFFFFFFFF
+            h = (31 * h + (0xDC00 | point & 0x3FF)) & 0xFFFFFFFF
     return h
 
 
