@@ -12,15 +12,20 @@ is then DEFAULT_CONFIG, whichever broker name gave its value).
 The replication throttles (``leader.replication.throttled.rate`` and the two others of Kafka's
 ``DynamicConfig.Broker``) are not KafkaConfig definitions in Kafka: a broker lists them only
 where they are set (dynamically or in ``server.properties``), without a DEFAULT_CONFIG synonym.
+
+Entries come in Kafka's order (`kafka_order`): ConfigHelper gathers a resource's configs into a
+Scala ``mutable.HashMap`` and, when keys are requested, filters them into a new one; the answer
+lists that map's iteration order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from pybroker.jvm_collections import java_string_hash, scala_hash_map_order
 from pybroker.log.config import TOPIC_CONFIGS, ConfigDef, format_value
 from pybroker.server import broker_loggers
 from pybroker.server.config import BROKER_CONFIGS, SYNONYM_CHAINS
@@ -77,6 +82,14 @@ class ConfigEntry:
         return self.type == ConfigType.PASSWORD
 
 
+def kafka_order(names: Iterable[str], keys: list[str] | None = None) -> list[str]:
+    """``names`` (those among ``keys`` when given) in the order Kafka's ConfigHelper lists a
+    resource's configs: the iteration order of the Scala ``mutable.HashMap`` holding them (its
+    filter by requested keys builds a new, smaller map, so the order depends on ``keys``)."""
+    wanted = [name for name in names if keys is None or name in keys]
+    return scala_hash_map_order(wanted, java_string_hash)
+
+
 def _type(definition: ConfigDef) -> ConfigType:
     return ConfigType[definition.type]
 
@@ -102,16 +115,17 @@ def _synonym_layers(config: BrokerConfig, names: tuple[str, ...], sensitive: boo
     return out
 
 
-def describe_topic(broker: Broker, topic: str, keys: list[str] | None = None) -> list[ConfigEntry]:
+def describe_topic(broker: Broker, topic: str, keys: list[str] | None = None,
+                   overrides: Mapping[str, str] | None = None) -> list[ConfigEntry]:
     """Every topic config (or those named in ``keys``) with value, source and synonyms: the
     topic's override, then the broker names behind its default layer by layer (a dynamic broker
     default shows as DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG), from the first
-    entry of its first broker name on (Kafka's ``configSynonyms``)."""
-    overrides = broker.admin_manager.topic_configs(topic)
+    entry of its first broker name on (Kafka's ``configSynonyms``). ``overrides`` stands for the
+    topic's stored ones (a topic CreateTopics only validates)."""
+    if overrides is None:
+        overrides = broker.admin_manager.topic_configs(topic)
     entries = []
-    for name in sorted(TOPIC_CONFIGS):
-        if keys is not None and name not in keys:
-            continue
+    for name in kafka_order(TOPIC_CONFIGS, keys):
         definition = TOPIC_CONFIGS[name]
         chain: tuple[str, ...] = ()
         if definition.synonym is not None:
@@ -168,17 +182,17 @@ def describe_broker(broker: Broker, keys: list[str] | None = None) -> list[Confi
     unset = {name for name in THROTTLE_CONFIGS
              if name not in dynamic.broker_props and name not in dynamic.default_props
              and name not in broker.config.originals}
-    return [_broker_entry(broker, name, True) for name in sorted(names - unset) if keys is None or name in keys]
+    return [_broker_entry(broker, name, True) for name in kafka_order(sorted(names - unset), keys)]
 
 
 def describe_broker_defaults(broker: Broker, keys: list[str] | None = None) -> list[ConfigEntry]:
     """The cluster-wide dynamic defaults (the resource named ""): only the names set there."""
-    return [_broker_entry(broker, name, False) for name in sorted(broker.dynamic_config.default_props)
-            if keys is None or name in keys]
+    return [_broker_entry(broker, name, False) for name in kafka_order(broker.dynamic_config.default_props, keys)]
 
 
 def describe_broker_loggers(keys: list[str] | None = None) -> list[ConfigEntry]:
     """Every logger with its effective level (Kafka: DYNAMIC_BROKER_LOGGER_CONFIG, not
     read-only, no synonyms, no type)."""
-    return [ConfigEntry(name, level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False, ConfigType.UNKNOWN, "", [])
-            for name, level in sorted(broker_loggers.loggers().items()) if keys is None or name in keys]
+    levels = broker_loggers.loggers()
+    return [ConfigEntry(name, levels[name], ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False, ConfigType.UNKNOWN, "", [])
+            for name in kafka_order(levels, keys)]

@@ -1017,7 +1017,7 @@ class ReplicaManager:
         """Kafka's ``alterReplicaLogDirs``: per partition, move its replica to the given dir (a
         future log there, copied and swapped in), or cancel a move when the dir is its current
         one. A partition not hosted here remembers the dir for its creation and answers
-        REPLICA_NOT_AVAILABLE; an unknown dir LOG_DIR_NOT_FOUND; an offline dir or partition, or
+        REPLICA_NOT_AVAILABLE (UNKNOWN_TOPIC_OR_PARTITION if it does not exist); an unknown dir LOG_DIR_NOT_FOUND; an offline dir or partition, or
         any offline dir when a future log would be created, KAFKA_STORAGE_ERROR."""
         manager = self.log_manager
         results: dict[TopicPartition, ErrorCode] = {}
@@ -1042,8 +1042,8 @@ class ReplicaManager:
             manager.remove_future_log(tp)
         manager.maybe_update_preferred_log_dir(tp, destination)
         partition = self.partitions.get(tp)
-        if partition is None:
-            return ErrorCode.REPLICA_NOT_AVAILABLE
+        if partition is None:  # Kafka's getPartitionOrException for a follower's question
+            return ErrorCode.REPLICA_NOT_AVAILABLE if self.metadata_cache.contains(tp) else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if manager.dir_of(tp) == destination or manager.future_dir_of(tp) == destination:
             return ErrorCode.NONE
         if manager.failure_channel.offline_log_dirs:

@@ -125,6 +125,9 @@ def test_the_other_broker_serves_what_the_first_wrote(zookeeper, tmp_path, first
     try:
         write(writer.bootstrap)
         served = read(writer.bootstrap)
+        values = [record[3] for record in served["records"]]
+        assert served["watermarks"][0][0] == 3 and served["committed"] == {0: 7, 1: 4}, served
+        assert b"committed" in values and b"aborted" not in values and len(values) == 20 - 3 + 6 + 2, served
         checkpoint = data / "log-start-offset-checkpoint"
         wait_until(lambda: checkpoint.exists() and f"{TOPIC} 0 3" in checkpoint.read_text(), timeout=10,
                    message="the log start offset checkpointed")
@@ -134,10 +137,12 @@ def test_the_other_broker_serves_what_the_first_wrote(zookeeper, tmp_path, first
     gone(connect)
     reader = starts[second](data, connect)
     try:
-        assert read(reader.bootstrap) == served
+        got = read(reader.bootstrap)
     finally:
         reader.stop()
         reader.kill()
-    assert served["watermarks"][0][0] == 3 and served["committed"] == {0: 7, 1: 4}
-    values = [record[3] for record in served["records"]]
-    assert b"committed" in values and b"aborted" not in values and len(values) == 20 - 3 + 6 + 2
+    for part in ("watermarks", "committed"):
+        assert got[part] == served[part], f"{part}: {second} {got[part]}, {first} {served[part]}"
+    missing = [r for r in served["records"] if r not in got["records"]]
+    extra = [r for r in got["records"] if r not in served["records"]]
+    assert got["records"] == served["records"], f"{second} lacks {missing} and has {extra} more"

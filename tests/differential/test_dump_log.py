@@ -42,8 +42,11 @@ def write(bootstrap: str) -> None:
     for future in admin.create_topics(topics).values():
         future.result(30)
     for codec in CODECS:
-        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 1000,
+        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5000,
                              "enable.idempotence": False})
+        # Leaders known before the first record, so all 50 wait in one batch for flush (a record
+        # queued before the metadata answer could leave alone, uncompressed).
+        producer.list_topics(f"codec-{codec}", timeout=10)
         for i in range(50):
             producer.produce(f"codec-{codec}", key=b"k%d" % (i % 5), value=b"value-%d" % i * 3, headers=[("h", b"x")])
         assert producer.flush(30) == 0

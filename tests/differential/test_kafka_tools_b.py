@@ -478,13 +478,17 @@ def acl_blocks(text: str) -> list[tuple[str, ...]]:
     the blocks sorted. Kafka's DescribeAcls answer lists resources and entries in the order of
     Java hash maps whose keys hash enum constants by identity (``DescribeAclsResponse.
     aclsResources``), and the tool regroups them through such maps again: the order changes from
-    one JVM to the next, so only the sets compare."""
-    blocks = []
-    for block in text.split("\n\n"):
-        lines = [line for line in block.splitlines() if line]
-        if lines:
-            blocks.append((lines[0], *sorted(lines[1:])))
-    return sorted(blocks)
+    one JVM to the next, so only the sets compare. A block starts at a blank line and at each
+    resource line (``--principal`` prints its resources one after the other without one)."""
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if not line:
+            blocks.append([])
+        elif line.startswith("Current ACLs for resource") or not blocks:
+            blocks.append([line])
+        else:
+            blocks[-1].append(line)
+    return sorted((block[0], *sorted(block[1:])) for block in blocks if block)
 
 
 def acls(tools: ToolPair, *args: str) -> list[tuple[str, ...]]:

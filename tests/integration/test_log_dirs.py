@@ -92,12 +92,12 @@ def test_describe_and_move_a_replica_between_log_dirs_under_load(start_broker, t
         consumer.close()
         assert got == sent  # nothing lost, nothing twice, in order
 
-        # Unknown dir / partition not hosted: Kafka's errors.
+        # Unknown dir / partition of no topic: Kafka's errors.
         results = admin.alter_replica_log_dirs({
             TopicPartitionReplica(topic_name, 1, 1): str(tmp_path / "nowhere"),
             TopicPartitionReplica("absent-topic", 0, 1): a,
         })
-        assert sorted(e.__name__ for e in results.values()) == ["LogDirNotFoundError", "ReplicaNotAvailableError"]
+        assert sorted(e.__name__ for e in results.values()) == ["LogDirNotFoundError", "UnknownTopicOrPartitionError"]
 
         # kafka-log-dirs.sh's output.
         out = ok(pybroker("log-dirs", "--describe", "--bootstrap-server", broker.bootstrap, "--topic-list", topic_name))

@@ -117,11 +117,12 @@ def test_sources_and_synonyms_in_kafkas_order():
     assert [s[0] for s in minutes.synonyms] == ["log.retention.minutes", "log.retention.hours"]
     assert entries["custom.thing"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
     defaults = describe_broker_defaults(broker)  # type: ignore[arg-type]
+    # In the order of Kafka's Scala mutable.HashMap of the names.
     assert [(e.name, e.value, e.source, e.synonyms) for e in defaults] == [
-        ("custom.thing", "x", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
-         [("custom.thing", "x", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]),
         ("log.retention.ms", "1000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
          [("log.retention.ms", "1000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]),
+        ("custom.thing", "x", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+         [("custom.thing", "x", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]),
     ]
     topic = {e.name: e for e in describe_topic(broker, "t")}["retention.ms"]  # type: ignore[arg-type]
     assert (topic.value, topic.source) == ("2000", ConfigSource.DYNAMIC_BROKER_CONFIG)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.brokers import free_port
+from bench.brokers import free_port, free_ports
 from pybroker.cli.cluster_overrides import BrokerOverrides, OverrideError, expand
 from pybroker.cli.local_cluster import ClusterError, LocalCluster
 from pybroker.cli.main import main
@@ -30,9 +30,9 @@ INTERNAL = ["listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTE
             "inter.broker.listener.name=INTERNAL"]
 
 
-def make_cluster(tmp_path: Path, brokers: int = 3, **kwargs: object) -> LocalCluster:
+def make_cluster(tmp_path: Path, brokers: int = 3, port: int = 39092, **kwargs: object) -> LocalCluster:
     kwargs.setdefault("metrics_port", 49404)
-    return LocalCluster(tmp_path / "c", brokers, 39092, install=FAKE_INSTALL, out=io.StringIO(),
+    return LocalCluster(tmp_path / "c", brokers, port, install=FAKE_INSTALL, out=io.StringIO(),
                         **kwargs)
 
 
@@ -291,8 +291,9 @@ def test_metrics_ports_avoid_every_listener_port(tmp_path):
     listener_ports = {e.port for b in cluster.brokers for e in b.listeners}
     assert listener_ports == {39092, 39093, 39094, 39192, 39193, 39194}
     assert not {b.metrics_port for b in cluster.brokers} & listener_ports
-    clash = make_cluster(tmp_path, metrics_port=39193, zookeeper_port=free_port(), overrides=SASL)
-    with pytest.raises(ClusterError, match="port 39193 on 127.0.0.1 \\(broker 1's metrics\\)"):
+    base = free_ports(103)  # its listeners' ports free, whatever else runs beside this test
+    clash = make_cluster(tmp_path, port=base, metrics_port=base + 101, zookeeper_port=free_port(), overrides=SASL)
+    with pytest.raises(ClusterError, match=f"port {base + 101} on 127.0.0.1 \\(broker 1's metrics\\)"):
         clash.check()
 
 

@@ -20,6 +20,7 @@ from pybroker.protocol.messages import (
     AlterPartitionReassignmentsResponse,
 )
 from pybroker.security.authorizer import AclOperation, ResourceType
+from pybroker.server.acl_apis import not_authorized_message
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
@@ -33,7 +34,8 @@ _Partition = AlterPartitionReassignmentsResponse.ReassignablePartitionResponse
 
 async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> AlterPartitionReassignmentsResponse:
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return _error_response(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, not_authorized_message(
+            "AlterPartitionReassignments", ctx.principal, ctx.connection.client_address))
     reassignments: dict[TopicPartition, list[int] | None] = {}
     for topic in request.topics:
         for partition in topic.partitions:
@@ -49,7 +51,7 @@ async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsReques
         by_topic.setdefault(tp.topic, []).append(
             _Partition(partition_index=tp.partition, error_code=code, error_message=message))
     return AlterPartitionReassignmentsResponse(
-        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="",
         responses=[_Topic(name=name, partitions=partitions) for name, partitions in by_topic.items()],
     )
 
@@ -58,11 +60,17 @@ def error_response(
     request: AlterPartitionReassignmentsRequest, version: int, error: ErrorCode
 ) -> AlterPartitionReassignmentsResponse:
     """Kafka's getErrorResponse: ``error`` at the top level and for every partition asked about."""
+    return _error_response(request, error, None)
+
+
+def _error_response(
+    request: AlterPartitionReassignmentsRequest, error: ErrorCode, message: str | None
+) -> AlterPartitionReassignmentsResponse:
     return AlterPartitionReassignmentsResponse(
-        throttle_time_ms=0, error_code=error, error_message=None,
+        throttle_time_ms=0, error_code=error, error_message=message,
         responses=[
             _Topic(name=topic.name, partitions=[
-                _Partition(partition_index=p.partition_index, error_code=error, error_message=None)
+                _Partition(partition_index=p.partition_index, error_code=error, error_message=message)
                 for p in topic.partitions
             ])
             for topic in request.topics

@@ -5,7 +5,7 @@ needs ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every partitio
 partition answers NONE once its move has started (or when it is in that dir already),
 LOG_DIR_NOT_FOUND for a dir not in ``log.dirs``, KAFKA_STORAGE_ERROR for an offline dir or
 partition, REPLICA_NOT_AVAILABLE for a partition not hosted here (the dir is remembered for
-when it is created). The answer does not wait for the copy.
+when it is created), UNKNOWN_TOPIC_OR_PARTITION for one that does not exist. The answer does not wait for the copy.
 """
 
 from __future__ import annotations

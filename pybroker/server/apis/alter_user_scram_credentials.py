@@ -4,7 +4,8 @@ client salts the password, the broker keeps only the salt, StoredKey, ServerKey 
 As Kafka's ZooKeeper-mode ``KafkaApis.handleAlterUserScramCredentialsRequest``: only the active
 controller answers (any other broker: NOT_CONTROLLER for every user, whatever the principal may
 do), then ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED for every user); both through
-Kafka's getErrorResponse: one result per distinct user, sorted, message null. The semantics are
+Kafka's getErrorResponse: one result per distinct user, sorted, message null. A success has an
+empty message (the default of Kafka's generated result). The semantics are
 `pybroker.server.user_scram_credentials`'s; the store tells every broker of the change.
 """
 
@@ -35,7 +36,9 @@ async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest)
     results = await alter_user_scram_credentials(ctx.broker.store, request.upsertions, request.deletions)
     return AlterUserScramCredentialsResponse(
         throttle_time_ms=0,
-        results=[_Result(user=r.user, error_code=r.error, error_message=r.message) for r in results],
+        # A success has Kafka's default, empty message.
+        results=[_Result(user=r.user, error_code=r.error, error_message="" if r.message is None else r.message)
+                 for r in results],
     )
 
 

@@ -90,7 +90,7 @@ def handle(ctx: RequestContext, request: CreateAclsRequest) -> CreateAclsRespons
         for i, outcome in zip(valid, created, strict=True):
             results[i] = outcome
         return CreateAclsResponse(throttle_time_ms=0, results=[
-            _Result(error_code=ErrorCode.NONE, error_message=None) if r is None
+            _Result(error_code=ErrorCode.NONE, error_message="") if r is None
             else _Result(error_code=r.code, error_message=r.message)
             for r in results
         ])

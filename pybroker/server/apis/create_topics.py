@@ -4,7 +4,9 @@ Authorization, as Kafka's ``handleCreateTopicsRequest``: after the duplicate-nam
 the cluster allows every topic, else each topic needs CREATE (else TOPIC_AUTHORIZATION_FAILED,
 "Authorization failed."). A created topic's configs, partition count, replication factor and id
 are returned only with DESCRIBE_CONFIGS on it; without, v5+ answers TopicConfigErrorCode
-TOPIC_AUTHORIZATION_FAILED.
+TOPIC_AUTHORIZATION_FAILED (for a topic refused before its creation too, not for one whose
+creation fails, as Kafka resets it). The configs (v5+) are listed as DescribeConfigs lists them, and also
+for a creation that is only validated; a topic not created has an empty config list, as Kafka's.
 
 A topic whose creation this broker could not record (the single broker's ``cluster-metadata.json``
 not written, e.g. the process out of descriptors) answers KAFKA_STORAGE_ERROR and is not created.
@@ -59,7 +61,16 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
         may_create = set(names)
     else:
         may_create = {name for name in names if ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)}
-    may_describe = {name for name in names if ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)}
+    may_describe = {name for name in counts if ctx.authorize(AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name)}
+
+    def refused(name: str, code: ErrorCode, message: str) -> _Result:
+        # Kafka marks every topic it may not describe before it creates any, and only the
+        # creations that fail are reset: a refused topic keeps the mark.
+        result = _error(name, code, message)
+        if ctx.api_version >= 5 and name not in may_describe:
+            result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return result
+
     results = []
     partition_counts: dict[str, int] = {}
     answered: set[str] = set()
@@ -68,15 +79,15 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             # Like Kafka: none of them is created, and the name gets one result (results are keyed by name).
             if topic.name not in answered:
                 answered.add(topic.name)
-                results.append(_error(topic.name, ErrorCode.INVALID_REQUEST,
-                                      f"Create topics request from client contains multiple entries for the topic {topic.name}"))
+                results.append(refused(topic.name, ErrorCode.INVALID_REQUEST,
+                                       f"Create topics request from client contains multiple entries for the topic {topic.name}"))
             continue
         if topic.name not in may_create:
-            results.append(_error(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
+            results.append(refused(topic.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
             continue
         result = await _create(ctx, request, topic)
         partition_counts[topic.name] = result.num_partitions
-        if topic.name not in may_describe:
+        if topic.name not in may_describe and result.error_code == ErrorCode.NONE:
             _hide_configs(result, ctx.api_version)
         results.append(result)
     # Answer once every new partition has a leader (Kafka's DelayedCreatePartitions): one whose
@@ -90,6 +101,11 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
             if topic is None or not topic.has_all_leaders or len(topic.partitions) < wanted[result.name]:
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
                 result.error_message = None
+                # Kafka resets what it described of a topic whose creation failed.
+                result.configs = []
+                result.num_partitions = result.replication_factor = -1
+                if ctx.api_version >= 5:
+                    result.topic_config_error_code = ErrorCode.NONE
     for result in created:
         if result.error_code == ErrorCode.NONE:
             _check_local_logs(ctx, result)
@@ -116,9 +132,9 @@ def _check_local_logs(ctx: RequestContext, result: _Result) -> None:
 
 def _hide_configs(result: _Result, version: int) -> None:
     """No DESCRIBE_CONFIGS on the topic: nothing about it but the outcome (Kafka's
-    ``maybePopulateMetadataAndConfigs`` is skipped)."""
+    ``maybePopulateMetadataAndConfigs`` is skipped, leaving its result's empty config list)."""
     result.num_partitions = result.replication_factor = -1
-    result.configs = None
+    result.configs = []
     if getattr(result, "topic_id", None) is not None:
         result.topic_id = uuid.UUID(int=0)
     if version >= 5:
@@ -126,7 +142,8 @@ def _hide_configs(result: _Result, version: int) -> None:
 
 
 def _error(name: str, code: ErrorCode, message: str | None) -> _Result:
-    return _Result(name=name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1, configs=None)
+    """A topic not created: Kafka's result keeps (or is reset to) an empty config list."""
+    return _Result(name=name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1, configs=[])
 
 
 def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int, list[list[int]] | None]:
@@ -168,6 +185,7 @@ async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: obje
     broker = ctx.broker
     name = topic.name  # type: ignore[attr-defined]
     configs = {c.name: c.value for c in topic.configs}  # type: ignore[attr-defined]
+    checked: dict[str, str] = {}
     try:
         partitions, replication, assignment = _partition_layout(ctx, topic)
         if partitions == -1:
@@ -177,7 +195,7 @@ async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: obje
         if request.validate_only:
             if assignment is None:
                 broker.admin_manager.check_new_topic(name, partitions, replication)
-            validate_topic_configs(configs)
+            checked = validate_topic_configs(configs)
             created_id = None
         else:
             created_id = await broker.admin_manager.create_topic(name, partitions, replication, configs, assignment)
@@ -187,13 +205,16 @@ async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: obje
         return _error(name, topic_creation_error(e), str(e))
     except OSError as e:  # not recorded (the store rolled it back): no topic
         return _error(name, ErrorCode.KAFKA_STORAGE_ERROR, f"Could not record topic {name}: {e}")
+    # Kafka describes the topic's configs (from the request's overrides) also when it only
+    # validates the creation.
     described = None
-    if ctx.api_version >= 5 and created_id is not None:
+    if ctx.api_version >= 5:
+        overrides = checked if request.validate_only else None
         described = [
             CreateTopicsResponse.CreatableTopicConfigs(
                 name=e.name, value=e.value, read_only=e.read_only, config_source=e.source, is_sensitive=False
             )
-            for e in config_describer.describe_topic(broker, name)
+            for e in config_describer.describe_topic(broker, name, overrides=overrides)
         ]
     result = _Result(name=name, error_code=ErrorCode.NONE, error_message=None,
                      num_partitions=partitions, replication_factor=replication, configs=described)

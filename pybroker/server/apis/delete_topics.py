@@ -43,11 +43,11 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, ti
         found = broker.metadata_cache.topic_by_id(topic_id)
         if found is None:
             return _Result(name=None, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
-                           error_message=f"Topic id {topic_id} does not exist.")
+                           error_message=None)
         name = found.name
     if not broker.config.get("delete.topic.enable"):
         return _Result(name=name, topic_id=topic_id, error_code=ErrorCode.TOPIC_DELETION_DISABLED,
-                       error_message="Topic deletion is disabled (delete.topic.enable=false).")
+                       error_message=None)
     if by_id and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
         return _Result(name=None, topic_id=topic_id, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                        error_message=None)
@@ -57,10 +57,10 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, ti
     topic = broker.metadata_cache.topic(name)
     if topic is None:
         return _Result(name=name, topic_id=topic_id, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                       error_message=f"Topic {name} does not exist.")
+                       error_message=None)
     if not await broker.admin_manager.delete_topic(name, timeout_ms):
         return _Result(name=name, topic_id=topic.topic_id, error_code=ErrorCode.REQUEST_TIMED_OUT,
-                       error_message=f"Timed out waiting for the deletion of topic {name}.")
+                       error_message=None)
     return _Result(name=name, topic_id=topic.topic_id, error_code=ErrorCode.NONE, error_message=None)
 
 

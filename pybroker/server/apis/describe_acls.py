@@ -48,7 +48,7 @@ def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsRes
             principal=entry.principal, host=entry.host, operation=entry.operation,
             permission_type=entry.permission_type,
         ))
-    return DescribeAclsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, resources=[
+    return DescribeAclsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="", resources=[
         _Resource(resource_type=p.resource_type, resource_name=p.name, pattern_type=p.pattern_type, acls=acls)
         for p, acls in grouped.items()
     ])

@@ -2,7 +2,9 @@
 
 As Kafka's ``KafkaApis.handleDescribeClientQuotasRequest``: DESCRIBE_CONFIGS on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED; any broker answers, reading the store itself. A bad filter is
-answered with its error and message at the top level and null entries. The semantics are
+answered with its error and message at the top level and null entries (an unknown match type,
+or an exact match without a name: UNKNOWN_SERVER_ERROR without a message, as Kafka's request
+parsing fails); a success has an empty message. The semantics are
 `pybroker.server.quota.admin`'s. An entity's values come in the order of the Scala
 ``mutable.HashMap`` ZooKeeper-mode Kafka iterates (its clients keep that order for keys that
 share a bucket of their own maps: kafka-configs prints ``request_percentage=50.0,
@@ -35,10 +37,11 @@ async def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> D
     try:
         found = await describe_client_quotas(ctx.broker.store, components, request.strict)
     except QuotaRequestError as e:
-        return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=e.error, error_message=str(e),
+        return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=e.error, error_message=e.message,
                                             entries=None)
+    # Kafka's generated response starts with an empty message, and success sets none.
     return DescribeClientQuotasResponse(
-        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="",
         entries=[
             _Entry(entity=[_Entity(entity_type=t, entity_name=n) for t, n in names.items()],
                    values=[_Value(key=k, value=values[k]) for k in scala_hash_map_order(values, java_string_hash)])

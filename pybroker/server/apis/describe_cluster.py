@@ -25,7 +25,7 @@ def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClus
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,
             error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
-            endpoint_type=request.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1, brokers=[],
+            endpoint_type=ENDPOINT_TYPE_BROKERS, cluster_id=broker.cluster_id, controller_id=-1, brokers=[],
             cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
         )
     cache = broker.metadata_cache

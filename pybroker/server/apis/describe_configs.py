@@ -101,7 +101,8 @@ def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: ob
         )
         for e in entries
     ]
-    return _Result(error_code=ErrorCode.NONE, error_message=None, resource_type=kind, resource_name=name, configs=configs)
+    # Kafka's generated DescribeConfigsResult starts with an empty message, and success sets none.
+    return _Result(error_code=ErrorCode.NONE, error_message="", resource_type=kind, resource_name=name, configs=configs)
 
 
 def _is_int(name: str) -> bool:

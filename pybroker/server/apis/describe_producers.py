@@ -8,11 +8,14 @@ partition is answered from the local replica's producer state (Kafka's
 ``Partition.activeProducerState``: the log's, whether this broker leads the partition or follows
 it — Kafka's admin client asks the leader), or NOT_LEADER_OR_FOLLOWER when this broker has no
 replica of an existing partition, UNKNOWN_TOPIC_OR_PARTITION when the partition does not exist.
+A topic's error carries its default message. Producers are listed in the order of the Java
+``HashMap`` Kafka's producer state keeps them in.
 """
 
 from __future__ import annotations
 
 from pybroker.controller.metadata import InvalidTopicError, validate_topic_name
+from pybroker.jvm_collections import java_hash_map_order, java_long_hash
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
@@ -40,9 +43,9 @@ def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribePr
             error = (ErrorCode.INVALID_TOPIC_EXCEPTION, str(e))
         if error is None:
             if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name):
-                error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+                error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED.message)
             elif ctx.broker.metadata_cache.topic(topic.name) is None:
-                error = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                error = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
         partitions = []
         for index in topic.partition_indexes:
             if error is not None:
@@ -53,11 +56,12 @@ def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribePr
             if partition is None or partition.log is None:
                 partitions.append(_Partition(partition_index=index, error_code=replica_manager.missing_partition_error(tp)))
                 continue
+            producers = partition.log.producer_state.producers
             partitions.append(_Partition(partition_index=index, error_code=ErrorCode.NONE, active_producers=[
                 _Producer(producer_id=producer_id, producer_epoch=entry.producer_epoch, last_sequence=entry.last_seq,
                           last_timestamp=entry.last_timestamp, coordinator_epoch=entry.coordinator_epoch,
                           current_txn_start_offset=entry.current_txn_first_offset)
-                for producer_id, entry in partition.log.producer_state.producers.items()
+                for producer_id, entry in ((p, producers[p]) for p in java_hash_map_order(producers, java_long_hash))
             ]))
         topics.append(_Topic(name=topic.name, partitions=partitions))
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

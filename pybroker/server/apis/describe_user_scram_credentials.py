@@ -4,7 +4,8 @@ have credentials for (KIP-554); never the credentials.
 As Kafka's ``KafkaApis.handleDescribeUserScramCredentialsRequest``: DESCRIBE on the cluster, else
 CLUSTER_AUTHORIZATION_FAILED at the top level and in one result per requested user (an empty
 user name, message null); any broker answers, reading the store itself (ZooKeeper in a cluster).
-The semantics are `pybroker.server.user_scram_credentials`'s.
+The semantics are `pybroker.server.user_scram_credentials`'s. Where Kafka sets no message (the
+top level and a described user) it sends an empty one, its generated classes' default.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ async def handle(ctx: RequestContext, request: DescribeUserScramCredentialsReque
         return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     users = None if request.users is None else [user.name for user in request.users]
     results = await describe_user_scram_credentials(ctx.broker.store, users)
+    # Kafka's generated response and results start with an empty message; success sets none.
     return DescribeUserScramCredentialsResponse(
-        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="",
         results=[
-            _Result(user=r.user, error_code=r.error, error_message=r.message,
+            _Result(user=r.user, error_code=r.error, error_message="" if r.message is None else r.message,
                     credential_infos=[_Info(mechanism=m, iterations=i) for m, i in r.credentials])
             for r in results
         ],

@@ -8,7 +8,8 @@ every partition in this broker's metadata, and then partitions that needed no el
 out of the answer. The answer waits, up to ``TimeoutMs``, until this broker's metadata cache shows
 each newly elected leader (Kafka's DelayedElectLeader); those not shown by then answer
 REQUEST_TIMED_OUT. Needs ALTER on the cluster. The top-level error (v1+) is NONE unless the whole
-request failed.
+request failed. Named partitions are answered in the order of the Java ``HashSet`` Kafka reads them
+into; an error without its own message carries the error's default one.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 
 from pybroker.controller.election import ElectionType, ElectLeadersOutcome
+from pybroker.jvm_collections import java_hash_map_order, java_topic_partition_hash
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
@@ -48,11 +50,13 @@ async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLead
     if every_partition:
         partitions = [TopicPartition(name, index) for name, topic in cache.topics.items() for index in sorted(topic.partitions)]
     else:
-        partitions = list(dict.fromkeys(
-            TopicPartition(topic.topic, index) for topic in request.topic_partitions for index in topic.partitions
-        ))
+        # Kafka reads the request into a Java HashSet and answers in its order.
+        partitions = java_hash_map_order(
+            (TopicPartition(topic.topic, index) for topic in request.topic_partitions for index in topic.partitions),
+            lambda tp: java_topic_partition_hash(tp.topic, tp.partition),
+        )
     outcomes = await broker.controller.elect_leaders(partitions, election_type)
-    results = {tp: (outcome.error, outcome.message) for tp, outcome in outcomes.items()}
+    results = {tp: (outcome.error, _message(outcome.error, outcome.message)) for tp, outcome in outcomes.items()}
     expected = {tp: leader for tp, outcome in outcomes.items() if (leader := _new_leader(outcome)) is not None}
     if expected:
         def applied(tp: TopicPartition) -> bool:
@@ -62,10 +66,17 @@ async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLead
         remaining_ms = max(0.0, request.timeout_ms - (loop.time() - started) * 1000)
         await cache.wait_for(lambda: all(applied(tp) for tp in expected), remaining_ms)
         for tp in expected:
-            results[tp] = (ErrorCode.NONE, None) if applied(tp) else (ErrorCode.REQUEST_TIMED_OUT, None)
+            results[tp] = (ErrorCode.NONE, None) if applied(tp) else (ErrorCode.REQUEST_TIMED_OUT,
+                                                                       ErrorCode.REQUEST_TIMED_OUT.message)
     if every_partition:
         results = {tp: r for tp, r in results.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
     return _response(results, ErrorCode.NONE, ctx.api_version)
+
+
+def _message(error: ErrorCode, message: str | None) -> str | None:
+    """Kafka's ``ApiError`` made from an error alone carries the error's default message; no
+    error carries none."""
+    return None if error == ErrorCode.NONE else message if message is not None else error.message
 
 
 def _new_leader(outcome: ElectLeadersOutcome) -> int | None:

@@ -269,6 +269,13 @@ class PendingFetchResponse(DeferredResponse):
         return _response(self.request, answer, throttle_time_ms)
 
 
+# Errors Kafka's KafkaApis answers before the replica manager reads (its partitionResponse): their
+# partitions carry an empty aborted-transactions list where a read_uncommitted read carries null.
+_REFUSED_BEFORE_READING = frozenset({
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+})
+
+
 def _response(
     request: FetchRequest, answer: SessionResponse, throttle_time_ms: int = 0
 ) -> FetchResponse:
@@ -289,7 +296,7 @@ def _response(
                     )
                     for producer_id, first_offset in result.aborted_transactions
                 ]
-                if read_committed
+                if read_committed or result.error in _REFUSED_BEFORE_READING
                 else None
             ),
             preferred_read_replica=result.preferred_read_replica,

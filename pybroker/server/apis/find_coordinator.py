@@ -3,11 +3,12 @@
 ``__transaction_state`` on first use).
 
 v0-3 ask for one key, v4+ for several. The coordinator is the leader of the key's partition of the
-internal topic; an unknown key type is INVALID_REQUEST.
+internal topic; an unknown key type is INVALID_REQUEST for the whole request.
 
 Each key needs DESCRIBE first (Kafka's ``getCoordinator``): on the GROUP (else
 GROUP_AUTHORIZATION_FAILED) or the TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-with no node; v0-3 carry the error's default message, v4 none.
+with no node. Messages as Kafka 3.9 words them: v0-3 carry the error's default message ("NONE"
+for no error), a v4 answer has none (""), and a refused request the error's default message.
 """
 
 from __future__ import annotations
@@ -35,57 +36,51 @@ log = logging.getLogger(__name__)
 
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     key_type = request.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
-    if ctx.api_version >= 4:
+    if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        log.info("Unknown coordinator type %d in FindCoordinator request", key_type)
+        return error_response(request, ctx.api_version, ErrorCode.INVALID_REQUEST)
+    if ctx.api_version >= 4:  # Kafka sets no message on a batched answer
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-            FindCoordinatorResponse.Coordinator(key=key, **await _find(ctx, key_type, key))
+            FindCoordinatorResponse.Coordinator(key=key, **await _find(ctx, key_type, key), error_message="")
             for key in request.coordinator_keys
         ])
     found = await _find(ctx, key_type, request.key)
-    return FindCoordinatorResponse(throttle_time_ms=0, **found)
+    code = found["error_code"]
+    return FindCoordinatorResponse(throttle_time_ms=0, **found,
+                                   error_message=code.name if code == ErrorCode.NONE else code.message)
 
 
-async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, object]:
+async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, ErrorCode | int | str]:
+    """The error, node id, host and port answering ``key``."""
     broker = ctx.broker
-    denied = None
     if key_type == KEY_TYPE_GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
-        denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
-    elif key_type == KEY_TYPE_TRANSACTION and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
-        denied = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    if denied is not None:
-        return _error(denied, denied.message if ctx.api_version < 4 else None)
-    if key_type == KEY_TYPE_GROUP:
-        try:
-            partition = await broker.group_coordinator.coordinator_partition(key)
-        except OffsetsTopicUnavailable as e:
-            log.warning("%s", e)
-            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e))
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
-    elif key_type == KEY_TYPE_TRANSACTION:
-        try:
-            partition = await broker.transaction_coordinator.coordinator_partition(key)
-        except TransactionTopicUnavailable as e:
-            log.warning("%s", e)
-            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(e))
-        tp = TopicPartition(TRANSACTION_STATE_TOPIC, partition)
-    else:
-        return _error(ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type} in FindCoordinator request")
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if key_type == KEY_TYPE_TRANSACTION and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    try:
+        if key_type == KEY_TYPE_GROUP:
+            tp = TopicPartition(OFFSETS_TOPIC, await broker.group_coordinator.coordinator_partition(key))
+        else:
+            tp = TopicPartition(TRANSACTION_STATE_TOPIC, await broker.transaction_coordinator.coordinator_partition(key))
+    except (OffsetsTopicUnavailable, TransactionTopicUnavailable) as e:
+        log.warning("%s", e)
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     leader = broker.metadata_cache.leader(tp)
     endpoint = None if leader is None else leader.endpoint(ctx.listener_name)  # the request's listener
     if leader is None or endpoint is None:
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-    return {"error_code": ErrorCode.NONE, "error_message": "NONE", "node_id": leader.broker_id,
-            "host": endpoint.host, "port": endpoint.port}
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return {"error_code": ErrorCode.NONE, "node_id": leader.broker_id, "host": endpoint.host, "port": endpoint.port}
 
 
-def _error(code: ErrorCode, message: str | None) -> dict[str, object]:
-    return {"error_code": code, "error_message": message, "node_id": -1, "host": "", "port": -1}
+def _error(code: ErrorCode) -> dict[str, ErrorCode | int | str]:
+    return {"error_code": code, "node_id": -1, "host": "", "port": -1}
 
 
 def error_response(request: FindCoordinatorRequest, version: int, error: ErrorCode) -> FindCoordinatorResponse:
     """Kafka's getErrorResponse: ``error`` with no node, for the key (v0-3) or every key (v4)."""
     if version >= 4:
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-            FindCoordinatorResponse.Coordinator(key=key, **_error(error, error.message or ""))
+            FindCoordinatorResponse.Coordinator(key=key, **_error(error), error_message=error.message or "")
             for key in request.coordinator_keys
         ])
-    return FindCoordinatorResponse(throttle_time_ms=0, **_error(error, error.message or ""))
+    return FindCoordinatorResponse(throttle_time_ms=0, **_error(error), error_message=error.message or "")

@@ -6,6 +6,12 @@ Authorization: a BROKER or BROKER_LOGGER resource needs ALTER_CONFIGS on the clu
 CLUSTER_AUTHORIZATION_FAILED; for BROKER after Kafka's checks of the change itself, see
 ``pybroker/server/broker_config_changes.py``), a TOPIC ALTER_CONFIGS on the topic (else
 TOPIC_AUTHORIZATION_FAILED, before the existence check); the error message is null, as in Kafka.
+
+A topic's operations are checked in Kafka's order: duplicate names and null values before
+authorization, then each operation in turn, then the topic's existence, then the resulting
+configs. Where Kafka fails outside its own error types (an unknown operation, APPEND or
+SUBTRACT on an unknown name) it answers UNKNOWN_SERVER_ERROR without a message, and so does
+pybroker.
 """
 
 from __future__ import annotations
@@ -55,6 +61,12 @@ class _RequestError(Exception):
     pass
 
 
+class _ServerError(Exception):
+    """Where Kafka's topic path fails outside its own error types (a ``MatchError`` on an unknown
+    operation, a missing key when appending to or subtracting from an unknown config): it
+    answers UNKNOWN_SERVER_ERROR with no message."""
+
+
 async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
     responses = []
     repeated = repeated_resources(request.resources)
@@ -70,23 +82,31 @@ async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-def _apply(current: dict[str, str], ops: list[object], defaults: dict[str, str]) -> dict[str, str]:
+def _preprocess(ops: list[object]) -> None:
+    """Kafka's ``ConfigAdminManager.preprocess``, before any authorization: a name given twice,
+    then every null value but a DELETE's."""
     names = [op.name for op in ops]  # type: ignore[attr-defined]
     if len(set(names)) != len(names):
         raise _RequestError("Error due to duplicate config keys")
+    nulls = [op.name for op in ops if op.config_operation != OpType.DELETE and op.value is None]  # type: ignore[attr-defined]
+    if nulls:
+        raise _RequestError(f"Null value not supported for : {', '.join(nulls)}")
+
+
+def _apply(current: dict[str, str], ops: list[object], defaults: dict[str, str]) -> dict[str, str]:
+    """``current`` with ``ops`` applied in order (Kafka's ``prepareIncrementalConfigs``); unknown
+    names of SET and DELETE are left to the validation of the result."""
     updated = dict(current)
     for op in ops:
         name, value, kind = op.name, op.value, op.config_operation  # type: ignore[attr-defined]
         definition = TOPIC_CONFIGS.get(name)
-        if definition is None:
-            raise InvalidTopicConfigError(f"Unknown topic config name: {name}")
         if kind == OpType.SET:
-            if value is None:
-                raise _RequestError(f"Null value not supported for : {name}")
             updated[name] = value
         elif kind == OpType.DELETE:
             updated.pop(name, None)
         elif kind in (OpType.APPEND, OpType.SUBTRACT):
+            if definition is None:
+                raise _ServerError
             if definition.type != "LIST":
                 verb = "append" if kind == OpType.APPEND else "subtract"
                 raise InvalidTopicConfigError(f"Config value {verb} is not allowed for config key: {name}")
@@ -98,13 +118,17 @@ def _apply(current: dict[str, str], ops: list[object], defaults: dict[str, str])
                 items = [item for item in items if item not in change]
             updated[name] = ",".join(items)
         else:
-            raise _RequestError(f"Unknown config operation {kind}")
+            raise _ServerError
     return updated
 
 
 async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> tuple[ErrorCode, str | None]:
     broker = ctx.broker
     kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
+    try:
+        _preprocess(resource.configs)  # type: ignore[attr-defined]
+    except _RequestError as e:
+        return ErrorCode.INVALID_REQUEST, str(e)
     refused = config_authorization_error(ctx, AclOperation.ALTER_CONFIGS, resource)
     if refused is not None:
         return refused, None
@@ -112,13 +136,15 @@ async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> 
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
     if not name:
         return ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
-    if broker.metadata_cache.topic(name) is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown_topic_message(name)
     defaults = {n: ",".join(v) if isinstance(v := broker.config.topic_default(n), list) else str(v) for n in TOPIC_CONFIGS}
     try:
-        updated = validate_topic_configs(_apply(broker.admin_manager.topic_configs(name), resource.configs, defaults))  # type: ignore[attr-defined]
-    except _RequestError as e:
-        return ErrorCode.INVALID_REQUEST, str(e)
+        # Kafka applies the operations before it looks the topic up.
+        applied = _apply(broker.admin_manager.topic_configs(name), resource.configs, defaults)  # type: ignore[attr-defined]
+        if broker.metadata_cache.topic(name) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown_topic_message(name)
+        updated = validate_topic_configs(applied)
+    except _ServerError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR, None
     except ConfigError as e:
         return ErrorCode.INVALID_CONFIG, topic_config_error_message(name, e)
     if not validate_only:

@@ -16,6 +16,7 @@ from pybroker.protocol.messages import (
     ListPartitionReassignmentsResponse,
 )
 from pybroker.security.authorizer import AclOperation, ResourceType
+from pybroker.server.acl_apis import not_authorized_message
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
@@ -29,7 +30,10 @@ _Partition = ListPartitionReassignmentsResponse.OngoingPartitionReassignment
 
 async def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest) -> ListPartitionReassignmentsResponse:
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
-        return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return ListPartitionReassignmentsResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, topics=[],
+            error_message=not_authorized_message("ListPartitionReassignments", ctx.principal,
+                                                 ctx.connection.client_address))
     partitions = None if request.topics is None else [
         TopicPartition(topic.name, index) for topic in request.topics for index in topic.partition_indexes
     ]
@@ -44,7 +48,7 @@ async def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest
             adding_replicas=list(assignment.adding_replicas), removing_replicas=list(assignment.removing_replicas),
         ))
     return ListPartitionReassignmentsResponse(
-        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="",
         topics=[_Topic(name=name, partitions=partitions) for name, partitions in by_topic.items()],
     )
 

@@ -8,7 +8,8 @@ committed offset is returned.
 
 Authorization (Kafka's ``handleOffsetFetchRequestFromCoordinator``): DESCRIBE on each group, else
 the group answers GROUP_AUTHORIZATION_FAILED (v8 per group, v2-7 at the top with no topics; v1 has
-no field for it and answers no topics, as Kafka does); then DESCRIBE on each topic: named topics
+no field for it, so every requested partition carries it, as Kafka's getErrorResponse does); then
+DESCRIBE on each topic: named topics
 without it answer TOPIC_AUTHORIZATION_FAILED (offset -1) per partition, and an all-partitions
 request silently leaves them out.
 """
@@ -44,15 +45,9 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchRespo
                 group_id=group.group_id, error_code=error, topics=topics,
             ))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, request.group_id):
-        # v1 has no top-level error: the group error is lost, and no topics are answered (Kafka's
-        # OffsetFetchResponse(groups, version) drops it the same way).
-        return error_response(request, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED) if ctx.api_version >= 2 \
-            else OffsetFetchResponse(topics=[])
     topic_cls = OffsetFetchResponse.OffsetFetchResponseTopic
     partition_cls = OffsetFetchResponse.OffsetFetchResponsePartition
-    error, topics = _fetch(ctx, request.group_id, request.topics, require_stable, topic_cls, partition_cls,
-                           group_authorized=True)
+    error, topics = _fetch(ctx, request.group_id, request.topics, require_stable, topic_cls, partition_cls)
     if error != ErrorCode.NONE:
         if ctx.api_version >= 2:
             return OffsetFetchResponse(throttle_time_ms=0, error_code=error, topics=[])
@@ -64,10 +59,9 @@ def handle(ctx: RequestContext, request: OffsetFetchRequest) -> OffsetFetchRespo
 
 def _fetch(
     ctx: RequestContext, group_id: str, requested: Any, require_stable: bool, topic_cls: Any, partition_cls: Any,
-    group_authorized: bool = False,
 ) -> tuple[ErrorCode, list[Any]]:
     """One group's (error, topics): DESCRIBE on the group, then on each topic, then the coordinator."""
-    if not group_authorized and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     coordinator = ctx.broker.group_coordinator
     if requested is None:

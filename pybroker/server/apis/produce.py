@@ -25,11 +25,11 @@ and calls its send callbacks, in the answer's order.
 from __future__ import annotations
 
 import asyncio
-import functools
 import struct
 from collections.abc import Iterable
 
 from pybroker import _native
+from pybroker.jvm_collections import java_topic_partition_hash
 from pybroker.network.connection import CloseConnection
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
@@ -310,26 +310,8 @@ def java_hash_map_order(partitions: Iterable[TopicPartition]) -> list[TopicParti
 
 
 def _topic_partition_hash(tp: TopicPartition) -> int:
-    """Java's ``TopicPartition.hashCode`` (unsigned 32-bit): 31 * (31 + partition) + the topic's
-    ``String.hashCode``."""
-    return (31 * (31 + tp.partition) + _string_hash(tp.topic)) & 0xFFFFFFFF
-
-
-@functools.lru_cache(maxsize=4096)
-def _string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (unsigned 32-bit), over UTF-16 code units (computed here, not
-    with the utf-16 codec, whose module is imported at first use: that fails when the process is
-    out of file descriptors)."""
-    h = 0
-    for char in text:
-        point = ord(char)
-        if point < 0x10000:
-            h = (31 * h + point) & 0xFFFFFFFF
-        else:  # a surrogate pair
-            point -= 0x10000
-            h = (31 * h + (0xD800 | point >> 10)) & 0xFFFFFFFF
-            h = (31 * h + (0xDC00 | point & 0x3FF)) & 0xFFFFFFFF
-    return h
+    """Java's ``TopicPartition.hashCode`` of ``tp``, unsigned 32-bit."""
+    return java_topic_partition_hash(tp.topic, tp.partition) & 0xFFFFFFFF
 
 
 def _signed(h: int) -> int:

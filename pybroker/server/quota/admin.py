@@ -40,11 +40,12 @@ _lock = asyncio.Lock()
 
 
 class QuotaRequestError(Exception):
-    """The whole request is refused: ``error`` with Kafka's message."""
+    """The whole request is refused: ``error`` with Kafka's message (None: Kafka sends none)."""
 
-    def __init__(self, error: ErrorCode, message: str) -> None:
+    def __init__(self, error: ErrorCode, message: str | None) -> None:
         super().__init__(message)
         self.error = error
+        self.message = message
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,15 @@ class QuotaOp:
 async def describe_client_quotas(
     store: ControllerStore, components: Sequence[FilterComponent], strict: bool,
 ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
-    """Every matching entity (the admin API's names: None for a default) with its quota values."""
+    """Every matching entity (the admin API's names: None for a default) with its quota values.
+
+    Kafka first turns every component into a filter: an unknown match type (its
+    IllegalArgumentException) or an exact match without a name (a NullPointerException) is an
+    UNKNOWN_SERVER_ERROR without a message, whatever the other components."""
+    for component in components:
+        if component.match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY) or (
+                component.match_type == MATCH_EXACT and component.match is None):
+            raise QuotaRequestError(ErrorCode.UNKNOWN_SERVER_ERROR, None)
     by_type: dict[str, FilterComponent] = {}
     for component in components:
         entity_type = component.entity_type
@@ -72,10 +81,6 @@ async def describe_client_quotas(
             if entity_type in by_type:
                 what = "client" if entity_type == CLIENT_ID else entity_type
                 raise QuotaRequestError(ErrorCode.INVALID_REQUEST, f"Duplicate {what} filter component entity type")
-            if component.match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY):
-                raise QuotaRequestError(ErrorCode.INVALID_REQUEST, f"Unexpected match type: {component.match_type}")
-            if component.match_type == MATCH_EXACT and component.match is None:
-                raise QuotaRequestError(ErrorCode.INVALID_REQUEST, "Request specified MATCH_EXACT with null match")
             by_type[entity_type] = component
         elif entity_type == "":
             raise QuotaRequestError(ErrorCode.INVALID_REQUEST, "Unexpected empty filter component entity type")

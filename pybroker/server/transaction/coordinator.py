@@ -59,15 +59,16 @@ class InitProducerIdResult:
 
 @dataclass
 class TransactionDescription:
-    """DescribeTransactions' answer for one transactional id."""
+    """DescribeTransactions' answer for one transactional id (an error answer carries the
+    message's defaults, zeros, as Kafka's does)."""
 
     transactional_id: str
     error: ErrorCode
     state: str = ""
     timeout_ms: int = 0
-    start_time_ms: int = -1
-    producer_id: int = -1
-    producer_epoch: int = -1
+    start_time_ms: int = 0
+    producer_id: int = 0
+    producer_epoch: int = 0
     topics: dict[str, list[int]] = field(default_factory=dict)
 
 
