@@ -897,7 +897,7 @@ async def describe_cluster_script(t: Target, v: int) -> list[tuple[str, Any]]:
 
 LITERAL, PREFIXED, ANY_PATTERN, MATCH = 3, 4, 1, 4
 TOPIC_RESOURCE, GROUP_RESOURCE = 2, 3
-READ, WRITE, ALL_OPS, ANY_OP = 3, 4, 2, 1
+READ, WRITE, ANY_OP = 3, 4, 1
 ALLOW, ANY_PERMISSION = 3, 1
 
 
