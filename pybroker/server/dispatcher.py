@@ -153,8 +153,14 @@ class _Call:
         return codec.encode_response(header.api_key, header.api_version, header.correlation_id, response)
 
     def complete(self, task: asyncio.Future[Any], reply: asyncio.Future[Any]) -> None:
-        """The handler's future is done: resolve ``reply`` with its encoded response (once)."""
-        if reply.done() or not task.done():
+        """The handler's future is done: resolve ``reply`` with its encoded response (once). A
+        reply already done (its connection closed, as at shutdown) still has the handler's error
+        retrieved, so that asyncio does not report it as never retrieved."""
+        if not task.done():
+            return
+        if reply.done():
+            if not task.cancelled() and (error := task.exception()) is not None:
+                log.debug("%s after its connection went away: %r", self.handler.__name__, error)
             return
         if task.cancelled():
             reply.cancel()

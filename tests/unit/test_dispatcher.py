@@ -10,6 +10,7 @@ error.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -217,3 +218,28 @@ def test_client_requests_wait_for_the_first_update_metadata(monkeypatch):
         assert [t.error_code for t in _metadata_answer(frame).topics] == [E.UNKNOWN_SERVER_ERROR]
 
     asyncio.run(scenario())
+
+
+def test_a_handler_failing_after_its_connection_went_away_is_not_reported_as_lost():
+    """At shutdown a handler can fail (its ZooKeeper client closed) after the connection cancelled
+    its reply: the error is retrieved and logged at DEBUG, not left for asyncio to report as an
+    ERROR ("Task exception was never retrieved")."""
+    async def main() -> list[dict[str, Any]]:
+        loop = asyncio.get_running_loop()
+        reported: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _, context: reported.append(context))
+
+        async def fails() -> None:
+            raise ConnectionError("the ZooKeeper client is closed")
+
+        task = asyncio.ensure_future(fails())
+        reply = loop.create_future()
+        reply.cancel()  # the connection closed first
+        await asyncio.sleep(0)
+        call = dispatcher_module._Call(ModuleType("handler"), SimpleNamespace(), None, CONNECTION)  # type: ignore[arg-type]
+        call.complete(task, reply)
+        del task
+        gc.collect()
+        return reported
+
+    assert asyncio.run(main()) == []
