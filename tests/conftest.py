@@ -25,6 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -327,6 +328,15 @@ async def broker_connection(bootstrap: str) -> BrokerConnection:
     connection = BrokerConnection(host, int(port))
     await connection.connect()
     return connection
+
+
+async def send_once(bootstrap: str, api_key: int, message: Any, version: int) -> Any:
+    """``message`` at ``version`` on a connection of its own to ``host:port``: the answer."""
+    connection = await broker_connection(bootstrap)
+    try:
+        return await connection.send(api_key, message, version=version)
+    finally:
+        await connection.close()
 
 
 async def auto_create(connection: BrokerConnection, topic: str, timeout: float = 10.0) -> None:

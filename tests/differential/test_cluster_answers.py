@@ -30,7 +30,7 @@ from pybroker.protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
-from tests.conftest import _kafka_chroot, broker_connection, require_kafka, wait_until
+from tests.conftest import _kafka_chroot, require_kafka, send_once, wait_until
 from tests.integration.cluster import Cluster, start_cluster
 from tests.unit.batches import build_batch
 from tests.zookeeper import chroot_for
@@ -73,16 +73,10 @@ class Brokers:
         return next(a for n, a in self.addresses.items() if n != not_node)
 
 
-async def send(address: str, api_key: int, message: Any, version: int) -> Any:
-    connection = await broker_connection(address)
-    try:
-        return await connection.send(api_key, message, version=version)
-    finally:
-        await connection.close()
 
 
 def partition_state(address: str, topic: str) -> tuple[Any, ...]:
-    answer = asyncio.run(send(address, ApiKey.METADATA, MetadataRequest(
+    answer = asyncio.run(send_once(address, ApiKey.METADATA, MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False), 9))
     p = answer.topics[0].partitions[0]
     return (ErrorCode(p.error_code).name, p.leader_id, p.leader_epoch, list(p.replica_nodes), sorted(p.isr_nodes),
@@ -130,14 +124,14 @@ def steps(brokers: Brokers) -> list[tuple[str, Any]]:
     old_epoch = found[2][1][2]
     produce = ProduceRequest(acks=1, timeout_ms=10_000, topic_data=[ProduceRequest.TopicProduceData(
         name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=build_batch([(None, b"x")]))])])
-    answer = asyncio.run(send(brokers.addresses[1], ApiKey.PRODUCE, produce, 9))
+    answer = asyncio.run(send_once(brokers.addresses[1], ApiKey.PRODUCE, produce, 9))
     found.append(("produce to the old leader", ErrorCode(answer.responses[0].partition_responses[0].error_code).name))
     fetch = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
                          session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[
                              FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
                                  partition=0, fetch_offset=0, current_leader_epoch=old_epoch,
                                  partition_max_bytes=1 << 20)])])
-    answer = asyncio.run(send(brokers.addresses[1], ApiKey.FETCH, fetch, 12))
+    answer = asyncio.run(send_once(brokers.addresses[1], ApiKey.FETCH, fetch, 12))
     found.append(("fetch with the old epoch", ErrorCode(answer.responses[0].partitions[0].error_code).name))
 
     brokers.kill(3)
@@ -155,9 +149,9 @@ def steps(brokers: Brokers) -> list[tuple[str, Any]]:
 
 async def send_to_controller(brokers: Brokers, api_key: int, message: Any, version: int) -> Any:
     address = brokers.alive_address()
-    metadata = await send(address, ApiKey.METADATA, MetadataRequest(topics=[]), 1)
+    metadata = await send_once(address, ApiKey.METADATA, MetadataRequest(topics=[]), 1)
     (controller,) = (b for b in metadata.brokers if b.node_id == metadata.controller_id)
-    return await send(f"{controller.host}:{controller.port}", api_key, message, version)
+    return await send_once(f"{controller.host}:{controller.port}", api_key, message, version)
 
 
 def test_three_brokers_answer_the_steps_as_kafka_does(pybroker_cluster, kafka_three):

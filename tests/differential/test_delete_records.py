@@ -29,7 +29,7 @@ from pybroker.protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
-from tests.conftest import broker_connection
+from tests.conftest import send_once
 from tests.integration.cluster import Cluster, start_cluster
 from tests.unit.batches import build_batch
 from tests.zookeeper import chroot_for
@@ -47,16 +47,10 @@ def cluster(zookeeper, tmp_path_factory) -> Iterator[Cluster]:
         cluster.kill()
 
 
-async def request(address: str, api_key: int, message: Any, version: int) -> Any:
-    connection = await broker_connection(address)
-    try:
-        return await connection.send(api_key, message, version=version)
-    finally:
-        await connection.close()
 
 
 async def delete(address: str, topic: str, partition: int, offset: int, version: int) -> tuple[str, int]:
-    answer = await request(address, ApiKey.DELETE_RECORDS, DeleteRecordsRequest(timeout_ms=30_000, topics=[
+    answer = await send_once(address, ApiKey.DELETE_RECORDS, DeleteRecordsRequest(timeout_ms=30_000, topics=[
         DeleteRecordsRequest.DeleteRecordsTopic(name=topic, partitions=[
             DeleteRecordsRequest.DeleteRecordsPartition(partition_index=partition, offset=offset)])]), version)
     result = answer.topics[0].partitions[0]
@@ -64,7 +58,7 @@ async def delete(address: str, topic: str, partition: int, offset: int, version:
 
 
 async def earliest(address: str, topic: str, replica_id: int = -1) -> tuple[str, int]:
-    answer = await request(address, ApiKey.LIST_OFFSETS, ListOffsetsRequest(
+    answer = await send_once(address, ApiKey.LIST_OFFSETS, ListOffsetsRequest(
         replica_id=replica_id, isolation_level=0, topics=[ListOffsetsRequest.ListOffsetsTopic(
             name=topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(
                 partition_index=0, timestamp=EARLIEST)])]), 1)
@@ -74,7 +68,7 @@ async def earliest(address: str, topic: str, replica_id: int = -1) -> tuple[str,
 
 async def controller(address: str) -> str:
     """The address of the controller, which CreateTopics must go to (NOT_CONTROLLER elsewhere)."""
-    answer = await request(address, ApiKey.METADATA, MetadataRequest(topics=[]), 1)
+    answer = await send_once(address, ApiKey.METADATA, MetadataRequest(topics=[]), 1)
     (found,) = (b for b in answer.brokers if b.node_id == answer.controller_id)
     return f"{found.host}:{found.port}"
 
@@ -82,7 +76,7 @@ async def controller(address: str) -> str:
 async def topic_of_ten(address: str, replicas: list[int]) -> str:
     """A topic of one partition on ``replicas`` (the first leads) holding ten records."""
     topic = f"dr-{uuid.uuid4().hex[:8]}"
-    answer = await request(await controller(address), ApiKey.CREATE_TOPICS, CreateTopicsRequest(timeout_ms=30_000, validate_only=False,
+    answer = await send_once(await controller(address), ApiKey.CREATE_TOPICS, CreateTopicsRequest(timeout_ms=30_000, validate_only=False,
         topics=[CreateTopicsRequest.CreatableTopic(name=topic, num_partitions=-1, replication_factor=-1, configs=[],
                 assignments=[CreateTopicsRequest.CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)])]),
         4)
@@ -91,7 +85,7 @@ async def topic_of_ten(address: str, replicas: list[int]) -> str:
         name=topic, partition_data=[ProduceRequest.PartitionProduceData(
             index=0, records=build_batch([(None, b"v%d" % i) for i in range(10)]))])])
     for _ in range(100):
-        result = (await request(address, ApiKey.PRODUCE, produce, 7)).responses[0].partition_responses[0]
+        result = (await send_once(address, ApiKey.PRODUCE, produce, 7)).responses[0].partition_responses[0]
         if result.error_code == 0:
             return topic
         await asyncio.sleep(0.1)
@@ -101,7 +95,7 @@ async def topic_of_ten(address: str, replicas: list[int]) -> str:
 async def offsets_topic(address: str) -> None:
     """__consumer_offsets exists (FindCoordinator creates it)."""
     for _ in range(100):
-        answer = await request(address, ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key="dr-group", key_type=0), 2)
+        answer = await send_once(address, ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key="dr-group", key_type=0), 2)
         if answer.error_code == 0:
             return
         await asyncio.sleep(0.1)

@@ -30,7 +30,7 @@ from pybroker.protocol.messages import (
     OffsetForLeaderEpochRequest,
     ProduceRequest,
 )
-from tests.conftest import broker_connection
+from tests.conftest import send_once
 from tests.unit.batches import build_batch
 
 FUTURE_EPOCH = 7
@@ -43,12 +43,6 @@ BAD_CONFIGS = [
 ]
 
 
-async def send(address: str, api_key: int, message: Any, version: int) -> Any:
-    connection = await broker_connection(address)
-    try:
-        return await connection.send(api_key, message, version=version)
-    finally:
-        await connection.close()
 
 
 def produce_request(topic: str, partition: int, records: bytes, acks: int = 1) -> ProduceRequest:
@@ -58,7 +52,7 @@ def produce_request(topic: str, partition: int, records: bytes, acks: int = 1) -
 
 async def produce(address: str, topic: str, partition: int, records: bytes, acks: int = 1,
                   version: int = 9) -> tuple[str, str | None]:
-    answer = (await send(address, ApiKey.PRODUCE, produce_request(topic, partition, records, acks), version))
+    answer = (await send_once(address, ApiKey.PRODUCE, produce_request(topic, partition, records, acks), version))
     result = answer.responses[0].partition_responses[0]
     return ErrorCode(result.error_code).name, result.error_message
 
@@ -86,7 +80,7 @@ def damaged_batches() -> list[tuple[str, bytes]]:
 
 async def create(address: str, name: str, partitions: int = 1, replication: int = 1,
                  configs: dict[str, str] | None = None) -> tuple[str, str | None]:
-    answer = await send(address, ApiKey.CREATE_TOPICS, CreateTopicsRequest(timeout_ms=30_000, validate_only=False,
+    answer = await send_once(address, ApiKey.CREATE_TOPICS, CreateTopicsRequest(timeout_ms=30_000, validate_only=False,
         topics=[CreateTopicsRequest.CreatableTopic(
             name=name, num_partitions=partitions, replication_factor=replication, assignments=[],
             configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])]),
@@ -96,7 +90,7 @@ async def create(address: str, name: str, partitions: int = 1, replication: int 
 
 
 async def fetch(address: str, topic: str, offset: int, epoch: int = -1) -> tuple[str, int]:
-    answer = await send(address, ApiKey.FETCH, FetchRequest(
+    answer = await send_once(address, ApiKey.FETCH, FetchRequest(
         replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
         session_epoch=-1, forgotten_topics_data=[], rack_id="", topics=[FetchRequest.FetchTopic(
             topic=topic, partitions=[FetchRequest.FetchPartition(
@@ -106,14 +100,14 @@ async def fetch(address: str, topic: str, offset: int, epoch: int = -1) -> tuple
 
 
 async def list_offsets(address: str, topic: str, epoch: int) -> str:
-    answer = await send(address, ApiKey.LIST_OFFSETS, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+    answer = await send_once(address, ApiKey.LIST_OFFSETS, ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
         ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(
             partition_index=0, current_leader_epoch=epoch, timestamp=-1)])]), 7)
     return ErrorCode(answer.topics[0].partitions[0].error_code).name
 
 
 async def offset_for_leader_epoch(address: str, topic: str, epoch: int) -> tuple[str, int, int]:
-    answer = await send(address, ApiKey.OFFSET_FOR_LEADER_EPOCH, OffsetForLeaderEpochRequest(
+    answer = await send_once(address, ApiKey.OFFSET_FOR_LEADER_EPOCH, OffsetForLeaderEpochRequest(
         replica_id=-1, topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[
             OffsetForLeaderEpochRequest.OffsetForLeaderPartition(partition=0, current_leader_epoch=epoch,
                                                                  leader_epoch=0)])]), 4)
@@ -166,7 +160,7 @@ async def steps(address: str) -> list[tuple[str, Any]]:
         ("create with an empty name", await create(address, "")),
         ("create a topic that exists", await create(address, topic)),
     ]
-    metadata = await send(address, ApiKey.METADATA, MetadataRequest(
+    metadata = await send_once(address, ApiKey.METADATA, MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(name=f"errors-missing-{run}")], allow_auto_topic_creation=False), 9)
     found.append(("metadata of a missing topic", ErrorCode(metadata.topics[0].error_code).name))
     header = struct.pack(">hhi", ApiKey.METADATA, 9, 41) + struct.pack(">h", 3) + b"raw" + b"\x00"
