@@ -59,6 +59,7 @@ from pybroker.client.connection import KafkaClientError
 from pybroker.client.security import PLAINTEXT
 from pybroker.log.config import ConfigError
 from pybroker.server.config import BrokerConfig, Endpoint
+from pybroker.server.unapplied_configs import unapplied_reason
 from pybroker.zookeeper.client import KazooException, ZooKeeperClient, ZooKeeperConnectionError
 from pybroker.zookeeper.kafka_zk_client import KafkaZkClient
 from pybroker.zookeeper.server import ZooKeeperInstall, ZooKeeperServer, ZooKeeperStartError
@@ -501,6 +502,8 @@ class LocalCluster:
                 raise ClusterError(f"broker {broker.node_id}: {e}") from None
             if broker is self.brokers[0]:
                 warnings += [f"unknown broker property {key} (the brokers ignore it)" for key in config.unknown]
+                warnings += [f"broker property {key} has no effect (Kafka's setting for {unapplied_reason(key)}, "
+                             "which pybroker has not)" for key in config.unapplied]
         if self.zookeeper is not None and port_in_use(self.zookeeper.port):
             raise ClusterError(
                 f"port {self.zookeeper.port} on {HOST} (ZooKeeper) is in use: is a cluster already running "

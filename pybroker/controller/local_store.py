@@ -213,6 +213,9 @@ class LocalStore:
         topic = self._topics.get(name)
         return topic.configs if topic is not None else {}
 
+    async def read_topic_configs(self, name: str) -> dict[str, str]:
+        return dict(self.topic_configs(name))
+
     async def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
         start = self._next_producer_id_block
         self._next_producer_id_block = start + PRODUCER_ID_BLOCK_SIZE

@@ -154,6 +154,11 @@ class ControllerStore(Protocol):
         """The config overrides of ``name`` as last notified (empty when none)."""
         ...
 
+    async def read_topic_configs(self, name: str) -> dict[str, str]:
+        """The config overrides of ``name`` read from the store itself (empty when none), as
+        Kafka's admin path reads ZooKeeper: a write through any broker is seen at once."""
+        ...
+
     async def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
         """A block of producer ids no other broker ever gets: ``(first, last)`` inclusive."""
         ...

@@ -636,6 +636,9 @@ class ZooKeeperStore:
     def topic_configs(self, name: str) -> dict[str, str]:
         return dict(self._configs.get(name, {}))
 
+    async def read_topic_configs(self, name: str) -> dict[str, str]:
+        return await self.client.get_topic_configs(name)
+
     async def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
         return await self.client.allocate_producer_id_block(broker_id)
 

@@ -66,6 +66,13 @@ def parse_list(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+#: How a broker's DescribeConfigs lists a config, after Kafka's rule (every definition of
+#: ``KafkaConfig`` but the internal ones, and every name set in ``server.properties``):
+LISTED = "listed"  # one of KafkaConfig's definitions: always listed
+WHEN_SET = "when-set"  # Kafka's internal definitions, and pybroker's own: listed when set
+AS_CUSTOM = "as-custom"  # read outside KafkaConfig (the authorizer's): listed when set, as a name Kafka does not know
+
+
 @dataclass(frozen=True)
 class ConfigDef:
     """One config: its Kafka name, type (as DescribeConfigs v3+ reports it), default and checks."""
@@ -80,6 +87,11 @@ class ConfigDef:
     maximum: int | float | None = None
     # A further check of the parsed value, given (name, value): raises ConfigError.
     validator: Callable[[str, Any], None] | None = None
+    #: How a broker's DescribeConfigs lists it (`LISTED`, `WHEN_SET` or `AS_CUSTOM`).
+    listing: str = "listed"
+    #: The type DescribeConfigs reports when it is not the parsing type: Kafka defines
+    #: ``listeners`` and the like as STRING and splits them itself.
+    described_type: str | None = None
 
     def parse(self, raw: str) -> Any:
         """Convert a string value to its typed form; ConfigError with Kafka's ``ConfigDef``
@@ -130,12 +142,16 @@ class ConfigDef:
 
 
 def format_value(value: Any) -> str:
-    """Render a typed config value as Kafka prints it (lists comma-joined, booleans lowercase)."""
+    """Render a typed config value as Kafka prints it (lists comma-joined, booleans lowercase,
+    doubles as Java's ``Double.toString``)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
         return ",".join(value)
+    if isinstance(value, float):
+        return java_double(value)
     return str(value)
+
 
 
 # --- Kafka 3.x's deprecated message format version ---------------------------------------------

@@ -222,6 +222,10 @@ class AdminManager:
     def topic_configs(self, name: str) -> dict[str, str]:
         return self.store.topic_configs(name)
 
+    async def read_topic_configs(self, name: str) -> dict[str, str]:
+        """The topic's overrides as stored now (what an admin request reads and changes)."""
+        return await self.store.read_topic_configs(name)
+
     # --- producer ids --------------------------------------------------------------------------
 
     async def allocate_producer_id(self) -> int:

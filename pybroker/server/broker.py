@@ -81,6 +81,7 @@ from pybroker.server.transaction.marker_channel import TransactionMarkerChannelM
 from pybroker.server.transaction.marker_sender import NetworkMarkerSender
 from pybroker.server.transaction.state_manager import TransactionConfig, TransactionStateManager
 from pybroker.server.transaction.verification import TransactionVerifier
+from pybroker.server.unapplied_configs import unapplied_reason
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -438,6 +439,9 @@ class Broker:
     async def start(self) -> None:
         for key in self.config.unknown:
             log.warning("Ignoring unknown broker property %s", key)
+        for key in self.config.unapplied:
+            log.warning("Broker property %s is Kafka's setting for %s, which pybroker has not: it has no effect",
+                        key, unapplied_reason(key))
         configure_open_files()  # the limit raised, and the open log files sized from it
         if self.zookeeper_connect:
             await self._open_store()  # tells every entity's configs as it connects

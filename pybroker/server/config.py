@@ -18,24 +18,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybroker.log.config import (
+    AS_CUSTOM,
     LONG_MAX,
     TOPIC_CONFIGS,
+    WHEN_SET,
     ConfigDef,
     ConfigError,
     LogConfig,
     format_value,
 )
+from pybroker.server.unapplied_configs import UNAPPLIED_CONFIGS
 
 _BROKER_DEFS = [
     ConfigDef("node.id", "INT", 1, "This broker's id."),
     ConfigDef("broker.id", "INT", -1, "ZooKeeper-mode Kafka's name of node.id (either may be set; both: equal)."),
     ConfigDef("broker.rack", "STRING", None, "The rack of this broker (for rack-aware replica assignment)."),
     # pybroker default: one broker on loopback, so `pybroker serve` just works locally.
-    ConfigDef("listeners", "LIST", ["PLAINTEXT://127.0.0.1:9092"], "Listener URIs."),
-    ConfigDef("advertised.listeners", "LIST", None, "Listeners given to clients (default: listeners)."),
-    ConfigDef("cluster.id", "STRING", None, "Cluster id (generated on first start, kept in meta.properties)."),
+    ConfigDef("listeners", "LIST", ["PLAINTEXT://127.0.0.1:9092"], "Listener URIs.", described_type="STRING"),
+    ConfigDef("advertised.listeners", "LIST", None, "Listeners given to clients (default: listeners).",
+              described_type="STRING"),
+    ConfigDef("cluster.id", "STRING", None, "Cluster id (generated on first start, kept in meta.properties).",
+              listing=AS_CUSTOM),
     # pybroker default: a data dir under the working directory (Kafka: /tmp/kafka-logs).
-    ConfigDef("log.dirs", "LIST", None, "Log directories."),
+    ConfigDef("log.dirs", "LIST", None, "Log directories.", described_type="STRING"),
     ConfigDef("log.dir", "STRING", "./pybroker-data", "Log directory used when log.dirs is unset."),
     ConfigDef("num.partitions", "INT", 1, "Default partition count of new topics.", minimum=1),
     ConfigDef("default.replication.factor", "INT", 1, "Default replication factor.", minimum=1),
@@ -53,7 +58,8 @@ _BROKER_DEFS = [
     ConfigDef("log.retention.hours", "INT", 168, "Retention time (hours)."),
     ConfigDef("log.retention.bytes", "LONG", -1, "Retention size per partition; -1 = unlimited."),
     ConfigDef("log.retention.check.interval.ms", "LONG", 300000, "Retention check interval.", minimum=1),
-    ConfigDef("log.initial.task.delay.ms", "LONG", 30000, "Delay before the first retention check.", minimum=0),
+    ConfigDef("log.initial.task.delay.ms", "LONG", 30000, "Delay before the first retention check.", minimum=0,
+              listing=WHEN_SET),
     ConfigDef("log.cleanup.policy", "LIST", ["delete"], "Default cleanup policy.", choices=("compact", "delete")),
     ConfigDef("log.cleaner.delete.retention.ms", "LONG", 86400000, "Delete marker retention."),
     ConfigDef("log.cleaner.enable", "BOOLEAN", True, "Run the log cleaner (compaction of compacted topics)."),
@@ -121,6 +127,8 @@ _BROKER_DEFS = [
     ConfigDef("replica.fetch.min.bytes", "INT", 1, "Follower fetch min bytes."),
     ConfigDef("replica.fetch.max.bytes", "INT", 1048576, "Follower fetch bytes per partition."),
     ConfigDef("replica.fetch.response.max.bytes", "INT", 10485760, "Follower fetch bytes per response."),
+    ConfigDef("fetch.max.bytes", "INT", 57671680, "The most bytes one Fetch answer carries (the request's max_bytes "
+              "is lowered to it).", minimum=1024),
     ConfigDef("replica.fetch.backoff.ms", "INT", 1000, "Follower back-off after a fetch error."),
     ConfigDef("replica.socket.timeout.ms", "INT", 30000, "Follower request timeout."),
     ConfigDef("num.replica.fetchers", "INT", 1, "Fetcher tasks per source broker.", minimum=1),
@@ -143,7 +151,7 @@ _BROKER_DEFS = [
     ConfigDef("leader.imbalance.check.interval.seconds", "LONG", 300, "Leader imbalance check period."),
     ConfigDef("partition.deletion.check.interval.ms", "LONG", 1000,
               "KIP-253: how often the controller checks whether partitions marked for deletion are drained.",
-              minimum=1),
+              minimum=1, listing=WHEN_SET),
     ConfigDef("leader.imbalance.per.broker.percentage", "INT", 10, "Allowed leader imbalance per broker."),
     ConfigDef("offsets.topic.num.partitions", "INT", 50, "Partitions of __consumer_offsets.", minimum=1),
     # Kafka's built-in default is 3, which a single broker can never satisfy (FindCoordinator would
@@ -199,12 +207,15 @@ _BROKER_DEFS = [
               "How long a partition leader keeps the state of a producer that has sent nothing (its last batch's "
               "timestamp) and has no open transaction.", minimum=1),
     ConfigDef("producer.id.expiration.check.interval.ms", "INT", 600000,
-              "How often partition leaders look for producers past producer.id.expiration.ms.", minimum=1),
+              "How often partition leaders look for producers past producer.id.expiration.ms.", minimum=1,
+              listing=WHEN_SET),
     # --- security: listeners, TLS, SASL, authorization (Kafka's names and defaults; every ssl.*
     # and sasl.* name may also be set for one listener as listener.name.<listener>.<name>) ---
+    # The default in Kafka's order (its map of the security protocols, printed).
     ConfigDef("listener.security.protocol.map", "LIST",
-              ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
-              "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."),
+              ["SASL_SSL:SASL_SSL", "PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT"],
+              "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL).",
+              described_type="STRING"),
     ConfigDef("inter.broker.listener.name", "STRING", None,
               "The listener brokers use to talk to each other (default: the one named after "
               "security.inter.broker.protocol)."),
@@ -238,15 +249,17 @@ _BROKER_DEFS = [
               "Host name check of the broker's own TLS connections (empty: none)."),
     ConfigDef("ssl.enabled.protocols", "LIST", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted."),
     ConfigDef("ssl.protocol", "STRING", "TLSv1.3", "TLS protocol."),
-    ConfigDef("ssl.cipher.suites", "LIST", None, "Cipher suites (default: the TLS library's)."),
+    ConfigDef("ssl.cipher.suites", "LIST", [], "Cipher suites (default: the TLS library's)."),
     ConfigDef("ssl.principal.mapping.rules", "STRING", "DEFAULT",
               "Rules mapping a client certificate's distinguished name to a principal name."),
     ConfigDef("authorizer.class.name", "STRING", "",
               "The authorizer (kafka.security.authorizer.AclAuthorizer or "
               "org.apache.kafka.metadata.authorizer.StandardAuthorizer); empty: everything allowed."),
-    ConfigDef("super.users", "STRING", "", "Principals allowed everything, ';'-separated (User:admin;User:bob)."),
+    # The authorizer's own settings: Kafka describes them as names it does not define.
+    ConfigDef("super.users", "STRING", "", "Principals allowed everything, ';'-separated (User:admin;User:bob).",
+              listing=AS_CUSTOM),
     ConfigDef("allow.everyone.if.no.acl.found", "BOOLEAN", False,
-              "Allow an operation on a resource that has no ACL at all."),
+              "Allow an operation on a resource that has no ACL at all.", listing=AS_CUSTOM),
     # --- quotas and replication throttles (Kafka's names and defaults; the three rates are
     # dynamic broker configs, set per broker by kafka-reassign-partitions --throttle) ---
     ConfigDef("leader.replication.throttled.rate", "LONG", LONG_MAX,
@@ -267,11 +280,13 @@ _BROKER_DEFS = [
     # --- metrics (pybroker's own: Kafka has no Prometheus endpoint; see docs/metrics.md) ---
     ConfigDef("metrics.prometheus.port", "INT", None,
               "Port of the Prometheus endpoint (GET /metrics); unset: no endpoint; 0: a free port, logged.",
-              minimum=0),
-    ConfigDef("metrics.prometheus.host", "STRING", "127.0.0.1", "Address the Prometheus endpoint binds."),
+              minimum=0, listing=WHEN_SET),
+    ConfigDef("metrics.prometheus.host", "STRING", "127.0.0.1", "Address the Prometheus endpoint binds.",
+              listing=WHEN_SET),
 ]
 
-BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS}
+#: Every broker config: those pybroker applies, then Kafka's for what it has not.
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _BROKER_DEFS} | UNAPPLIED_CONFIGS
 
 #: Listener-specific configs: ``listener.name.<listener lower-case>.<name>`` (see `BrokerConfig.listener_get`).
 LISTENER_PREFIX = "listener.name."
@@ -412,6 +427,8 @@ class BrokerConfig:
     def __init__(self, props: Mapping[str, str] | None = None) -> None:
         self.originals: dict[str, str] = _populate_synonyms(props or {})
         self.unknown: list[str] = []
+        #: Kafka settings pybroker does not apply (`unapplied_configs`), set all the same.
+        self.unapplied: list[str] = []
         self._values: dict[str, Any] = {}
         self._static: dict[str, Any] = self._values
         self.dynamic_broker: dict[str, Any] = {}
@@ -424,6 +441,8 @@ class BrokerConfig:
             if definition is None:
                 self.unknown.append(key)
                 continue
+            if key in UNAPPLIED_CONFIGS:
+                self.unapplied.append(key)
             self._values[key] = definition.parse(raw)
         self.validate_listeners()
 

@@ -26,14 +26,13 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from pybroker.jvm_collections import java_string_hash, scala_hash_map_order
-from pybroker.log.config import TOPIC_CONFIGS, ConfigDef, format_value
+from pybroker.log.config import AS_CUSTOM, LISTED, TOPIC_CONFIGS, ConfigDef, format_value
 from pybroker.server import broker_loggers
-from pybroker.server.config import BROKER_CONFIGS, SYNONYM_CHAINS
+from pybroker.server.config import BROKER_CONFIGS, LISTENER_PREFIX, SYNONYM_CHAINS
 from pybroker.server.dynamic_broker_config import THROTTLE_CONFIGS, broker_synonyms, is_dynamic
 
 if TYPE_CHECKING:
     from pybroker.server.broker import Broker
-    from pybroker.server.config import BrokerConfig
 
 
 class ConfigSource(IntEnum):
@@ -75,11 +74,8 @@ class ConfigEntry:
     type: ConfigType
     documentation: str
     synonyms: list[tuple[str, str | None, ConfigSource]]
-
-    @property
-    def is_sensitive(self) -> bool:
-        """A PASSWORD config: Kafka never shows its value."""
-        return self.type == ConfigType.PASSWORD
+    #: Kafka never shows its value: a PASSWORD, or a broker name of no type Kafka knows.
+    is_sensitive: bool = False
 
 
 def kafka_order(names: Iterable[str], keys: list[str] | None = None) -> list[str]:
@@ -94,14 +90,15 @@ def _type(definition: ConfigDef) -> ConfigType:
     return ConfigType[definition.type]
 
 
-def _synonym_layers(config: BrokerConfig, names: tuple[str, ...], sensitive: bool) -> list[tuple[str, str | None, ConfigSource]]:
+def _synonym_layers(broker: Broker, names: tuple[str, ...], sensitive: bool) -> list[tuple[str, str | None, ConfigSource]]:
     """Kafka's ``configSynonyms``: every name of ``names`` with a value, layer by layer — this
-    broker's dynamic configs, the cluster defaults, ``server.properties`` (as written), the
-    built-in defaults (None when sensitive)."""
+    broker's dynamic configs, the cluster defaults (both as stored, custom names included),
+    ``server.properties`` (as written), the built-in defaults of the names Kafka defines (None
+    when sensitive)."""
     layers: list[tuple[Mapping[str, Any], ConfigSource]] = [
-        (config.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
-        (config.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-        (config.originals, ConfigSource.STATIC_BROKER_CONFIG),
+        (broker.dynamic_config.broker_props, ConfigSource.DYNAMIC_BROKER_CONFIG),
+        (broker.dynamic_config.default_props, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (broker.config.originals, ConfigSource.STATIC_BROKER_CONFIG),
     ]
     out: list[tuple[str, str | None, ConfigSource]] = []
     for layer, source in layers:
@@ -110,7 +107,8 @@ def _synonym_layers(config: BrokerConfig, names: tuple[str, ...], sensitive: boo
                 out.append((name, None if sensitive else format_value(layer[name]), source))
     for name in names:
         definition = BROKER_CONFIGS.get(name)
-        if definition is not None and definition.default is not None and name not in THROTTLE_CONFIGS:
+        if (definition is not None and definition.default is not None and definition.listing != AS_CUSTOM
+                and name not in THROTTLE_CONFIGS):
             out.append((name, None if sensitive else format_value(definition.default), ConfigSource.DEFAULT_CONFIG))
     return out
 
@@ -130,7 +128,7 @@ def describe_topic(broker: Broker, topic: str, keys: list[str] | None = None,
         chain: tuple[str, ...] = ()
         if definition.synonym is not None:
             chain = tuple(n for n in SYNONYM_CHAINS.get(definition.synonym, (definition.synonym,)) if n in BROKER_CONFIGS)
-        synonyms = _synonym_layers(broker.config, chain, definition.type == "PASSWORD")
+        synonyms = _synonym_layers(broker, chain, definition.type == "PASSWORD")
         while synonyms and synonyms[0][0] != definition.synonym:  # Kafka's dropWhile
             synonyms.pop(0)
         if name in overrides:
@@ -139,50 +137,60 @@ def describe_topic(broker: Broker, topic: str, keys: list[str] | None = None,
         else:
             value = format_value(broker.config.topic_default(name))
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-        entries.append(ConfigEntry(name, value, source, False, _type(definition), definition.doc, synonyms))
+        entries.append(ConfigEntry(name, value, source, False, _type(definition), definition.doc, synonyms,
+                                   definition.type == "PASSWORD"))
     return entries
 
 
+def _described_synonyms(name: str) -> tuple[str, ...]:
+    """Kafka's ``brokerConfigSynonyms`` as DescribeConfigs uses it: a listener's own setting
+    (``listener.name.<l>.<base>``) is followed by ``<base>`` and, for a mechanism's
+    (``listener.name.<l>.plain.sasl.jaas.config``), by what follows the mechanism."""
+    if name.startswith(LISTENER_PREFIX) and "." in name[len(LISTENER_PREFIX):]:
+        base = name[len(LISTENER_PREFIX):].split(".", 1)[1]
+        return (name, base, base.split(".", 1)[1]) if "." in base else (name, base)
+    return broker_synonyms(name)
+
+
 def _broker_entry(broker: Broker, name: str, per_broker: bool) -> ConfigEntry:
-    """Kafka's ``createBrokerConfigEntry``: the resolved value, synonyms from the most specific
-    layer (those of more specific synonym names before ``name`` itself dropped, as Kafka drops
-    them), read-only unless dynamic."""
-    definition = BROKER_CONFIGS.get(name)
-    sensitive = definition is not None and definition.type == "PASSWORD"
-    synonyms = _synonym_layers(broker.config, broker_synonyms(name), sensitive)
+    """Kafka's ``createBrokerConfigEntry``: the type of the name, else of the first synonym Kafka
+    defines (a name with none is UNKNOWN, and so sensitive: no value shown), the resolved value,
+    synonyms from the most specific layer (those of more specific synonym names before ``name``
+    itself dropped, as Kafka drops them), read-only unless dynamic."""
+    names = _described_synonyms(name)
+    # Kafka's configType: the name's own type, else the first synonym's it defines.
+    definition = next((d for n in (name, *names) if (d := BROKER_CONFIGS.get(n)) is not None and d.listing != AS_CUSTOM), None)
+    config_type = ConfigType[definition.described_type or definition.type] if definition else ConfigType.UNKNOWN
+    sensitive = config_type in (ConfigType.PASSWORD, ConfigType.UNKNOWN)
+    synonyms = _synonym_layers(broker, names, sensitive)
     if not per_broker:
         synonyms = [s for s in synonyms if s[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
     while synonyms and synonyms[0][0] != name:
         synonyms.pop(0)
-    dynamic = broker.dynamic_config
-    if definition is None:  # a custom name, stored as given
-        value: str | None = (dynamic.broker_props if per_broker else {}).get(name, dynamic.default_props.get(name))
-        layers = [(dynamic.broker_props, ConfigSource.DYNAMIC_BROKER_CONFIG),
-                  (dynamic.default_props, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)][0 if per_broker else 1:]
-        synonyms = [(name, layer[name], source) for layer, source in layers if name in layer]
-        config_type, doc = ConfigType.UNKNOWN, ""
-    else:
-        if per_broker:
-            resolved = broker.config.get(name)
-            value = None if resolved is None else format_value(resolved)
-        else:
-            value = dynamic.default_props.get(name)
-        value = None if sensitive else value
-        config_type, doc = _type(definition), definition.doc
+    value: str | None
+    if sensitive:
+        value = None
+    elif not per_broker:
+        value = broker.dynamic_config.default_props.get(name)
+    elif name in BROKER_CONFIGS:
+        resolved = broker.config.get(name)
+        value = None if resolved is None else format_value(resolved)
+    else:  # a listener's own setting, as written
+        value = synonyms[0][1] if synonyms else None
     source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-    return ConfigEntry(name, value, source, not is_dynamic(name), config_type, doc, synonyms)
+    return ConfigEntry(name, value, source, not is_dynamic(name), config_type,
+                       definition.doc if definition else "", synonyms, sensitive)
 
 
 def describe_broker(broker: Broker, keys: list[str] | None = None) -> list[ConfigEntry]:
-    """This broker's configuration (the resource named by its id): every broker config (the
-    replication throttles only where set) and every custom name stored for it, with Kafka's
+    """This broker's configuration (the resource named by its id), as Kafka lists it: every
+    broker config Kafka defines (its internal ones, pybroker's own and the replication throttles
+    only where set) and every name set in ``server.properties`` or dynamically, with Kafka's
     sources and synonyms."""
     dynamic = broker.dynamic_config
-    names = set(BROKER_CONFIGS) | set(dynamic.broker_props) | set(dynamic.default_props)
-    unset = {name for name in THROTTLE_CONFIGS
-             if name not in dynamic.broker_props and name not in dynamic.default_props
-             and name not in broker.config.originals}
-    return [_broker_entry(broker, name, True) for name in kafka_order(sorted(names - unset), keys)]
+    listed = {name for name, d in BROKER_CONFIGS.items() if d.listing == LISTED and name not in THROTTLE_CONFIGS}
+    names = listed | set(broker.config.originals) | set(dynamic.broker_props) | set(dynamic.default_props)
+    return [_broker_entry(broker, name, True) for name in kafka_order(sorted(names), keys)]
 
 
 def describe_broker_defaults(broker: Broker, keys: list[str] | None = None) -> list[ConfigEntry]:

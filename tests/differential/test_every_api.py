@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from pybroker.protocol.consumer_protocol import (
 from pybroker.protocol.messages import REQUEST_CLASSES
 from pybroker.protocol.schema import Struct
 from pybroker.protocol.specs import REQUESTS
+from pybroker.server.unapplied_configs import UNAPPLIED_CONFIGS
 from pybroker.types import TopicPartition
 from tests.conftest import BrokerProcess
 from tests.unit.batches import build_batch
@@ -1200,3 +1202,98 @@ def test_refusals_match_kafka(brokers: Brokers, api_key: int, version: int) -> N
     ours, kafkas = asyncio.run(run_both())
     found = differences(normalized(plain(ours), IGNORED), normalized(plain(kafkas), IGNORED))
     assert not found, "pybroker's refusal differs from Kafka 3.9.2's:\n" + "\n".join(found)
+
+
+# ----- every broker config (kafka-configs --describe --all --entity-type brokers --entity-name 1)
+
+# Broker configs whose values differ, and why. Their types, read-only and sensitive flags are
+# still compared.
+BROKER_CONFIG_VALUES: dict[str, str] = {
+    "listeners": "each broker's own ports; pybroker's default binds 127.0.0.1, Kafka's every interface",
+    "log.dirs": "each broker's own directory",
+    "log.dir": "pybroker's default is ./pybroker-data, Kafka's /tmp/kafka-logs",
+    "zookeeper.connect": "the pybroker beside runs without ZooKeeper",
+    "zookeeper.session.timeout.ms": "the Kafka harness sets 6000 (a killed broker's registration goes sooner)",
+    "controlled.shutdown.retry.backoff.ms": "the Kafka harness sets 1000 (a stop retries sooner)",
+}
+# Built-in defaults pybroker chose otherwise (both brokers here set these names, so only the
+# DEFAULT_CONFIG synonym differs): a lone broker works without any server.properties.
+PYBROKER_DEFAULTS: dict[str, str] = {
+    "node.id": "1 (Kafka -1): `pybroker serve` needs no id",
+    "group.initial.rebalance.delay.ms": "0 (Kafka 3000), as Kafka's shipped server.properties sets it",
+    "offsets.topic.replication.factor": "1 (Kafka 3), as Kafka's shipped server.properties sets it",
+    "transaction.state.log.replication.factor": "1 (Kafka 3), as Kafka's shipped server.properties sets it",
+    "transaction.state.log.min.isr": "1 (Kafka 2), as Kafka's shipped server.properties sets it",
+}
+# Configs Kafka changes at run time and pybroker does not (read-only here).
+_STARTUP_ONLY = "pybroker binds its listeners and builds their TLS and SASL settings once, at start"
+READ_ONLY_HERE: dict[str, str] = {
+    name: _STARTUP_ONLY for name in (
+        "listeners", "listener.security.protocol.map", "sasl.enabled.mechanisms", "sasl.jaas.config",
+        "sasl.mechanism.inter.broker.protocol", "ssl.cipher.suites", "ssl.client.auth", "ssl.enabled.protocols",
+        "ssl.endpoint.identification.algorithm", "ssl.key.password", "ssl.keystore.certificate.chain",
+        "ssl.keystore.key", "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.protocol",
+        "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type")
+} | {
+    "transaction.partition.verification.enable": "read once, when the broker starts",
+} | {name: "Kafka's setting for a subsystem pybroker has not (pybroker/server/unapplied_configs.py)"
+     for name in UNAPPLIED_CONFIGS}
+
+
+def _broker_config_view(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for entry in entries:
+        name = entry["name"]
+        view = {k: entry[k] for k in ("value", "read_only", "config_source", "is_sensitive", "config_type")}
+        view["synonyms"] = [(s["name"], s["value"], s["source"]) for s in entry["synonyms"]]
+        if name in BROKER_CONFIG_VALUES:
+            view = {k: view[k] for k in ("read_only", "is_sensitive", "config_type")}
+        elif name in PYBROKER_DEFAULTS:
+            view["synonyms"] = [s for s in view["synonyms"] if s[2] != 5]  # DEFAULT_CONFIG
+        out[name] = view
+    return out
+
+
+def test_every_broker_config_matches_kafka(brokers: Brokers) -> None:
+    """Broker 1's every config, as ``kafka-configs --describe --all`` asks for them (synonyms
+    included), after a custom name is set for it and for the cluster dynamically: the same names (Kafka's 315 and
+    what server.properties sets, a listener's own SASL setting included), types, values,
+    sources, sensitivity and synonyms, and the same read-only flags but for `READ_ONLY_HERE`;
+    the cluster defaults too."""
+
+    async def describe(t: Target) -> tuple[Any, Any]:
+        altered = await t.send(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [
+            {"resource_type": BROKER, "resource_name": resource,
+             "configs": [{"name": "custom.setting", "config_operation": 0, "value": "x"}]}
+            for resource in (str(BROKER_ID), "")]})
+        assert [r.error_code for r in altered.responses] == [0, 0], (t.name, altered)
+
+        def ask(name: str, keys: list[str] | None = None) -> Awaitable[Any]:
+            return t.send(ApiKey.DESCRIBE_CONFIGS, 4, {"include_synonyms": True, "include_documentation": False,
+                                                       "resources": [{"resource_type": BROKER, "resource_name": name,
+                                                                      "configuration_keys": keys}]})
+        # Kafka applies its own dynamic change when ZooKeeper's notification comes back to it.
+        deadline = time.monotonic() + 15
+        while not all([(await ask(r, ["custom.setting"])).results[0].configs for r in (str(BROKER_ID), "")]):
+            assert time.monotonic() < deadline, f"{t.name} never applied custom.setting"
+            await asyncio.sleep(0.05)
+        return await ask(str(BROKER_ID)), await ask("")
+
+    async def both() -> list[tuple[Any, Any]]:
+        return list(await asyncio.gather(*(describe(t) for t in brokers.targets)))
+
+    (ours, our_defaults), (kafkas, kafka_defaults) = asyncio.run(both())
+    mine = _broker_config_view(plain(ours.results[0].configs))
+    theirs = _broker_config_view(plain(kafkas.results[0].configs))
+    assert len(theirs) > 300
+    assert sorted(mine) == sorted(theirs), (sorted(set(mine) - set(theirs)), sorted(set(theirs) - set(mine)))
+    found = []
+    for name in sorted(theirs):
+        expected = dict(theirs[name])
+        if name in READ_ONLY_HERE and not expected["read_only"]:
+            expected["read_only"] = True
+        found += [f"{name}: {d}" for d in differences(mine[name], expected)]
+    assert not found, "pybroker's broker configs differ from Kafka 3.9.2's:\n" + "\n".join(found)
+    defaults = [plain(d.results[0]) for d in (our_defaults, kafka_defaults)]
+    assert [c["name"] for c in defaults[1]["configs"]] == ["custom.setting"]
+    assert not differences(*defaults), defaults

@@ -320,8 +320,43 @@ def test_three_brokers_follow_the_cluster_default_and_their_own(zookeeper, tmp_p
         answer = asyncio.run(ask_broker_1()).results[0]
         assert (answer.error_code, answer.error_message) == (
             ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 1 or empty string, but received 2")
+        asyncio.run(_topic_configs_read_your_writes_on_every_broker(cluster, topic_name))
     finally:
         cluster.kill()
+
+
+async def _topic_configs_read_your_writes_on_every_broker(cluster, topic: str) -> None:
+    """A topic config set through one broker is seen at once by the next request to another (each
+    request reads ZooKeeper, as Kafka's admin path does, not the change notification's copy): an
+    incremental SET of a second key through broker b keeps the first set through broker a, and a
+    describe through broker c answers both. Without the store read, a round now and then answered
+    the copy broker c had before the notification came."""
+    from pybroker.protocol.messages import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+
+    topic_resource = 2
+    connections = {node: await broker_connection(cluster.broker(node).bootstrap) for node in (1, 2, 3)}
+
+    async def set_config(node: int, name: str, value: str) -> None:
+        answer = await connections[node].send(ApiKey.INCREMENTAL_ALTER_CONFIGS, IncrementalAlterConfigsRequest(
+            validate_only=False, resources=[IncrementalAlterConfigsRequest.AlterConfigsResource(
+                resource_type=topic_resource, resource_name=topic, configs=[
+                    IncrementalAlterConfigsRequest.AlterableConfig(name=name, config_operation=0, value=value)])]))
+        assert answer.responses[0].error_code == 0, answer
+
+    try:
+        for i in range(30):
+            a, b, c = i % 3 + 1, (i + 1) % 3 + 1, (i + 2) % 3 + 1
+            await set_config(a, "retention.ms", str(100_000 + i))
+            await set_config(b, "segment.ms", str(200_000 + i))
+            answer = await connections[c].send(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest(resources=[
+                DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=topic_resource, resource_name=topic,
+                    configuration_keys=["retention.ms", "segment.ms"])], include_synonyms=False))
+            found = {entry.name: entry.value for entry in answer.results[0].configs}
+            assert found == {"retention.ms": str(100_000 + i), "segment.ms": str(200_000 + i)}, (i, a, b, c)
+    finally:
+        for connection in connections.values():
+            await connection.close()
 
 
 def _describe_request(name: str):

@@ -4,6 +4,7 @@ import pytest
 
 from pybroker.log.config import ConfigError, validate_topic_configs
 from pybroker.server.config import BrokerConfig, read_properties
+from pybroker.server.unapplied_configs import unapplied_reason
 
 
 def test_defaults_are_kafkas():
@@ -91,3 +92,16 @@ def test_segment_jitter_falls_back_to_log_roll_jitter_hours():
     assert BrokerConfig({"log.roll.jitter.hours": "2"}).log_config().segment_jitter_ms == 7_200_000
     config = BrokerConfig({"log.roll.jitter.hours": "2", "log.roll.jitter.ms": "5"})
     assert config.log_config().segment_jitter_ms == 5
+
+
+def test_kafkas_settings_for_what_pybroker_has_not_are_parsed_and_reported():
+    """A server.properties written for Kafka starts pybroker: its settings for subsystems
+    pybroker has not are parsed (a bad value refused with Kafka's text) and reported, not
+    taken for unknown names."""
+    config = BrokerConfig({"max.connections": "100", "process.roles": "", "no.such.setting": "1"})
+    assert config.unapplied == ["max.connections", "process.roles"]
+    assert config.unknown == ["no.such.setting"]
+    assert unapplied_reason("sasl.oauthbearer.jwks.endpoint.url").startswith("SASL/GSSAPI")
+    assert unapplied_reason("num.partitions") is None
+    with pytest.raises(ConfigError, match="Invalid value x for configuration max.connections: Not a number of type INT"):
+        BrokerConfig({"max.connections": "x"})

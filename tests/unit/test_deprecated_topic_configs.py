@@ -83,6 +83,7 @@ def test_described_like_the_other_topic_configs():
     broker = SimpleNamespace(
         admin_manager=SimpleNamespace(topic_configs=lambda topic: {"message.format.version": "2.8"}),
         config=BrokerConfig(),
+        dynamic_config=SimpleNamespace(broker_props={}, default_props={}),
     )
     entries = {e.name: e for e in describe_topic(broker, "t")}  # type: ignore[arg-type]
     version = entries["message.format.version"]

@@ -65,6 +65,7 @@ class Broker:
     ``records`` one-record batches."""
 
     def __init__(self, tmp_path: Path, records: int = 1, slots: int = 1000) -> None:
+        self.config = BrokerConfig()
         self.time = MockTime()
         self.scheduler = MockScheduler(self.time)
         cache = self.metadata_cache = MetadataCache(LOCAL)
@@ -325,4 +326,16 @@ def test_a_throttled_incremental_fetch_keeps_its_session_and_sends_the_data_late
         refused = await broker.fetch(0, 0, {A0: 0})
         assert (refused.session_id, refused.responses) == (0, []) and refused.throttle_time_ms > 0
         assert broker.fetch_manager.cache.size == before
+    run(scenario)
+
+
+def test_the_brokers_fetch_max_bytes_lowers_the_requests_limit(tmp_path):
+    """Kafka's ``fetch.max.bytes``: a Fetch asking for 1 MiB gets at most the broker's limit."""
+    async def scenario():
+        broker = Broker(tmp_path, records=40)
+        everything = sum(row[4] for row in listed(await broker.fetch(-1, -1, {A0: 0, B0: 0})))
+        assert everything > 2 * 1024
+        broker.config = BrokerConfig({"fetch.max.bytes": "1024"})
+        limited = sum(row[4] for row in listed(await broker.fetch(-1, -1, {A0: 0, B0: 0})))
+        assert 0 < limited <= 1024
     run(scenario)

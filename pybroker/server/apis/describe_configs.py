@@ -7,6 +7,9 @@ Authorization (Kafka's ``handleDescribeConfigsRequest``): a BROKER or BROKER_LOG
 DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED), a TOPIC DESCRIBE_CONFIGS on
 the topic (else TOPIC_AUTHORIZATION_FAILED, before the existence check); refused resources carry
 the error's default message and no configs, and come after the described ones, as in Kafka.
+
+A topic's overrides are read from the store (ZooKeeper), not from this broker's notified copy, so
+a describe through any broker sees an alter through another at once, as in Kafka.
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ AUTHORIZES = frozenset({(AclOperation.DESCRIBE_CONFIGS, AclResource.CLUSTER), (A
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 
 
-def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
+async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> DescribeConfigsResponse:
     refused = [(resource, error) for resource in request.resources
                if (error := config_authorization_error(ctx, AclOperation.DESCRIBE_CONFIGS, resource)) is not None]
     denied = {id(resource) for resource, _ in refused}
-    results = [_describe(ctx, request, resource) for resource in request.resources if id(resource) not in denied]
+    results = [await _describe(ctx, request, resource) for resource in request.resources if id(resource) not in denied]
     results += [_Result(error_code=error, error_message=error.message, resource_type=resource.resource_type,
                         resource_name=resource.resource_name, configs=[])
                 for resource, error in refused]
@@ -50,7 +53,7 @@ def config_authorization_error(ctx: RequestContext, operation: AclOperation, res
     return None
 
 
-def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: object) -> _Result:
+async def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: object) -> _Result:
     broker = ctx.broker
     kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
     # Kafka's ConfigHelper: a null or an empty key list both mean every config.
@@ -62,7 +65,10 @@ def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: ob
     if kind == ResourceType.TOPIC:
         if broker.metadata_cache.topic(name) is None:
             return error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")  # Kafka's ConfigHelper sets no message
-        entries = config_describer.describe_topic(broker, name, keys)
+        # Read from the store, as ZooKeeper-mode Kafka reads ZooKeeper: an alter through another
+        # broker is seen at once, not when its change notification arrives here.
+        overrides = await broker.admin_manager.read_topic_configs(name)
+        entries = config_describer.describe_topic(broker, name, keys, overrides)
     elif kind == ResourceType.BROKER:
         # "" names the cluster-wide dynamic defaults (only those set there are answered).
         if not name:

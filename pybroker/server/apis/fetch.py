@@ -85,11 +85,13 @@ def handle(ctx: RequestContext, request: FetchRequest) -> PendingFetchResponse |
     interesting, erroneous = _classify(ctx, request, context.partitions())
     if not interesting:  # nothing to read: no long poll (Kafka answers at once)
         return _pending(ctx, request, context, erroneous)
+    # Kafka lowers the request's limit to the broker's fetch.max.bytes, and min_bytes with it.
+    max_bytes = min(request.max_bytes, ctx.broker.config.get("fetch.max.bytes"))
     outcome = ctx.broker.replica_manager.fetch_messages(
         request.replica_id,
         request.max_wait_ms,
-        request.min_bytes,
-        request.max_bytes,
+        min(request.min_bytes, max_bytes),
+        max_bytes,
         interesting,
         read_committed=request.isolation_level == READ_COMMITTED,
         client=(

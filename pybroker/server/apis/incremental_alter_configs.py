@@ -137,9 +137,10 @@ async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> 
     if not name:
         return ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed."
     defaults = {n: ",".join(v) if isinstance(v := broker.config.topic_default(n), list) else str(v) for n in TOPIC_CONFIGS}
+    stored = await broker.admin_manager.read_topic_configs(name)
     try:
         # Kafka applies the operations before it looks the topic up.
-        applied = _apply(broker.admin_manager.topic_configs(name), resource.configs, defaults)  # type: ignore[attr-defined]
+        applied = _apply(stored, resource.configs, defaults)  # type: ignore[attr-defined]
         if broker.metadata_cache.topic(name) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown_topic_message(name)
         updated = validate_topic_configs(applied)
