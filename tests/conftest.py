@@ -39,7 +39,7 @@ from bench.apache_kafka import (
 from bench.brokers import free_port
 from pybroker.client.connection import BrokerConnection
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.messages import MetadataRequest
+from pybroker.protocol.messages import FindCoordinatorRequest, MetadataRequest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -337,6 +337,40 @@ async def send_once(bootstrap: str, api_key: int, message: Any, version: int) ->
         return await connection.send(api_key, message, version=version)
     finally:
         await connection.close()
+
+
+COORDINATOR_NOT_AVAILABLE = 15
+
+
+async def find_coordinator(connection: BrokerConnection, key: str, key_type: int = 0, version: int = 3,
+                           timeout: float = 30.0) -> Any:
+    """FindCoordinator of one key as a client sends it: asked again while the answer is
+    COORDINATOR_NOT_AVAILABLE (the first lookup only starts the internal topic's creation, as
+    Kafka's does); the first other answer (v4+: its coordinator entry)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if version >= 4:
+            request = FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+            found = (await connection.send(ApiKey.FIND_COORDINATOR, request, version=version)).coordinators[0]
+        else:
+            request = FindCoordinatorRequest(key=key, key_type=key_type)
+            found = await connection.send(ApiKey.FIND_COORDINATOR, request, version=version)
+        if found.error_code != COORDINATOR_NOT_AVAILABLE:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no coordinator for {key!r} (key type {key_type}) after {timeout}s")
+        await asyncio.sleep(0.05)
+
+
+def find_coordinator_at(bootstrap: str, key: str, key_type: int = 0, version: int = 3) -> Any:
+    """`find_coordinator` on a connection of its own to ``host:port``."""
+    async def ask() -> Any:
+        connection = await broker_connection(bootstrap)
+        try:
+            return await find_coordinator(connection, key, key_type, version)
+        finally:
+            await connection.close()
+    return asyncio.run(ask())
 
 
 async def auto_create(connection: BrokerConnection, topic: str, timeout: float = 10.0) -> None:

@@ -30,7 +30,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +156,7 @@ CLOSED = "<connection closed>"
 # reads the subscription: one it cannot parse leaves the JoinGroup unanswered).
 SUBSCRIPTION = encode_subscription(ConsumerSubscription(["data"]))
 ASSIGNMENT = encode_assignment(ConsumerAssignment([TopicPartition("data", 0)]))
-COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS = 14, 51
+NOT_ENOUGH_REPLICAS, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS = 19, 15, 14, 51
 
 
 @dataclass
@@ -167,6 +167,9 @@ class Target:
     bootstrap: str
     log_dir: Path
     security: ClientSecurity = PLAINTEXT
+    #: Answers before the internal topics exist: a transactional Produce, FindCoordinator of a
+    #: transactional id and of a group.
+    first_lookups: list[Any] = field(default_factory=list)
 
     async def send(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
         host, port = self.bootstrap.split(":")
@@ -273,6 +276,14 @@ async def produce(t: Target, topic: str, partition: int, batch: bytes, transacti
 async def set_up(t: Target) -> None:
     """The same data on each broker, and its group and transaction coordinators loaded."""
     await create_topic(t, "data", 2)
+    # Before the internal topics exist: a transactional batch (its leader cannot verify it), then
+    # the first lookups of a transactional id and of a group.
+    unverifiable = records(["u"], producer_id=4242, producer_epoch=0, base_sequence=0, attributes=0x10)
+    t.first_lookups = [plain(await t.send(ApiKey.PRODUCE, 9, {
+        "acks": -1, "timeout_ms": 30_000, "transactional_id": "warm-up",
+        "topic_data": [{"name": "data", "partition_data": [{"index": 1, "records": unverifiable}]}]}))]
+    t.first_lookups += [plain(await t.send(ApiKey.FIND_COORDINATOR, 1, {"key": "warm-up", "key_type": key_type}))
+                        for key_type in (1, 0)]
     await init_producer(t, "warm-up")
     for api_key, version, fields in [
         (ApiKey.FIND_COORDINATOR, 1, {"key": "warm-up", "key_type": 0}),  # creates __consumer_offsets
@@ -1169,6 +1180,18 @@ def test_answers_match_kafka(brokers: Brokers, entry: Entry, version: int) -> No
         found += [f"{label}: {d}" for d in differences(normalized(plain(answer), ignored),
                                                         normalized(plain(kafka_answer), ignored))]
     assert not found, "pybroker's answers differ from Kafka 3.9.2's:\n" + "\n".join(found)
+
+
+def test_first_lookups_start_the_internal_topics(brokers: Brokers) -> None:
+    """While ``__transaction_state`` and ``__consumer_offsets`` do not exist: a transactional batch
+    answers NOT_ENOUGH_REPLICAS (its leader cannot verify it; the client retries), and the first
+    FindCoordinator of a transactional id and of a group COORDINATOR_NOT_AVAILABLE, as the lookup
+    starts the topic's creation (the client asks again)."""
+    ours, kafkas = (t.first_lookups for t in brokers.targets)
+    produced = kafkas[0]["responses"][0]["partition_responses"][0]["error_code"]
+    assert [produced] + [answer["error_code"] for answer in kafkas[1:]] == [
+        NOT_ENOUGH_REPLICAS, COORDINATOR_NOT_AVAILABLE, COORDINATOR_NOT_AVAILABLE]
+    assert not differences(normalized(ours, IGNORED), normalized(kafkas, IGNORED)), (ours, kafkas)
 
 
 def test_every_advertised_version_has_a_script() -> None:

@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, Res
 from tests.integration.test_cli import failed, ok, pybroker, topics
 
 MIN_TIMESTAMP = "1700000000000"
-ENTRY = re.compile(r"  [a-z0-9._]+=\S* sensitive=(true|false) synonyms=\{([A-Z_]+:[a-z0-9._]+=\S*(, )?)*\}")
+ENTRY = re.compile(r"  [A-Za-z0-9._]+=\S* sensitive=(true|false) synonyms=\{([A-Z_]+:[A-Za-z0-9._]+=\S*(, )?)*\}")
 
 
 def configs(broker, *args: str) -> subprocess.CompletedProcess[str]:

@@ -25,7 +25,7 @@ from pybroker.protocol.messages import (
     MetadataRequest,
 )
 from pybroker.server.transaction.transaction_log import partition_for
-from tests.conftest import broker_connection, wait_until
+from tests.conftest import broker_connection, find_coordinator_at, wait_until
 from tests.integration import clients
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -54,8 +54,7 @@ def listed(bootstrap: str, states: list[str] | None = None, producer_ids: list[i
 
 def test_find_coordinator_for_a_transactional_id_creates_the_state_topic(broker):
     for version in (1, 3):
-        response = raw(broker.bootstrap, ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key="tx-find", key_type=1),
-                       version)
+        response = find_coordinator_at(broker.bootstrap, "tx-find", key_type=1, version=version)
         assert (response.error_code, response.node_id, response.port) == (ErrorCode.NONE, 1, broker.port)
     response = raw(broker.bootstrap, ApiKey.FIND_COORDINATOR,
                    FindCoordinatorRequest(key_type=1, coordinator_keys=["a", "b"]), 4)
@@ -119,7 +118,7 @@ def test_describe_and_list_transactions(broker, topic_name):
 def test_protocol_errors(broker, topic_name):
     bootstrap = broker.bootstrap
     txn_id = f"txn-{topic_name}"
-    raw(bootstrap, ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key=txn_id, key_type=1), 1)
+    find_coordinator_at(bootstrap, txn_id, key_type=1, version=1)
     too_long = raw(bootstrap, ApiKey.INIT_PRODUCER_ID,
                    InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=900001), 4)
     assert too_long.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
@@ -144,7 +143,7 @@ def test_protocol_errors(broker, topic_name):
             for t in response.results_by_topic_v3_and_below] == [("no-such-topic", [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION])]
     unknown = EndTxnRequest(transactional_id=f"{txn_id}-unknown", producer_id=1, producer_epoch=0, committed=True)
     # An id of a partition this broker leads but never initialized.
-    raw(bootstrap, ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key=unknown.transactional_id, key_type=1), 1)
+    find_coordinator_at(bootstrap, unknown.transactional_id, key_type=1, version=1)
     assert raw(bootstrap, ApiKey.END_TXN, unknown, 3).error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     assert 0 <= partition_for(txn_id, 50) < 50
 

@@ -21,9 +21,15 @@ from pybroker import _native
 from pybroker.client.admin import Admin
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
-from pybroker.protocol.messages import FindCoordinatorRequest, InitProducerIdRequest, ProduceRequest
+from pybroker.protocol.messages import InitProducerIdRequest, ProduceRequest
 from pybroker.types import TopicPartition
-from tests.conftest import REPO, broker_connection, wait_until
+from tests.conftest import (
+    REPO,
+    broker_connection,
+    find_coordinator,
+    find_coordinator_at,
+    wait_until,
+)
 from tests.integration import clients
 
 BROKER_OVERRIDES = {"num.partitions": 2, "group.initial.rebalance.delay.ms": 0}
@@ -284,8 +290,7 @@ def init_producer_id(bootstrap: str, transactional_id: str) -> tuple[int, int]:
     async def run() -> tuple[int, int]:
         connection = await broker_connection(bootstrap)
         try:
-            await connection.send(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(
-                key_type=1, coordinator_keys=[transactional_id]), version=4)
+            await find_coordinator(connection, transactional_id, key_type=1, version=4)
             while True:
                 response = await connection.send(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(
                     transactional_id=transactional_id, transaction_timeout_ms=60000), version=4)
@@ -316,6 +321,9 @@ def test_markers_and_transactional_batches_from_clients_are_refused(broker, star
     transactional = _native.build_batch([(None, b"x")], int(time.time() * 1000), producer_id=4242, producer_epoch=0,
                                         base_sequence=0, transactional=True)
     clients.produce_confluent(broker.bootstrap, topic_name, [(None, b"first")])
+    # Before __transaction_state exists the leader cannot verify anything (NOT_ENOUGH_REPLICAS, as
+    # Kafka's answers): a lookup of the id's coordinator has it created.
+    find_coordinator_at(broker.bootstrap, "someone", key_type=1)
     # A marker is a transactional batch: its producer id is unknown to the coordinator (KIP-890).
     assert produce_raw(broker.bootstrap, topic_name, marker, "someone") == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     # Transactional records need the request's transactional id (Kafka's authorization check).

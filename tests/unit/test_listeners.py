@@ -216,10 +216,7 @@ def test_find_coordinator_answers_on_the_request_listener() -> None:
         cache = ctx.broker.metadata_cache
         cache.update_metadata(UpdateMetadata(1, 1, 1, [state], list(cache.live_brokers.values()), {}))
 
-        async def coordinator_partition(group: str) -> int:
-            return 0
-
-        ctx.broker.group_coordinator = SimpleNamespace(coordinator_partition=coordinator_partition)
+        ctx.broker.group_coordinator = SimpleNamespace(coordinator_partition=lambda group: 0)
         return ctx
 
     request = FindCoordinatorRequest(key="g", key_type=0)

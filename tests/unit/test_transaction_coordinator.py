@@ -529,7 +529,10 @@ def test_find_coordinator_creates_the_topic_with_kafkas_configs(tmp_path):
         async with Harness(tmp_path, transaction_log_replication_factor=3, transaction_log_min_insync_replicas=2,
                            transaction_log_num_partitions=7) as h:
             h.metadata.counts.clear()
-            assert await h.coordinator.coordinator_partition("hello") == 99162322 % 7
+            # The first lookup starts the creation and finds no partition yet (COORDINATOR_NOT_AVAILABLE).
+            assert h.coordinator.coordinator_partition("hello") is None
+            await h.coordinator._transaction_topic.wait()
+            assert h.coordinator.coordinator_partition("hello") == 99162322 % 7
             assert h.created == [(TRANSACTION_STATE_TOPIC, 7, 3, {
                 "unclean.leader.election.enable": "false", "compression.type": "uncompressed",
                 "cleanup.policy": "compact", "min.insync.replicas": "2", "segment.bytes": "104857600",

@@ -1,9 +1,10 @@
-"""FindCoordinator (10): which broker coordinates a group (key type 0, creating
-``__consumer_offsets`` on first use) or a transactional id (key type 1, creating
-``__transaction_state`` on first use).
+"""FindCoordinator (10): which broker coordinates a group (key type 0) or a transactional id (key
+type 1): the leader of the key's partition of ``__consumer_offsets`` or ``__transaction_state``.
+While that topic does not exist, the lookup starts its creation and answers
+COORDINATOR_NOT_AVAILABLE, as Kafka's does; the client asks again.
 
-v0-3 ask for one key, v4+ for several. The coordinator is the leader of the key's partition of the
-internal topic; an unknown key type is INVALID_REQUEST for the whole request.
+v0-3 ask for one key, v4+ for several; an unknown key type is INVALID_REQUEST for the whole
+request.
 
 Each key needs DESCRIBE first (Kafka's ``getCoordinator``): on the GROUP (else
 GROUP_AUTHORIZATION_FAILED) or the TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
@@ -19,9 +20,8 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
-from pybroker.server.group.metadata_manager import OFFSETS_TOPIC, OffsetsTopicUnavailable
+from pybroker.server.group.metadata_manager import OFFSETS_TOPIC
 from pybroker.server.request_context import RequestContext
-from pybroker.server.transaction.state_manager import TransactionTopicUnavailable
 from pybroker.server.transaction.transaction_log import TRANSACTION_STATE_TOPIC
 from pybroker.types import TopicPartition
 
@@ -57,15 +57,13 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, Error
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if key_type == KEY_TYPE_TRANSACTION and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
         return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    try:
-        if key_type == KEY_TYPE_GROUP:
-            tp = TopicPartition(OFFSETS_TOPIC, await broker.group_coordinator.coordinator_partition(key))
-        else:
-            tp = TopicPartition(TRANSACTION_STATE_TOPIC, await broker.transaction_coordinator.coordinator_partition(key))
-    except (OffsetsTopicUnavailable, TransactionTopicUnavailable) as e:
-        log.warning("%s", e)
+    if key_type == KEY_TYPE_GROUP:
+        topic, partition = OFFSETS_TOPIC, broker.group_coordinator.coordinator_partition(key)
+    else:
+        topic, partition = TRANSACTION_STATE_TOPIC, broker.transaction_coordinator.coordinator_partition(key)
+    if partition is None:  # the topic's creation has started: the client asks again
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    leader = broker.metadata_cache.leader(tp)
+    leader = broker.metadata_cache.leader(TopicPartition(topic, partition))
     endpoint = None if leader is None else leader.endpoint(ctx.listener_name)  # the request's listener
     if leader is None or endpoint is None:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -37,6 +37,7 @@ from pybroker.protocol.messages import ProduceRequest, ProduceResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.replica_manager import PartitionAppendResult
 from pybroker.server.request_context import RequestContext
+from pybroker.server.transaction.verification import produce_error
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.PRODUCE
@@ -146,9 +147,9 @@ async def _verify_then_append(
     assert ctx.broker.transaction_verifier is not None and request.transactional_id is not None
     errors = await ctx.broker.transaction_verifier.verify(request.transactional_id, producer_id, epoch, list(guards))
     failed = {
-        tp: PartitionAppendResult(error, "Partition was not added to the transaction"
-                                  if error == ErrorCode.INVALID_TXN_STATE else None, has_custom_error_message=True)
+        tp: PartitionAppendResult(code, message, has_custom_error_message=message is not None)
         for tp, error in errors.items() if error != ErrorCode.NONE
+        for code, message in [produce_error(error)]
     }
     entries = [(tp, records) for tp, records in entries if tp not in failed]
     # A marker written while the coordinator was asked dropped the guard: that append is refused.

@@ -38,9 +38,14 @@ from pybroker.server.group.delayed_operations import (
 )
 from pybroker.server.group.group_metadata import GroupMetadata, GroupState
 from pybroker.server.group.member import MemberMetadata
-from pybroker.server.group.metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from pybroker.server.group.metadata_manager import (
+    OFFSETS_TOPIC,
+    GroupMetadataManager,
+    OffsetsTopicUnavailable,
+)
 from pybroker.server.group.positions import GroupPositions, PositionsAnswer
 from pybroker.server.group.records import OffsetAndMetadata
+from pybroker.server.internal_topic_creation import InternalTopicCreation
 from pybroker.server.purgatory import Purgatory
 from pybroker.types import TopicPartition
 
@@ -129,6 +134,8 @@ class GroupCoordinator:
         scheduler: Scheduler, time: Time = SYSTEM_TIME,
     ) -> None:
         self.manager = manager
+        self._offsets_topic = InternalTopicCreation(
+            OFFSETS_TOPIC, lambda: self.manager.ensure_offsets_topic(), OffsetsTopicUnavailable)
         self.config = config
         self.retention_check_interval_ms = retention_check_interval_ms
         self.scheduler = scheduler
@@ -159,6 +166,7 @@ class GroupCoordinator:
 
     async def shutdown(self) -> None:
         self.active = False
+        await self._offsets_topic.cancel()
         await self.manager.shutdown()
         if self._expiry_task is not None:
             self._expiry_task.cancel()
@@ -168,10 +176,12 @@ class GroupCoordinator:
 
     # --- FindCoordinator ------------------------------------------------------------------------
 
-    async def coordinator_partition(self, group_id: str) -> int:
-        """Create ``__consumer_offsets`` on first use; the partition that owns ``group_id``.
-        Raises OffsetsTopicUnavailable."""
-        await self.manager.ensure_offsets_topic()
+    def coordinator_partition(self, group_id: str) -> int | None:
+        """The ``__consumer_offsets`` partition that owns ``group_id``; None while the topic does
+        not exist, whose creation this starts (`InternalTopicCreation`)."""
+        if not self.manager.replica_manager.metadata_cache.partition_count(OFFSETS_TOPIC):
+            self._offsets_topic.start()
+            return None
         return self.manager.partition_for(group_id)
 
     # --- leadership of __consumer_offsets ---------------------------------------------------------

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from pybroker.protocol.errors import ErrorCode
 from pybroker.scheduler import SYSTEM_TIME, ScheduledTask, Scheduler, Time
+from pybroker.server.internal_topic_creation import InternalTopicCreation
 from pybroker.server.transaction.marker_channel import TransactionMarkerChannelManager
 from pybroker.server.transaction.metadata import (
     NO_PRODUCER_EPOCH,
@@ -41,6 +42,7 @@ from pybroker.server.transaction.state_manager import (
     TransactionalIdAndProducerIdEpoch,
     TransactionConfig,
     TransactionStateManager,
+    TransactionTopicUnavailable,
 )
 from pybroker.server.transaction.transaction_log import TRANSACTION_STATE_TOPIC
 from pybroker.types import TopicPartition
@@ -99,6 +101,8 @@ class TransactionCoordinator:
         self.broker_id = broker_id
         self.config = config
         self.txn_manager = txn_manager
+        self._transaction_topic = InternalTopicCreation(
+            TRANSACTION_STATE_TOPIC, txn_manager.ensure_transaction_topic, TransactionTopicUnavailable)
         self.marker_channel = marker_channel
         self._allocate_producer_id = allocate_producer_id
         self.scheduler = scheduler
@@ -118,6 +122,7 @@ class TransactionCoordinator:
 
     async def shutdown(self) -> None:
         self.active = False
+        await self._transaction_topic.cancel()
         if self._abort_task is not None:
             self._abort_task.cancel()
             await self._abort_task.wait()
@@ -129,10 +134,12 @@ class TransactionCoordinator:
     def partition_for(self, transactional_id: str) -> int:
         return self.txn_manager.partition_for(transactional_id)
 
-    async def coordinator_partition(self, transactional_id: str) -> int:
-        """Create ``__transaction_state`` on first use; the partition that owns the id. Raises
-        TransactionTopicUnavailable."""
-        await self.txn_manager.ensure_transaction_topic()
+    def coordinator_partition(self, transactional_id: str) -> int | None:
+        """The ``__transaction_state`` partition that owns the id; None while the topic does not
+        exist, whose creation this starts (`InternalTopicCreation`)."""
+        if not self.txn_manager.replica_manager.metadata_cache.partition_count(TRANSACTION_STATE_TOPIC):
+            self._transaction_topic.start()
+            return None
         return self.partition_for(transactional_id)
 
     # --- leadership of __transaction_state --------------------------------------------------------

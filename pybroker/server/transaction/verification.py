@@ -39,13 +39,18 @@ _RETRIABLE = frozenset({
 })
 
 
-def produce_error(error: ErrorCode) -> ErrorCode:
-    """What a Produce answers for a partition the coordinator did not verify."""
+def produce_error(error: ErrorCode) -> tuple[ErrorCode, str | None]:
+    """What a Produce answers for a partition the coordinator did not verify: the error and its
+    message, as Kafka's ``ReplicaManager`` translates the coordinator's answer (None: the error
+    alone)."""
     if error in _RETRIABLE:
-        return ErrorCode.NOT_ENOUGH_REPLICAS
+        return (ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"Unable to verify the partition has been added to the transaction. Underlying error: {error.name}")
+    if error == ErrorCode.INVALID_TXN_STATE:
+        return error, "Partition was not added to the transaction"
     if error == ErrorCode.PRODUCER_FENCED:
-        return ErrorCode.INVALID_PRODUCER_EPOCH
-    return error
+        return ErrorCode.INVALID_PRODUCER_EPOCH, None
+    return error, None
 
 
 class TransactionVerifier:
@@ -66,7 +71,8 @@ class TransactionVerifier:
     async def verify(
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, ErrorCode]:
-        """Per partition: NONE when it is in the transaction, else the error Produce answers."""
+        """Per partition: NONE when it is in the transaction, else the coordinator's error (what
+        Produce answers for it: `produce_error`)."""
         state_partition = TopicPartition(TRANSACTION_STATE_TOPIC, self.coordinator.partition_for(transactional_id))
         leader = self.metadata_cache.leader(state_partition)
         endpoint = None if leader is None else self._inter_broker.endpoint(leader)
@@ -79,7 +85,7 @@ class TransactionVerifier:
         else:
             errors = await self._ask(endpoint.host, endpoint.port, transactional_id, producer_id, producer_epoch,
                                      partitions)
-        return {tp: produce_error(error) for tp, error in errors.items()}
+        return errors
 
     async def _ask(
         self, host: str, port: int, transactional_id: str, producer_id: int, producer_epoch: int,
