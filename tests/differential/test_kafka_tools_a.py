@@ -1,6 +1,6 @@
 """Kafka's own command-line tools, from the Kafka 3.9.2 jars (and the 4.4.0 jars for the read-only
-commands), against three pybroker brokers and against three Kafka 3.9.2 brokers: the same command
-on both clusters, the outputs compared line by line.
+commands), against three pybroker brokers and against three Kafka 3.9.2 brokers (and one broker of
+each, at the end): the same command on both, the outputs compared line by line.
 
 One table of steps per tool. A table's 3.9.2 commands run in order in one JVM per cluster
 (`bench.apache_kafka.run_kafka_tools`: each command's output and exit code its own, as from its own
@@ -24,6 +24,11 @@ sit at the end of their table:
 - kafka-leader-election (``LeaderElectionCommand``): preferred elections that move a leader,
   find nothing to do, or cannot elect (the preferred replica's broker is not registered), an
   unclean one, a partition that does not exist.
+
+The same tools also run against one pybroker and one Kafka 3.9.2 broker
+(``test_tools_against_one_broker_each``): topics created, refused (a replication factor above
+one), grown, described, listed and deleted; broker, topic and client configs; offsets, log dirs,
+seed 001's deletion script and a preferred election on a lone broker.
 
 One raw CreateTopics too, for what kafka-topics' own timeout hides: a partition none of whose
 replicas is registered times its topic's creation out (REQUEST_TIMED_OUT, no message).
@@ -463,3 +468,69 @@ def test_a_partition_without_a_registered_replica_times_out_its_creation(cluster
 
     answers = [asyncio.run(create(asyncio.run(controller(addresses)))) for addresses in clusters.values()]
     assert answers[0] == answers[1] == (7, None)  # REQUEST_TIMED_OUT
+
+
+# --- one broker each ------------------------------------------------------------------------------
+# The same tools against one pybroker (the module's shared broker) and one Kafka 3.9.2 broker: what
+# changes with a lone broker (replication factors above one refused, every replica on broker 1,
+# nothing under-replicated, every preferred leader elected).
+
+ONE_TOPICS = [
+    step("--bootstrap-server", "{bootstrap}", "--create", "--topic", "one-a", "--partitions", "3",
+         "--replication-factor", "1", "--config", "retention.ms=3600000"),
+    step("--bootstrap-server", "{bootstrap}", "--create", "--topic", "one-b", "--replica-assignment", "1,1"),
+    step("--bootstrap-server", "{bootstrap}", "--create", "--topic", "one-x", "--partitions", "1",
+         "--replication-factor", "2"),
+    step("--bootstrap-server", "{bootstrap}", "--alter", "--topic", "one-b", "--partitions", "4"),
+    step("--bootstrap-server", "{bootstrap}", "--describe", "--topic", "one-.*", versions=BOTH),
+    step("--bootstrap-server", "{bootstrap}", "--delete", "--topic", "one-b"),
+    step("--bootstrap-server", "{bootstrap}", "--list", "--topic", "one-.*", versions=BOTH),
+    step("--bootstrap-server", "{bootstrap}", "--describe", "--under-replicated-partitions"),
+]
+ONE_CONFIGS = [
+    configs("--describe", *BROKER_1),
+    configs("--alter", *BROKER_1, "--add-config", "log.cleaner.threads=2"),
+    configs("--describe", *BROKER_1, versions=BOTH),
+    configs("--alter", "--entity-type", "topics", "--entity-name", "one-a", "--add-config", "segment.ms=100000"),
+    configs("--describe", "--entity-type", "topics", "--entity-name", "one-a", versions=BOTH),
+    configs("--alter", "--entity-type", "clients", "--entity-default", "--add-config", "consumer_byte_rate=500"),
+    configs("--describe", "--entity-type", "clients", versions=BOTH),
+]
+ONE_OFFSETS = [step("--bootstrap-server", "{bootstrap}", "--topic", "one-a", versions=BOTH)]
+ONE_LOG_DIRS = [step("--bootstrap-server", "{bootstrap}", "--describe", "--topic-list", "one-a", versions=BOTH)]
+ONE_DELETIONS = {"version": 1, "partitions": [
+    {"topic": "one-a", "partition": 0, "offset": 2},
+    {"topic": "one-a", "partition": 1, "offset": -1},
+    {"topic": "one-a", "partition": 2, "offset": 100},
+]}
+ONE_AFTER_DELETE = [step("--bootstrap-server", "{bootstrap}", "--topic", "one-a", "--time", "-2", versions=BOTH)]
+ONE_ELECTIONS = [step("--bootstrap-server", "{bootstrap}", "--election-type", "preferred", "--topic", "one-a",
+                      "--partition", "0", versions=BOTH)]
+
+
+def test_tools_against_one_broker_each(broker, kafka, tmp_path):
+    ours, theirs = broker.bootstrap, kafka.bootstrap
+    topics = compare("topics", ONE_TOPICS, ours, theirs, tmp_path)
+    assert topics[OLD, 2].out.startswith("Error while executing topic command : Replication factor: 2 larger than "
+                                         "available brokers: 1.")
+    compare("configs", ONE_CONFIGS, ours, theirs, tmp_path)
+    for address in (ours, theirs):
+        produce({1: address}, "one-a", {0: 1, 1: 1, 2: 1}, 3)
+    (tmp_path / "deletions.json").write_text(json.dumps(ONE_DELETIONS))
+    (tmp_path / "admin.properties").write_text("request.timeout.ms=5000\ndefault.api.timeout.ms=5000\n")
+    offsets = compare("get-offsets", ONE_OFFSETS, ours, theirs, tmp_path)
+    compare("log-dirs", ONE_LOG_DIRS, ours, theirs, tmp_path)
+    deleted = compare("delete-records", DELETE_RECORDS, ours, theirs, tmp_path)
+    after = compare("get-offsets", ONE_AFTER_DELETE, ours, theirs, tmp_path)
+    elected = compare("leader-election", ONE_ELECTIONS, ours, theirs, tmp_path)
+    assert offsets[OLD, 0].out == "one-a:0:3\none-a:1:4\none-a:2:5\n"
+    assert deleted[OLD, 0].out.splitlines() == [
+        "Executing records delete operation",
+        "Records delete operation completed:",
+        "partition: one-a-0\tlow_watermark: 2",
+        "partition: one-a-1\tlow_watermark: 4",
+        "partition: one-a-2\terror: org.apache.kafka.common.errors.OffsetOutOfRangeException: The requested "
+        "offset is not within the range of offsets maintained by the server.",
+    ]
+    assert after[OLD, 0].out == "one-a:0:2\none-a:1:4\none-a:2:0\n"
+    assert elected[OLD, 0].out == "Valid replica already elected for partitions one-a-0\n"
