@@ -88,7 +88,7 @@ class ConfigDef:
     # A further check of the parsed value, given (name, value): raises ConfigError.
     validator: Callable[[str, Any], None] | None = None
     #: How a broker's DescribeConfigs lists it (`LISTED`, `WHEN_SET` or `AS_CUSTOM`).
-    listing: str = "listed"
+    listing: str = LISTED
     #: The type DescribeConfigs reports when it is not the parsing type: Kafka defines
     #: ``listeners`` and the like as STRING and splits them itself.
     described_type: str | None = None

@@ -9,6 +9,12 @@ its chain that come before it are dropped, so ``retention.ms`` shows ``log.reten
 only behind a ``log.retention.ms`` that is set somewhere, and none at all otherwise (its source
 is then DEFAULT_CONFIG, whichever broker name gave its value).
 
+A broker lists, as Kafka's does, every config Kafka defines but its internal ones (`LISTED`) and
+every name set in ``server.properties`` or dynamically. A name Kafka does not define (the
+authorizer's ``super.users``, a custom one) has no type and is sensitive: no value is shown. A
+listener's own setting (``listener.name.<l>.ssl.client.auth``) takes its base name's type and has
+it as a synonym.
+
 The replication throttles (``leader.replication.throttled.rate`` and the two others of Kafka's
 ``DynamicConfig.Broker``) are not KafkaConfig definitions in Kafka: a broker lists them only
 where they are set (dynamically or in ``server.properties``), without a DEFAULT_CONFIG synonym.
@@ -158,8 +164,8 @@ def _broker_entry(broker: Broker, name: str, per_broker: bool) -> ConfigEntry:
     synonyms from the most specific layer (those of more specific synonym names before ``name``
     itself dropped, as Kafka drops them), read-only unless dynamic."""
     names = _described_synonyms(name)
-    # Kafka's configType: the name's own type, else the first synonym's it defines.
-    definition = next((d for n in (name, *names) if (d := BROKER_CONFIGS.get(n)) is not None and d.listing != AS_CUSTOM), None)
+    definition = next((d for n in (name, *names)
+                       if (d := BROKER_CONFIGS.get(n)) is not None and d.listing != AS_CUSTOM), None)
     config_type = ConfigType[definition.described_type or definition.type] if definition else ConfigType.UNKNOWN
     sensitive = config_type in (ConfigType.PASSWORD, ConfigType.UNKNOWN)
     synonyms = _synonym_layers(broker, names, sensitive)

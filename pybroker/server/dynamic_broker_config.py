@@ -25,7 +25,8 @@ handler), and the reconfigurations a change triggers (`DynamicBrokerConfig.add_r
 Values are stored as given (strings); Kafka's dynamic PASSWORD configs are all SSL/SASL listener
 configs, which pybroker refuses (its TLS contexts are built once at start), so nothing stored here
 is secret and no ``password.encoder.secret`` is needed. Names pybroker does not know are kept
-as Kafka keeps custom configs (stored, shown, without effect).
+as Kafka keeps custom configs (stored, listed without their value, without effect); Kafka's
+settings for what pybroker has not (`unapplied_configs`) are read-only.
 """
 
 from __future__ import annotations
