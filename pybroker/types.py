@@ -1,8 +1,12 @@
-"""Small value types shared by every layer: topic partitions."""
+"""Small value types shared by every layer: topic partitions, and the all-zero UUID (Kafka's
+``Uuid.ZERO_UUID``: no topic id)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import NamedTuple
+
+ZERO_UUID = uuid.UUID(int=0)
 
 
 class TopicPartition(NamedTuple):

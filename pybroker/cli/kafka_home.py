@@ -32,7 +32,7 @@ from pathlib import Path
 import pybroker
 from pybroker.cli import kafka_scripts
 from pybroker.cli.kafka_scripts import HOME_ENV, KAFKA_VERSION, SCRIPT_NAMES, module_command
-from pybroker.log.config import format_value
+from pybroker.common.config import format_value
 from pybroker.server.config import BROKER_CONFIGS
 
 DEFAULT_PORT = 9092

@@ -57,8 +57,9 @@ from pybroker.cli.secure_setup import SecureSetup, create_admin_user
 from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import KafkaClientError
 from pybroker.client.security import PLAINTEXT
-from pybroker.log.config import ConfigError
-from pybroker.server.config import BrokerConfig, Endpoint
+from pybroker.common.cluster import Endpoint
+from pybroker.common.config import ConfigError
+from pybroker.server.config import BrokerConfig
 from pybroker.server.unapplied_configs import unapplied_reason
 from pybroker.zookeeper.client import KazooException, ZooKeeperClient, ZooKeeperConnectionError
 from pybroker.zookeeper.kafka_zk_client import KafkaZkClient

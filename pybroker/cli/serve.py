@@ -18,7 +18,7 @@ import sys
 from pybroker.cli.secure_setup import DEFAULT_SECURE_DIR, SecureSetup, create_admin_user
 from pybroker.client.admin import AdminError
 from pybroker.client.connection import KafkaClientError
-from pybroker.log.config import ConfigError
+from pybroker.common.config import ConfigError
 from pybroker.log.log_manager import LogDirError
 from pybroker.server.broker import Broker
 from pybroker.server.config import BrokerConfig, read_properties

@@ -38,7 +38,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from pybroker.client.connection import BrokerConnection, KafkaClientError, UnsupportedVersionError
 from pybroker.client.security import PLAINTEXT, ClientSecurity
 from pybroker.client.topic_layout import TopicLayout
-from pybroker.controller.metadata import topic_id_to_string
+from pybroker.common.topic import topic_id_to_string
 from pybroker.protocol import consumer_protocol
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode

@@ -5,7 +5,7 @@ fetchers, the controller's channels and its ListOffsets, ControlledShutdown and 
 the controller, transaction markers and verification): it picks a broker's endpoint on the
 inter-broker listener (Kafka's ``interBrokerListenerName``) and opens a `BrokerConnection` with the
 inter-broker `ClientSecurity`. The broker builds it from its configuration
-(`pybroker.security.inter_broker.inter_broker_client`); `DIRECT` (a broker's first endpoint,
+(`pybroker.server.inter_broker_security.inter_broker_client`); `DIRECT` (a broker's first endpoint,
 PLAINTEXT) is the default of code and tests that do not care.
 """
 
@@ -18,7 +18,7 @@ from pybroker.client.connection import BrokerConnection
 from pybroker.client.security import PLAINTEXT, ClientSecurity
 
 if TYPE_CHECKING:
-    from pybroker.controller.requests import BrokerEndpoint, LiveBroker
+    from pybroker.common.cluster import BrokerEndpoint, LiveBroker
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pybroker.common.cluster import LiveBroker, PartitionState
 from pybroker.controller.requests import (
     ControlResponse,
     LeaderAndIsr,
-    LiveBroker,
-    PartitionState,
     StopReplica,
     StopReplicaPartition,
     UpdateMetadata,

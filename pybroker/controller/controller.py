@@ -35,6 +35,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
+from pybroker.common.cluster import (
+    EPOCH_DURING_DELETE,
+    LEADER_DURING_DELETE,
+    LiveBroker,
+    PartitionState,
+)
+from pybroker.common.topic import PartitionAssignment, TopicMetadata
 from pybroker.controller.alter_partition import (
     RECOVERED,
     AlterPartition,
@@ -55,20 +62,12 @@ from pybroker.controller.election import (
 )
 from pybroker.controller.election import LeaderAndIsr as LeaderAndIsrValue
 from pybroker.controller.log_offsets import LogOffsetsReader
-from pybroker.controller.metadata import PartitionAssignment, TopicMetadata
 from pybroker.controller.reassignment import (
     AlterReassignmentsAnswer,
     ListReassignmentsAnswer,
     PartitionReassignments,
 )
-from pybroker.controller.requests import (
-    EPOCH_DURING_DELETE,
-    LEADER_DURING_DELETE,
-    ControlResponse,
-    LiveBroker,
-    PartitionState,
-    StopReplicaPartition,
-)
+from pybroker.controller.requests import ControlResponse, StopReplicaPartition
 from pybroker.controller.requests import LeaderAndIsr as LeaderAndIsrRequest
 from pybroker.controller.store import (
     ControllerMovedError,

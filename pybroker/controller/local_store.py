@@ -23,15 +23,14 @@ import os
 import uuid
 from collections.abc import Collection, Iterable, Mapping
 
-from pybroker.controller.metadata import (
-    PRODUCER_ID_BLOCK_SIZE,
+from pybroker.common.cluster import LiveBroker
+from pybroker.common.topic import (
     FullReplicaAssignment,
     PartitionAssignment,
     TopicExistsError,
     TopicMetadata,
     UnknownTopicError,
 )
-from pybroker.controller.requests import LiveBroker
 from pybroker.controller.store import (
     DEFAULT_ENTITY,
     ENTITY_CONFIG_TYPES,
@@ -39,7 +38,7 @@ from pybroker.controller.store import (
     StoreListener,
 )
 from pybroker.log.file_sync import CoalescingFileWriter
-from pybroker.zookeeper.znodes import desanitize, sanitize
+from pybroker.zookeeper.znodes import PRODUCER_ID_BLOCK_SIZE, desanitize, sanitize
 
 METADATA_FILE = "cluster-metadata.json"
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError
 from pybroker.client.inter_broker import DIRECT, InterBrokerClient
-from pybroker.controller.requests import LiveBroker
+from pybroker.common.cluster import LiveBroker
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ListOffsetsRequest

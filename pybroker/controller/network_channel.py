@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pybroker.client.connection import BrokerConnection
 from pybroker.client.inter_broker import DIRECT, InterBrokerClient
+from pybroker.common.cluster import LiveBroker
 from pybroker.controller import wire
-from pybroker.controller.requests import ControlResponse, LiveBroker
+from pybroker.controller.requests import ControlResponse
 
 CONTROLLER_CLIENT_ID = "controller"
 

@@ -36,8 +36,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pybroker.common.topic import FullReplicaAssignment, TopicMetadata
 from pybroker.controller.election import LeaderAndIsr as LeaderAndIsrValue
-from pybroker.controller.metadata import FullReplicaAssignment, TopicMetadata
 from pybroker.controller.requests import StopReplicaPartition
 from pybroker.controller.store import ControllerMovedError
 from pybroker.protocol.errors import ErrorCode

@@ -19,7 +19,7 @@ import enum
 import random
 from collections.abc import Iterable, Mapping, Sequence
 
-from pybroker.controller.metadata import InvalidPartitionsError, InvalidReplicationFactorError
+from pybroker.common.topic import InvalidPartitionsError, InvalidReplicationFactorError
 
 __all__ = [
     "AdminOperationError",

@@ -27,8 +27,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pybroker.controller.metadata import FullReplicaAssignment, PartitionAssignment, TopicMetadata
-from pybroker.controller.requests import LiveBroker
+from pybroker.common.cluster import LiveBroker
+from pybroker.common.topic import FullReplicaAssignment, PartitionAssignment, TopicMetadata
 
 #: The entity types whose configs `ControllerStore.entity_configs` keeps (Kafka's ConfigType,
 #: topics aside): a broker id or ``<default>``; a client id; a user, ``<default>``, or a user's

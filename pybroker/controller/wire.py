@@ -8,15 +8,12 @@ ways: the controller's network channel encodes with `to_wire` and decodes answer
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
+from pybroker.common.cluster import BrokerEndpoint, LiveBroker, PartitionState
 from pybroker.controller.requests import (
-    BrokerEndpoint,
     ControlResponse,
     LeaderAndIsr,
-    LiveBroker,
-    PartitionState,
     StopReplica,
     StopReplicaPartition,
     UpdateMetadata,
@@ -31,12 +28,11 @@ from pybroker.protocol.messages import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
-from pybroker.types import TopicPartition
+from pybroker.types import ZERO_UUID, TopicPartition
 
 LEADER_AND_ISR_VERSION = 5
 UPDATE_METADATA_VERSION = 7
 STOP_REPLICA_VERSION = 3
-ZERO_UUID = uuid.UUID(int=0)
 
 #: Kafka's SecurityProtocol ids, as UpdateMetadata carries them
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}

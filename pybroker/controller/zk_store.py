@@ -60,13 +60,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable, Mapping
 from typing import TypeVar
 
-from pybroker.controller.metadata import (
+from pybroker.common.cluster import BrokerEndpoint, LiveBroker
+from pybroker.common.topic import (
     FullReplicaAssignment,
     PartitionAssignment,
     TopicMetadata,
     UnknownTopicError,
 )
-from pybroker.controller.requests import BrokerEndpoint, LiveBroker
 from pybroker.controller.store import (
     DEFAULT_ENTITY,
     ENTITY_CONFIG_TYPES,

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pybroker import _native
+from pybroker.common.config import LONG_MAX
 from pybroker.log.checkpoint import CheckpointError, OffsetCheckpointFile, render_offsets
-from pybroker.log.config import LONG_MAX
 from pybroker.log.file_sync import CoalescingFileWriter, fsync_paths
 from pybroker.log.log import CLEANED_SUFFIX, Log, largest_timestamp
 from pybroker.log.log_dir_failure import LogDirFailureChannel, OfflineLogDirError

@@ -37,6 +37,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
+from pybroker.common.config import LONG_MAX
 from pybroker.log.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -47,7 +48,7 @@ from pybroker.log.checkpoint import (
     write_atomically,
 )
 from pybroker.log.cleaner import CleanerConfig, LogCleaner
-from pybroker.log.config import LONG_MAX, LogConfig
+from pybroker.log.config import LogConfig
 from pybroker.log.file_sync import BackgroundPasses, CoalescingFileWriter, fsync_paths
 from pybroker.log.log import (
     PARTITION_METADATA,

@@ -4,7 +4,7 @@ Owns the counters of Kafka's ``BrokerTopicStats`` (per topic and all topics), th
 manager's ISR change meters, and the request metrics (requests per API and version, and each
 API's total time as a histogram). Every counter is a plain int (or float) in a dict or a slot:
 incrementing one is a few dictionary operations, with no lock and no prometheus_client call.
-`pybroker.metrics.collector` reads them at scrape time. Kafka's meters are rates; these are the
+`pybroker.server.metrics` reads them at scrape time. Kafka's meters are rates; these are the
 monotonic counts behind them (Prometheus computes the rates).
 
 The counters are touched once per request, once per partition of a request, or once per ISR

@@ -26,7 +26,7 @@ leader's SyncGroup answer leaves before any request handled after the group's wr
 A client over its quota is throttled (`throttle`, KIP-219): the connection reads no more frames
 for that long (frames already read wait, in order) while replies owed are still written.
 
-On a SASL listener an `Authenticator` (``pybroker.security.authenticator``) stands in front of the
+On a SASL listener an `Authenticator` (``pybroker.network.sasl_authenticator``) stands in front of the
 dispatcher: every frame goes to it first, and it answers like the dispatcher, or says `FORWARD`
 (pass the frame to the dispatcher), or raises `CloseConnection`. It detaches itself
 (``connection.authenticator = None``) once nothing more is to be checked. For Kafka's delayed close

@@ -25,10 +25,10 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pybroker.common.cluster import Endpoint
 from pybroker.network.connection import Authenticator, Dispatcher, KafkaConnection
 from pybroker.network.tls_server import ServerTlsProtocol
 from pybroker.security.principal import KafkaPrincipal
-from pybroker.server.config import Endpoint
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,9 @@ from typing import Any
 
 from pybroker._native import LogRegion
 from pybroker.protocol.messages import REQUEST_CLASSES, RESPONSE_CLASSES, RequestHeader
-from pybroker.protocol.schema import FIXED_WIDTH, NONE, ZERO_UUID, Field, Message, Struct
+from pybroker.protocol.schema import FIXED_WIDTH, NONE, Field, Message, Struct
 from pybroker.protocol.specs import REQUESTS, RESPONSES
+from pybroker.types import ZERO_UUID
 
 __all__ = [
     "MalformedRequestError",

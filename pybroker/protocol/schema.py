@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from dataclasses import field as dc_field
 from typing import Any
 
+from pybroker.types import ZERO_UUID
+
 __all__ = [
     "PRIMITIVES",
     "FIXED_WIDTH",
@@ -75,7 +77,6 @@ FIXED_WIDTH = {
     "bool": "?",
 }
 
-ZERO_UUID = uuid.UUID(int=0)
 
 
 class _NoDefault:

@@ -19,7 +19,7 @@ import re
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from pybroker.log.config import ConfigError
+from pybroker.common.config import ConfigError
 from pybroker.security.principal import ANONYMOUS, KafkaPrincipal
 
 _KEYWORDS = {

@@ -12,7 +12,7 @@ Owns turning a broker's configuration into Python ``ssl.SSLContext`` objects:
 - `client_context_from`: the same from any getter of ``ssl.*`` settings, which is how the
   project's clients and CLI build theirs from Kafka client properties.
 
-A broker's ``ssl.*`` values are read with `BrokerConfig.listener_get`, so ``listener.name.<l>.ssl.*``
+A broker's ``ssl.*`` values are read with `ListenerSettings.listener_get`, so ``listener.name.<l>.ssl.*``
 wins over the broker-wide value. Only PEM stores are read (``ssl.keystore.type=PEM`` and
 ``ssl.truststore.type=PEM``, as files or inline); the rules and messages are Kafka's
 ``DefaultSslEngineFactory``'s. Inline keys are handed to OpenSSL through a private temporary
@@ -33,8 +33,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 
-from pybroker.log.config import ConfigError
-from pybroker.server.config import BrokerConfig, Endpoint
+from pybroker.common.cluster import Endpoint
+from pybroker.common.config import ConfigError, ListenerSettings
 
 log = logging.getLogger(__name__)
 
@@ -122,10 +122,10 @@ class _KeyStore:
 
 Getter = Callable[[str], Any]
 """Reads one ``ssl.*`` setting by name (None when unset): a broker listener's view of its
-configuration (`BrokerConfig.listener_get`) or a client's Kafka properties."""
+configuration (`ListenerSettings.listener_get`) or a client's Kafka properties."""
 
 
-def _listener_getter(config: BrokerConfig, listener: str) -> Getter:
+def _listener_getter(config: ListenerSettings, listener: str) -> Getter:
     return lambda name: config.listener_get(listener, name)
 
 
@@ -231,7 +231,7 @@ def _protocols(get: Getter, context: ssl.SSLContext) -> None:
     context.maximum_version = max(versions)
 
 
-def client_auth(config: BrokerConfig, endpoint: Endpoint) -> str:
+def client_auth(config: ListenerSettings, endpoint: Endpoint) -> str:
     """``ssl.client.auth`` of a listener. On SASL_SSL only ``listener.name.<l>.ssl.client.auth``
     enables it: the broker-wide value is overridden to none, with Kafka's warning."""
     prefixed = config.originals.get(f"listener.name.{endpoint.listener_name.lower()}.ssl.client.auth")
@@ -248,7 +248,7 @@ def client_auth(config: BrokerConfig, endpoint: Endpoint) -> str:
     return value.lower() if isinstance(value, str) else "none"
 
 
-def server_context(config: BrokerConfig, endpoint: Endpoint) -> ssl.SSLContext:
+def server_context(config: ListenerSettings, endpoint: Endpoint) -> ssl.SSLContext:
     """The context an SSL or SASL_SSL listener accepts connections with."""
     listener = endpoint.listener_name
     get = _listener_getter(config, listener)
@@ -276,7 +276,7 @@ def server_context(config: BrokerConfig, endpoint: Endpoint) -> ssl.SSLContext:
     return context
 
 
-def client_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+def client_context(config: ListenerSettings, listener: str) -> ssl.SSLContext:
     """The context the broker connects to other brokers' ``listener`` with (`client_context_from`
     reading the listener's ``ssl.*`` configuration)."""
     return client_context_from(_listener_getter(config, listener))

@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import uuid
 
-from pybroker.controller.metadata import (
+from pybroker.common.config import ConfigError
+from pybroker.common.topic import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidTopicError,
@@ -29,7 +30,7 @@ from pybroker.controller.replica_assignment import (
     assignment_for_new_partitions,
 )
 from pybroker.controller.store import ControllerStore
-from pybroker.log.config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
+from pybroker.log.config import TOPIC_CONFIGS, validate_topic_configs
 from pybroker.protocol.errors import ErrorCode
 from pybroker.server.config import BrokerConfig
 from pybroker.server.metadata_cache import MetadataCache

@@ -25,20 +25,25 @@ import socket
 from collections.abc import Callable, Mapping
 
 from pybroker.client.connection import KafkaClientError
+from pybroker.common.cluster import BrokerEndpoint, LiveBroker
+from pybroker.common.config import LONG_MAX
+from pybroker.common.topic import TopicExistsError
 from pybroker.controller.channel import BrokerChannel, ControllerChannelManager
 from pybroker.controller.controller import AutoLeaderRebalance, Controller
 from pybroker.controller.local_store import LocalStore
 from pybroker.controller.log_offsets import LogOffsets, NetworkLogOffsets
-from pybroker.controller.metadata import TopicExistsError
 from pybroker.controller.network_channel import NetworkBrokerChannel
-from pybroker.controller.requests import BrokerEndpoint, LiveBroker
 from pybroker.controller.store import ENTITY_CONFIG_TYPES, ControllerStore, StoreListener
 from pybroker.log.cleaner import CleanerConfig
-from pybroker.log.config import LONG_MAX, LogConfig, ignored_config_warnings
+from pybroker.log.config import LogConfig, ignored_config_warnings
 from pybroker.log.file_descriptors import configure_open_files
 from pybroker.log.log_manager import LogManager, read_meta_properties
-from pybroker.metrics.collector import metrics_server
 from pybroker.network.listener import SocketServer
+from pybroker.network.sasl_authenticator import (
+    SASL_PROTOCOLS,
+    SaslListenerConfig,
+    authenticator_factory,
+)
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ControlledShutdownRequest
@@ -51,14 +56,8 @@ from pybroker.security.acl_authorizer import (
     parse_super_users,
 )
 from pybroker.security.acl_store import LocalAclStore, ZooKeeperAclStore
-from pybroker.security.authenticator import (
-    SASL_PROTOCOLS,
-    SaslListenerConfig,
-    authenticator_factory,
-)
 from pybroker.security.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.security.credential_cache import CredentialCache
-from pybroker.security.inter_broker import inter_broker_client
 from pybroker.security.principal import PrincipalFormatError
 from pybroker.security.scram import ScramMechanism
 from pybroker.security.ssl_principal import SslPrincipalBuilder
@@ -67,12 +66,14 @@ from pybroker.server.admin_manager import AdminManager
 from pybroker.server.alter_partition_manager import AlterPartitionManager, ControllerTransport
 from pybroker.server.broker_control import BrokerControl, InProcessBrokerChannel
 from pybroker.server.config import BrokerConfig
-from pybroker.server.dispatcher import RequestDispatcher
+from pybroker.server.dispatcher import RequestDispatcher, handler_error_response
 from pybroker.server.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.server.fetch_session import FetchManager, FetchSessionCache
 from pybroker.server.group.coordinator import GroupConfig, GroupCoordinator
 from pybroker.server.group.metadata_manager import GroupMetadataManager
+from pybroker.server.inter_broker_security import inter_broker_client
 from pybroker.server.metadata_cache import MetadataCache
+from pybroker.server.metrics import metrics_server
 from pybroker.server.quota.quota_managers import QuotaManagers
 from pybroker.server.replica_manager import ReplicaManager
 from pybroker.server.replica_selector import ReplicaSelector, replica_selector
@@ -239,7 +240,8 @@ class Broker:
             config.listeners, dispatcher, config.get("socket.request.max.bytes"),
             self.ssl_contexts, SslPrincipalBuilder(config.get("ssl.principal.mapping.rules")),
             {e.listener_name: authenticator_factory(SaslListenerConfig.from_config(config, e.listener_name), dispatcher,
-                                                    self.credential_cache, self.time, self.scheduler)
+                                                    self.credential_cache, self.time, self.scheduler,
+                                                    handler_error_response)
              for e in config.listeners if e.security_protocol in SASL_PROTOCOLS},
         )
         # Dynamic broker configs (/config/brokers/<id> and <default>): applied as they are told.

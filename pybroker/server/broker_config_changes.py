@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
+from pybroker.common.config import parse_list
 from pybroker.controller.store import DEFAULT_ENTITY
-from pybroker.log.config import parse_list
 from pybroker.protocol.errors import ErrorCode
 from pybroker.security.authorizer import AclOperation
 from pybroker.server import broker_loggers

@@ -15,13 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from pybroker.controller.requests import (
-    ControlResponse,
-    LeaderAndIsr,
-    LiveBroker,
-    StopReplica,
-    UpdateMetadata,
-)
+from pybroker.common.cluster import LiveBroker
+from pybroker.controller.requests import ControlResponse, LeaderAndIsr, StopReplica, UpdateMetadata
 from pybroker.protocol.errors import ErrorCode
 from pybroker.server.group.coordinator import GroupCoordinator
 from pybroker.server.metadata_cache import MetadataCache

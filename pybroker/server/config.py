@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from pybroker.log.config import (
+from pybroker.common.cluster import SECURITY_PROTOCOLS, Endpoint
+from pybroker.common.config import (
     AS_CUSTOM,
     LONG_MAX,
-    TOPIC_CONFIGS,
     WHEN_SET,
     ConfigDef,
     ConfigError,
-    LogConfig,
     format_value,
 )
+from pybroker.log.config import TOPIC_CONFIGS, LogConfig
 from pybroker.server.unapplied_configs import UNAPPLIED_CONFIGS
 
 _BROKER_DEFS = [
@@ -298,44 +296,6 @@ SYNONYM_CHAINS: dict[str, tuple[str, ...]] = {
     "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
 }
-
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
-# Kafka's EndPoint.uriParseExp: NAME://host:port, an IPv6 host in brackets, an empty host allowed.
-_LISTENER_URI = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One listener: ``NAME://host:port`` and its security protocol. An empty host binds every
-    interface (and is advertised as this machine's canonical host name, as Kafka does)."""
-
-    listener_name: str
-    host: str
-    port: int
-    security_protocol: str = "PLAINTEXT"
-
-    @classmethod
-    def parse(cls, uri: str, protocol_map: Mapping[str, str] | None = None) -> Endpoint:
-        """Parse ``NAME://host:port`` (the name upper-cased, Kafka's ``ListenerName.normalised``);
-        the protocol comes from ``protocol_map`` (default: the listener named after a protocol)."""
-        match = _LISTENER_URI.match(uri)
-        if match is None:
-            raise ConfigError(f"Unable to parse {uri} to a broker endpoint")
-        name, host, port = match.group(1).upper(), match.group(2), int(match.group(3))
-        protocols = protocol_map if protocol_map is not None else {p: p for p in SECURITY_PROTOCOLS}
-        if name not in protocols:
-            raise ConfigError(f"No security protocol defined for listener {name}")
-        return cls(name, host, port, protocols[name])
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.security_protocol in ("SSL", "SASL_SSL")
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 def _endpoints(uris: list[str], protocol_map: Mapping[str, str], distinct_ports: bool) -> list[Endpoint]:

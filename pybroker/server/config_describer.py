@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from pybroker.common.config import AS_CUSTOM, LISTED, ConfigDef, format_value
 from pybroker.jvm_collections import java_string_hash, scala_hash_map_order
-from pybroker.log.config import AS_CUSTOM, LISTED, TOPIC_CONFIGS, ConfigDef, format_value
+from pybroker.log.config import TOPIC_CONFIGS
 from pybroker.server import broker_loggers
 from pybroker.server.config import BROKER_CONFIGS, LISTENER_PREFIX, SYNONYM_CHAINS
 from pybroker.server.dynamic_broker_config import THROTTLE_CONFIGS, broker_synonyms, is_dynamic

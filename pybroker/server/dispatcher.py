@@ -42,6 +42,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def handler_error_response(header: Any, view: memoryview, body_offset: int, error: ErrorCode) -> Any:
+    """The error response the request's handler gives (Kafka's ``getErrorResponse``), None when
+    its API answers none; CloseConnection for an API or version no handler serves, or a body that
+    does not parse. The SASL authenticator answers with it a request sent during authentication."""
+    name = ApiKey(header.api_key).name if header.api_key in ApiKey._value2member_map_ else f"key {header.api_key}"
+    handler = HANDLERS.get(header.api_key)
+    if handler is None or not handler.VERSIONS[0] <= header.api_version <= handler.VERSIONS[1] or body_offset < 0:
+        raise CloseConnection(f"unsupported {name} v{header.api_version} request during SASL authentication")
+    try:
+        request = codec.decode_request(header.api_key, header.api_version, view, body_offset)
+    except codec.MalformedRequestError as e:
+        raise CloseConnection(f"malformed {name} request during SASL authentication ({e})") from None
+    return handler.error_response(request, header.api_version, error)
+
+
 def supported_api_versions() -> list[tuple[int, int, int]]:
     """(api key, min version, max version) of every registered handler, by key."""
     return sorted((key, module.VERSIONS[0], module.VERSIONS[1]) for key, module in HANDLERS.items())
@@ -60,7 +75,7 @@ class RequestDispatcher:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.request_metrics = RequestMetrics()  # read by pybroker.metrics.collector
+        self.request_metrics = RequestMetrics()  # read by pybroker.server.metrics
 
     def __call__(self, frame: bytearray, connection: KafkaConnection) -> Any:
         started_ns = time.perf_counter_ns()

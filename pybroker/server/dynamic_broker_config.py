@@ -35,9 +35,10 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from pybroker.common.config import ConfigError
 from pybroker.controller.store import DEFAULT_ENTITY
 from pybroker.log.cleaner import CleanerConfig
-from pybroker.log.config import TOPIC_CONFIGS, ConfigError
+from pybroker.log.config import TOPIC_CONFIGS
 from pybroker.server.config import BROKER_CONFIGS, LISTENER_PREFIX, SYNONYM_CHAINS, BrokerConfig
 
 if TYPE_CHECKING:

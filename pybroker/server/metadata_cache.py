@@ -19,13 +19,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pybroker.controller.metadata import INTERNAL_TOPICS
-from pybroker.controller.requests import (
-    LEADER_DURING_DELETE,
-    LiveBroker,
-    PartitionState,
-    UpdateMetadata,
-)
+from pybroker.common.cluster import LEADER_DURING_DELETE, LiveBroker, PartitionState
+from pybroker.common.topic import INTERNAL_TOPICS
+from pybroker.controller.requests import UpdateMetadata
 from pybroker.types import TopicPartition
 
 

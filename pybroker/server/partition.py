@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from pybroker.controller.requests import PartitionState
+from pybroker.common.cluster import PartitionState
 from pybroker.log.log import AppendOrigin, Log, LogAppendInfo, OffsetOutOfRangeError
 from pybroker.metrics.stats import IsrStats
 from pybroker.protocol.errors import ErrorCode

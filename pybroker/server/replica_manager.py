@@ -31,14 +31,9 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from pybroker import _native
-from pybroker.controller.metadata import INTERNAL_TOPICS, topic_id_to_string
-from pybroker.controller.requests import (
-    EPOCH_DURING_DELETE,
-    ControlResponse,
-    LeaderAndIsr,
-    PartitionState,
-    StopReplica,
-)
+from pybroker.common.cluster import EPOCH_DURING_DELETE, PartitionState
+from pybroker.common.topic import INTERNAL_TOPICS, topic_id_to_string
+from pybroker.controller.requests import ControlResponse, LeaderAndIsr, StopReplica
 from pybroker.log.log import (
     AppendOrigin,
     InvalidRecordError,

@@ -13,7 +13,7 @@ The facts (names, types, defaults) come from Kafka 3.9.2's own DescribeConfigs a
 
 from __future__ import annotations
 
-from pybroker.log.config import LONG_MAX, ConfigDef
+from pybroker.common.config import LONG_MAX, ConfigDef
 
 _INT_MAX = 2**31 - 1
 

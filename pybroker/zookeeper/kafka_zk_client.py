@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Se
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pybroker.controller.metadata import TopicExistsError
+from pybroker.common.topic import TopicExistsError
 from pybroker.scheduler import SYSTEM_TIME, Time
 from pybroker.types import TopicPartition
 from pybroker.zookeeper.client import (

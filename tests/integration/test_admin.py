@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
 )
 
 from pybroker.client.admin import Admin, AdminError
-from pybroker.controller.metadata import topic_id_to_string
+from pybroker.common.topic import topic_id_to_string
 from pybroker.protocol.errors import ErrorCode
 from tests.integration import clients
 

@@ -31,14 +31,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from pybroker.client.connection import BrokerConnection
+from pybroker.common.cluster import BrokerEndpoint, LiveBroker, PartitionState
 from pybroker.controller import wire
-from pybroker.controller.requests import (
-    BrokerEndpoint,
-    LeaderAndIsr,
-    LiveBroker,
-    PartitionState,
-    UpdateMetadata,
-)
+from pybroker.controller.requests import LeaderAndIsr, UpdateMetadata
 from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 from pybroker.zookeeper.znodes import uuid_from_base64

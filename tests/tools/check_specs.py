@@ -27,8 +27,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pybroker.protocol.api_keys import PRIVATE_API_KEY_START  # noqa: E402
-from pybroker.protocol.schema import ZERO_UUID, Field, VersionRange, snake_case  # noqa: E402
+from pybroker.protocol.schema import Field, VersionRange, snake_case
 from pybroker.protocol.specs import REQUESTS, RESPONSES  # noqa: E402
+from pybroker.types import ZERO_UUID
 
 INTS = ("int8", "int16", "int32", "int64", "uint16")
 KEPT = Path(__file__).resolve().parents[1] / "data" / "kafka-messages"

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pybroker.common.cluster import BrokerEndpoint, Endpoint, LiveBroker
 from pybroker.controller.alter_partition import (
     AlterPartition,
     AlterPartitionAnswer,
@@ -25,7 +26,7 @@ from pybroker.controller.alter_partition import (
 )
 from pybroker.controller.channel import ControllerChannelManager
 from pybroker.controller.controller import Controller
-from pybroker.controller.requests import BrokerEndpoint, LiveBroker, UpdateMetadata
+from pybroker.controller.requests import UpdateMetadata
 from pybroker.network.listener import SocketServer
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
@@ -38,7 +39,6 @@ from pybroker.server.alter_partition_manager import (
     ControllerTransport,
     ControllerUnavailableError,
 )
-from pybroker.server.config import Endpoint
 from pybroker.server.dispatcher import RequestDispatcher
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import IsrChangeResult

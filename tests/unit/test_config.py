@@ -2,7 +2,8 @@
 
 import pytest
 
-from pybroker.log.config import ConfigError, validate_topic_configs
+from pybroker.common.config import ConfigError
+from pybroker.log.config import validate_topic_configs
 from pybroker.server.config import BrokerConfig, read_properties
 from pybroker.server.unapplied_configs import unapplied_reason
 
@@ -81,7 +82,7 @@ def test_kafkas_other_topic_configs_are_accepted():
 
 
 def test_java_double():
-    from pybroker.log.config import java_double
+    from pybroker.common.config import java_double
 
     assert [java_double(v) for v in (2.0, 0.5, 1e10, 1e-4, 1234567.5, -3e-7, 0.0)] == [
         "2.0", "0.5", "1.0E10", "1.0E-4", "1234567.5", "-3.0E-7", "0.0"]

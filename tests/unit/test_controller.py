@@ -12,6 +12,8 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 
+from pybroker.common.cluster import BrokerEndpoint, LiveBroker
+from pybroker.common.topic import PartitionAssignment
 from pybroker.controller.alter_partition import (
     AlterPartition,
     AlterPartitionAnswer,
@@ -26,15 +28,7 @@ from pybroker.controller.controller import (
 )
 from pybroker.controller.election import ElectionType
 from pybroker.controller.local_store import LocalStore
-from pybroker.controller.metadata import PartitionAssignment
-from pybroker.controller.requests import (
-    BrokerEndpoint,
-    ControlResponse,
-    LeaderAndIsr,
-    LiveBroker,
-    StopReplica,
-    UpdateMetadata,
-)
+from pybroker.controller.requests import ControlResponse, LeaderAndIsr, StopReplica, UpdateMetadata
 from pybroker.controller.store import StoreListener
 from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition

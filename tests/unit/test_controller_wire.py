@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from pybroker.controller.requests import (
-    BrokerEndpoint,
-    LeaderAndIsr,
-    LiveBroker,
-    PartitionState,
-    UpdateMetadata,
-)
+from pybroker.common.cluster import BrokerEndpoint, LiveBroker, PartitionState
+from pybroker.controller.requests import LeaderAndIsr, UpdateMetadata
 from pybroker.controller.wire import from_wire, to_wire
 from pybroker.protocol import codec
 from pybroker.types import TopicPartition

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pybroker.controller.requests import PartitionState
+from pybroker.common.cluster import PartitionState
 from pybroker.log.log_manager import LogManager
 from pybroker.protocol.errors import ErrorCode
 from pybroker.server.config import BrokerConfig

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 
-from pybroker.controller.requests import PartitionState, UpdateMetadata
+from pybroker.common.cluster import PartitionState
+from pybroker.controller.requests import UpdateMetadata
 from pybroker.log.log import Log
 from pybroker.protocol.errors import ErrorCode as E
 from pybroker.server.config import BrokerConfig

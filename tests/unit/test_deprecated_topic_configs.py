@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from pybroker.common.config import ConfigError
 from pybroker.log.config import (
     TOPIC_CONFIGS,
-    ConfigError,
     ignored_config_warnings,
     metadata_version_index,
     validate_topic_configs,

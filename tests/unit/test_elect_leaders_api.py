@@ -10,13 +10,14 @@ import asyncio
 import uuid
 from types import SimpleNamespace
 
+from pybroker.common.cluster import PartitionState
 from pybroker.controller.election import (
     ElectionResult,
     ElectionType,
     ElectLeadersOutcome,
     LeaderAndIsr,
 )
-from pybroker.controller.requests import PartitionState, UpdateMetadata
+from pybroker.controller.requests import UpdateMetadata
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ElectLeadersRequest
 from pybroker.security.authorizer import ANONYMOUS, AllowAllAuthorizer

@@ -16,7 +16,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from pybroker.controller.requests import LiveBroker, PartitionState, UpdateMetadata
+from pybroker.common.cluster import LiveBroker, PartitionState
+from pybroker.controller.requests import UpdateMetadata
 from pybroker.log.log import Log
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey

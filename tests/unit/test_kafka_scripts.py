@@ -25,7 +25,7 @@ from pybroker.cli.kafka_scripts import (
     subcommand_parser,
     translate,
 )
-from pybroker.log.config import ConfigError
+from pybroker.common.config import ConfigError
 from pybroker.server.config import BrokerConfig
 from tests.conftest import REPO
 

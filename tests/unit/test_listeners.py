@@ -10,16 +10,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from pybroker.controller.requests import BrokerEndpoint, LiveBroker, PartitionState, UpdateMetadata
+from pybroker.common.cluster import BrokerEndpoint, Endpoint, LiveBroker, PartitionState
+from pybroker.common.config import ConfigError
+from pybroker.controller.requests import UpdateMetadata
 from pybroker.controller.wire import to_wire
-from pybroker.log.config import ConfigError
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeClusterRequest, MetadataRequest
 from pybroker.security.authorizer import AllowAllAuthorizer
 from pybroker.security.certificates import CertificateAuthority
-from pybroker.security.inter_broker import inter_broker_client
 from pybroker.server.apis import describe_cluster, metadata
-from pybroker.server.config import BrokerConfig, Endpoint
+from pybroker.server.config import BrokerConfig
+from pybroker.server.inter_broker_security import inter_broker_client
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition

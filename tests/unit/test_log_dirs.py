@@ -13,7 +13,8 @@ import uuid
 import pytest
 
 from pybroker import _native
-from pybroker.controller.requests import LeaderAndIsr, PartitionState
+from pybroker.common.cluster import PartitionState
+from pybroker.controller.requests import LeaderAndIsr
 from pybroker.log import file_sync as file_sync_module
 from pybroker.log.checkpoint import RECOVERY_POINT_CHECKPOINT
 from pybroker.log.log_dir_failure import LogDirFailureChannel

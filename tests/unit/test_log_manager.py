@@ -3,7 +3,7 @@
 import asyncio
 import threading
 
-from pybroker.controller.requests import PartitionState
+from pybroker.common.cluster import PartitionState
 from pybroker.log import log_manager as log_manager_module
 from pybroker.log.log_manager import LogManager
 from pybroker.server.config import BrokerConfig

@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pybroker.cli.serve import JsonLogFormatter
-from pybroker.controller.requests import PartitionState
-from pybroker.metrics.collector import request_metrics, topic_metrics
+from pybroker.common.cluster import PartitionState
 from pybroker.metrics.stats import BrokerTopicStats, Histogram, IsrStats, RequestMetrics
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.server.metrics import request_metrics, topic_metrics
 from pybroker.server.partition import Partition
 from pybroker.types import TopicPartition
 from tests.mock_time import MockTime

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pybroker.log.config import LONG_MAX
+from pybroker.common.config import LONG_MAX
 from pybroker.log.log import AppendOrigin, Log, RecordValidationError
 from tests.unit.batches import build_batch
 from tests.unit.replica_logs import T0, make_log

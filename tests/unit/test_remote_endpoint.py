@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from pybroker.controller.requests import BrokerEndpoint
+from pybroker.common.cluster import BrokerEndpoint
 from pybroker.replication.fetcher import FetchRequestData, FetchRequestPartition
 from pybroker.replication.remote_endpoint import RemoteLeaderEndPoint
 from pybroker.types import TopicPartition

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from pybroker.controller.metadata import InvalidPartitionsError, InvalidReplicationFactorError
+from pybroker.common.topic import InvalidPartitionsError, InvalidReplicationFactorError
 from pybroker.controller.replica_assignment import (
     AdminOperationError,
     RackAwareMode,

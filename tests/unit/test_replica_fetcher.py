@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from pybroker.controller.requests import LiveBroker, PartitionState, UpdateMetadata
+from pybroker.common.cluster import LiveBroker, PartitionState
+from pybroker.controller.requests import UpdateMetadata
 from pybroker.log.log import Log
 from pybroker.metrics.stats import BrokerTopicStats
 from pybroker.protocol.errors import ErrorCode as E
@@ -21,7 +22,7 @@ from pybroker.replication.fetcher import (
     ReplicaFetcherManager,
     initial_fetch_state,
 )
-from pybroker.replication.local_endpoint import LocalLeaderEndPoint
+from pybroker.server.local_leader_endpoint import LocalLeaderEndPoint
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import IsrChangeResult, Partition, ReplicaState
 from pybroker.server.replica_manager import ReplicaManager

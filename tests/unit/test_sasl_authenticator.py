@@ -14,17 +14,18 @@ from typing import Any
 import pytest
 
 from pybroker.network.connection import KafkaConnection
+from pybroker.network.sasl_authenticator import SaslListenerConfig, SaslServerAuthenticator
 from pybroker.protocol import codec
 from pybroker.protocol import messages as m
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
-from pybroker.security.authenticator import SaslListenerConfig, SaslServerAuthenticator
 from pybroker.security.credential_cache import CredentialCache
 from pybroker.security.principal import ANONYMOUS, KafkaPrincipal
 from pybroker.security.sasl_client import PlainClient, SaslClientError, ScramClient
 from pybroker.security.scram import ScramMechanism, ScramServer, credential_from_password
 from pybroker.server.apis import sasl_authenticate, sasl_handshake
 from pybroker.server.config import BrokerConfig, ConfigError
+from pybroker.server.dispatcher import handler_error_response
 from tests.mock_time import MockScheduler, MockTime
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -93,7 +94,8 @@ class Harness:
         self.transport = FakeTransport(self.connection)
         self.connection.connection_made(self.transport)  # type: ignore[arg-type]
         self.authenticator = SaslServerAuthenticator(
-            self.connection, self.config, self._dispatch, self.credentials, self.time, self.scheduler)
+            self.connection, self.config, self._dispatch, self.credentials, self.time, self.scheduler,
+            handler_error_response)
         self.connection.authenticator = self.authenticator
         self.correlation = 0
 

@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
-from pybroker.log.config import ConfigError
+from pybroker.common.cluster import Endpoint
+from pybroker.common.config import ConfigError
 from pybroker.network.listener import SocketServer
 from pybroker.security.certificates import CertificateAuthority
 from pybroker.security.principal import ANONYMOUS, KafkaPrincipal
@@ -27,7 +28,7 @@ from pybroker.security.ssl_principal import (
     distinguished_name,
 )
 from pybroker.security.tls import SslConfigError, client_auth, client_context, server_context
-from pybroker.server.config import BrokerConfig, Endpoint
+from pybroker.server.config import BrokerConfig
 
 SSL = Endpoint("SSL", "127.0.0.1", 0, "SSL")
 SASL_SSL = Endpoint("SASL_SSL", "127.0.0.1", 0, "SASL_SSL")

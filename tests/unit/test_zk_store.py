@@ -8,21 +8,16 @@ import uuid
 
 import pytest
 
-from pybroker.controller.channel import ControllerChannelManager
-from pybroker.controller.controller import Controller
-from pybroker.controller.metadata import (
+from pybroker.common.cluster import BrokerEndpoint, LiveBroker
+from pybroker.common.topic import (
     PartitionAssignment,
     TopicExistsError,
     UnknownTopicError,
     topic_id_to_string,
 )
-from pybroker.controller.requests import (
-    BrokerEndpoint,
-    ControlResponse,
-    LeaderAndIsr,
-    LiveBroker,
-    UpdateMetadata,
-)
+from pybroker.controller.channel import ControllerChannelManager
+from pybroker.controller.controller import Controller
+from pybroker.controller.requests import ControlResponse, LeaderAndIsr, UpdateMetadata
 from pybroker.controller.store import (
     ControllerMovedError,
     PartitionEpochConflictError,

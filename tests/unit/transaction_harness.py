@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from pybroker import _native
-from pybroker.controller.requests import BrokerEndpoint, LiveBroker
+from pybroker.common.cluster import BrokerEndpoint, LiveBroker
 from pybroker.log.log import AppendOrigin
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from pybroker.controller.metadata import INTERNAL_TOPICS
+from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse

@@ -13,7 +13,8 @@ name='t'): " (`topic_config_error_message`; IncrementalAlterConfigs uses the sam
 
 from __future__ import annotations
 
-from pybroker.log.config import ConfigError, InvalidTopicConfigError, validate_topic_configs
+from pybroker.common.config import ConfigError
+from pybroker.log.config import InvalidTopicConfigError, validate_topic_configs
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AlterConfigsRequest, AlterConfigsResponse

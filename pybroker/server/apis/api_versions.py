@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.client_software import valid_client_software
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from pybroker.server.request_context import RequestContext
@@ -12,10 +11,6 @@ from pybroker.server.request_context import RequestContext
 API_KEY = ApiKey.API_VERSIONS
 VERSIONS = (0, 4)
 AUTHORIZES: frozenset = frozenset()  # never authorized (answered before authentication too)
-
-# KIP-511: client software names and versions must look like this.
-_SOFTWARE_PATTERN = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
-
 
 def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     from pybroker.server.dispatcher import supported_api_versions
@@ -27,7 +22,7 @@ def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsRespo
     error = ErrorCode.NONE
     if ctx.api_version >= 3:
         name, version = request.client_software_name or "", request.client_software_version or ""
-        if not (_SOFTWARE_PATTERN.match(name) and _SOFTWARE_PATTERN.match(version)):
+        if not valid_client_software(name, version):
             error = ErrorCode.INVALID_REQUEST
         else:
             ctx.connection.attributes["client_software"] = (name, version)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pybroker.controller.metadata import InvalidPartitionsError, UnknownTopicError
+from pybroker.common.topic import InvalidPartitionsError, UnknownTopicError
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse

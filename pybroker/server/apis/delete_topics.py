@@ -14,10 +14,10 @@ from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
+from pybroker.types import ZERO_UUID
 
 API_KEY = ApiKey.DELETE_TOPICS
 VERSIONS = (0, 6)
-ZERO_UUID = uuid.UUID(int=0)
 AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.TOPIC), (AclOperation.DELETE, ResourceType.TOPIC)})
 
 _Result = DeleteTopicsResponse.DeletableTopicResult

@@ -14,7 +14,7 @@ A topic's error carries its default message. Producers are listed in the order o
 
 from __future__ import annotations
 
-from pybroker.controller.metadata import InvalidTopicError, validate_topic_name
+from pybroker.common.topic import InvalidTopicError, validate_topic_name
 from pybroker.jvm_collections import java_hash_map_order, java_long_hash
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode

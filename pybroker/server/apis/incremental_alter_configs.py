@@ -18,13 +18,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from pybroker.log.config import (
-    TOPIC_CONFIGS,
-    ConfigError,
-    InvalidTopicConfigError,
-    parse_list,
-    validate_topic_configs,
-)
+from pybroker.common.config import ConfigError, parse_list
+from pybroker.log.config import TOPIC_CONFIGS, InvalidTopicConfigError, validate_topic_configs
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (

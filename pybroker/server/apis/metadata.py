@@ -23,13 +23,13 @@ import logging
 import uuid
 from collections.abc import Mapping
 
-from pybroker.controller.metadata import (
+from pybroker.common.cluster import LiveBroker
+from pybroker.common.topic import (
     INTERNAL_TOPICS,
     InvalidTopicError,
     TopicExistsError,
     validate_topic_name,
 )
-from pybroker.controller.requests import LiveBroker
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import MetadataRequest, MetadataResponse
@@ -37,11 +37,11 @@ from pybroker.security.authorizer import CLUSTER_NAME, AclOperation, ResourceTyp
 from pybroker.server.admin_manager import TOPIC_CREATION_ERRORS, topic_creation_error
 from pybroker.server.metadata_cache import CachedTopic
 from pybroker.server.request_context import RequestContext, supported
+from pybroker.types import ZERO_UUID
 
 API_KEY = ApiKey.METADATA
 VERSIONS = (0, 12)
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-ZERO_UUID = uuid.UUID(int=0)
 AUTHORIZES = frozenset({
     (AclOperation.DESCRIBE, ResourceType.TOPIC),
     (AclOperation.CREATE, ResourceType.CLUSTER),

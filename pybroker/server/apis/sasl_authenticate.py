@@ -1,6 +1,6 @@
 """SaslAuthenticate (36) reaching the handlers: on a connection already authenticated, or on a
 PLAINTEXT or SSL listener. Before authentication (and while re-authenticating) on a SASL listener
-the connection's authenticator (``pybroker.security.authenticator``) takes it instead. As Kafka's
+the connection's authenticator (``pybroker.network.sasl_authenticator``) takes it instead. As Kafka's
 ``KafkaApis`` answers it: ILLEGAL_SASL_STATE with Kafka's message; the connection stays open."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """SaslHandshake (17) reaching the handlers: on a connection already authenticated, or on a
 PLAINTEXT or SSL listener. Before authentication on a SASL listener the connection's authenticator
-(``pybroker.security.authenticator``) takes it instead. As Kafka's ``KafkaApis`` answers it:
+(``pybroker.network.sasl_authenticator``) takes it instead. As Kafka's ``KafkaApis`` answers it:
 ILLEGAL_SASL_STATE and no mechanisms; the connection stays open."""
 
 from __future__ import annotations

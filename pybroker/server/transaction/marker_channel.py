@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from pybroker.controller.requests import LiveBroker
+from pybroker.common.cluster import LiveBroker
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from pybroker.scheduler import Scheduler, Timer

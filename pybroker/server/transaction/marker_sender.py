@@ -18,7 +18,7 @@ from typing import Protocol
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError
 from pybroker.client.inter_broker import DIRECT, InterBrokerClient
-from pybroker.controller.requests import LiveBroker
+from pybroker.common.cluster import LiveBroker
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 

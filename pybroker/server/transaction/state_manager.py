@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pybroker import _native
-from pybroker.controller.metadata import InvalidReplicationFactorError
+from pybroker.common.topic import InvalidReplicationFactorError
 from pybroker.log.log import AppendOrigin
 from pybroker.protocol.errors import ErrorCode
 from pybroker.scheduler import SYSTEM_TIME, ScheduledTask, Scheduler, Time

@@ -1,6 +1,8 @@
-"""The cluster metadata model: topics, their ids, partition assignments, leaders, epochs, configs.
+"""The topic model every layer shares: topics, their ids, partition assignments, leaders, epochs,
+configs (Kafka keeps the like in ``clients/.../common/internals/Topic.java``).
 
-Owns the value types the controller, its stores and the brokers' metadata caches share
+Owns the value types the controller, its stores, the ZooKeeper client, the clients and the
+brokers' metadata caches share
 (`TopicMetadata`, `PartitionAssignment`), the validation of topic names, partition counts and
 replication factors with Kafka's error semantics, the names of the internal topics, and a
 partition's full assignment while it is being reassigned (KIP-455's `FullReplicaAssignment`:
@@ -17,7 +19,6 @@ from dataclasses import dataclass, field
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 class TopicExistsError(Exception):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pybroker.client.inter_broker import InterBrokerClient
 from pybroker.client.security import ClientSecurity
-from pybroker.log.config import ConfigError
+from pybroker.common.config import ConfigError
 from pybroker.security.jaas import JaasConfigError, parse_jaas_entry
 from pybroker.security.tls import client_context
 from pybroker.server.config import BrokerConfig

@@ -66,9 +66,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pybroker.common.config import ConfigError, ListenerSettings
 from pybroker.network.connection import FORWARD, CloseConnection, Dispatcher, KafkaConnection
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
+from pybroker.protocol.client_software import valid_client_software
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 from pybroker.security.jaas import JaasConfigError, parse_jaas_entry
@@ -81,14 +83,17 @@ from pybroker.security.plain import (
 from pybroker.security.principal import KafkaPrincipal
 from pybroker.security.sasl import IllegalSaslStateError, SaslAuthenticationError, SaslServer
 from pybroker.security.scram import ScramMechanism, ScramServer
-from pybroker.server.config import ConfigError
 
 if TYPE_CHECKING:
     from pybroker.scheduler import Scheduler, Time
     from pybroker.security.credential_cache import CredentialCache
-    from pybroker.server.config import BrokerConfig
 
 log = logging.getLogger(__name__)
+
+#: A request's error response from its handler (``server.dispatcher.handler_error_response``):
+#: given the header, the frame, the body's offset and the error; None when the API answers none;
+#: CloseConnection for an API or version no handler serves.
+ErrorResponder = Callable[[Any, memoryview, int, ErrorCode], Any]
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_MECHANISMS = (PLAIN_MECHANISM, "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -111,7 +116,7 @@ class SaslListenerConfig:
     failed_authentication_delay_ms: int  # connection.failed.authentication.delay.ms
 
     @classmethod
-    def from_config(cls, config: BrokerConfig, listener_name: str) -> SaslListenerConfig:
+    def from_config(cls, config: ListenerSettings, listener_name: str) -> SaslListenerConfig:
         """Read and check the listener's SASL settings; ConfigError says what is wrong."""
         mechanisms: list[str] = []
         for name in config.listener_get(listener_name, "sasl.enabled.mechanisms") or []:
@@ -143,7 +148,7 @@ class SaslListenerConfig:
         )
 
 
-def _plain_users(config: BrokerConfig, listener_name: str) -> dict[str, str]:
+def _plain_users(config: ListenerSettings, listener_name: str) -> dict[str, str]:
     # JaasContext.loadServerContext: only the listener- and mechanism-prefixed key counts on a broker.
     key = f"listener.name.{listener_name.lower()}.plain.sasl.jaas.config"
     text = config.originals.get(key)
@@ -201,10 +206,12 @@ class SaslServerAuthenticator:
         credentials: CredentialCache,
         time: Time,
         scheduler: Scheduler,
+        error_response: ErrorResponder,
     ) -> None:
         self._connection = connection
         self._config = config
         self._dispatch = dispatch
+        self._error_response = error_response
         self._credentials = credentials
         self._time = time
         self._scheduler = scheduler
@@ -330,11 +337,9 @@ class SaslServerAuthenticator:
         reply = self._dispatch(frame, self._connection)  # the full list, or UNSUPPORTED_VERSION in v0 layout
         version = header.api_version
         if _API_VERSIONS_VERSIONS[0] <= version <= _API_VERSIONS_VERSIONS[1] and body_offset >= 0:
-            from pybroker.server.apis.api_versions import _SOFTWARE_PATTERN
-
             request = codec.decode_request(ApiKey.API_VERSIONS, version, view, body_offset)
-            valid = version < 3 or bool(_SOFTWARE_PATTERN.match(request.client_software_name or "")
-                                        and _SOFTWARE_PATTERN.match(request.client_software_version or ""))
+            valid = version < 3 or valid_client_software(request.client_software_name,
+                                                         request.client_software_version)
             if valid:  # an invalid or unsupported one leaves the client free to retry
                 self._state = _State.HANDSHAKE_REQUEST
         return reply
@@ -391,18 +396,7 @@ class SaslServerAuthenticator:
     def _illegal_state_reply(self, header: Any, body_offset: int, view: memoryview) -> Any:
         """Another request during SASL authentication: its own error response with
         ILLEGAL_SASL_STATE (Kafka's ``getErrorResponse``); one that cannot be parsed closes at once."""
-        from pybroker.server.apis import HANDLERS
-
-        handler = HANDLERS.get(header.api_key)
-        if handler is None or not handler.VERSIONS[0] <= header.api_version <= handler.VERSIONS[1] or body_offset < 0:
-            raise CloseConnection(f"unsupported {_api_name(header.api_key)} v{header.api_version} "
-                                  "request during SASL authentication")
-        try:
-            request = codec.decode_request(header.api_key, header.api_version, view, body_offset)
-        except codec.MalformedRequestError as e:
-            raise CloseConnection(f"malformed {_api_name(header.api_key)} request during SASL "
-                                  f"authentication ({e})") from None
-        response = handler.error_response(request, header.api_version, ErrorCode.ILLEGAL_SASL_STATE)
+        response = self._error_response(header, view, body_offset, ErrorCode.ILLEGAL_SASL_STATE)
         return None if response is None else _encode(header, response)
 
     def _principal_if_complete(self, server: SaslServer) -> KafkaPrincipal | None:
@@ -457,8 +451,11 @@ class SaslServerAuthenticator:
 
 def authenticator_factory(
     config: SaslListenerConfig, dispatch: Dispatcher, credentials: CredentialCache, time: Time, scheduler: Scheduler,
+    error_response: ErrorResponder,
 ) -> Callable[[KafkaConnection], SaslServerAuthenticator]:
-    """What a SASL listener calls for each new connection."""
+    """What a SASL listener calls for each new connection. ``dispatch`` and ``error_response``
+    come from the server (its request dispatcher and its handlers' error responses), as Kafka's
+    ``ChannelBuilders`` hands its authenticator an ApiVersions supplier."""
     def create(connection: KafkaConnection) -> SaslServerAuthenticator:
-        return SaslServerAuthenticator(connection, config, dispatch, credentials, time, scheduler)
+        return SaslServerAuthenticator(connection, config, dispatch, credentials, time, scheduler, error_response)
     return create
