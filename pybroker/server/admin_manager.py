@@ -9,12 +9,17 @@ DelayedDeleteTopics). This module never decides leaders and never touches a log.
 
 Producer ids are handed out here too, from blocks the store allocates (Kafka's
 ``ProducerIdManager``): a block is used only once the store has it durably.
+
+It is also the handlers' one way to the store for the other entity configs: client quotas, SCRAM
+credentials and dynamic broker configs (read and written as Kafka's admin path does, the rules in
+``quota/admin.py``, ``user_scram_credentials.py`` and ``broker_config_changes.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping, Sequence
 
 from pybroker.common.config import ConfigError
 from pybroker.common.topic import (
@@ -34,6 +39,20 @@ from pybroker.log.config import TOPIC_CONFIGS, validate_topic_configs
 from pybroker.protocol.errors import ErrorCode
 from pybroker.server.config import BrokerConfig
 from pybroker.server.metadata_cache import MetadataCache
+from pybroker.server.quota.admin import (
+    FilterComponent,
+    QuotaOp,
+    alter_client_quotas,
+    describe_client_quotas,
+)
+from pybroker.server.user_scram_credentials import (
+    AlterResult,
+    Deletion,
+    DescribeResult,
+    Upsertion,
+    alter_user_scram_credentials,
+    describe_user_scram_credentials,
+)
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +245,34 @@ class AdminManager:
     async def read_topic_configs(self, name: str) -> dict[str, str]:
         """The topic's overrides as stored now (what an admin request reads and changes)."""
         return await self.store.read_topic_configs(name)
+
+    # --- client quotas, SCRAM credentials, dynamic broker configs -------------------------------
+
+    async def describe_client_quotas(
+        self, components: Sequence[FilterComponent], strict: bool,
+    ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        return await describe_client_quotas(self.store, components, strict)
+
+    async def alter_client_quotas(
+        self, entries: Sequence[tuple[Sequence[tuple[str, str | None]], Sequence[QuotaOp]]], validate_only: bool,
+    ) -> list[tuple[ErrorCode, str | None]]:
+        return await alter_client_quotas(self.store, entries, validate_only)
+
+    async def describe_user_scram_credentials(self, users: Sequence[str] | None) -> list[DescribeResult]:
+        return await describe_user_scram_credentials(self.store, users)
+
+    async def alter_user_scram_credentials(
+        self, upsertions: Sequence[Upsertion], deletions: Sequence[Deletion],
+    ) -> list[AlterResult]:
+        return await alter_user_scram_credentials(self.store, upsertions, deletions)
+
+    async def read_broker_configs(self, entity: str) -> dict[str, str]:
+        """The stored dynamic configs of one broker (its id) or of the cluster (``<default>``)."""
+        return (await self.store.read_entity_configs("brokers", [entity])).get(entity, {})
+
+    async def set_broker_configs(self, entity: str, props: Mapping[str, str]) -> None:
+        """Replace them; every broker applies them when told."""
+        await self.store.set_entity_configs("brokers", entity, dict(props))
 
     # --- producer ids --------------------------------------------------------------------------
 

@@ -71,7 +71,7 @@ async def _store(ctx: RequestContext, name: str, props: Mapping[str, str]) -> No
         log.info("Updating broker %s with new configuration : %s", name, shown)
     else:
         log.info("Updating brokers with new configuration : %s", shown)
-    await ctx.broker.store.set_entity_configs("brokers", name or DEFAULT_ENTITY, dict(props))
+    await ctx.broker.admin_manager.set_broker_configs(name or DEFAULT_ENTITY, props)
 
 
 def _authorized(ctx: RequestContext) -> None:
@@ -149,7 +149,7 @@ async def incremental_alter_broker(ctx: RequestContext, resource: object, valida
         if name:
             _check_node_id(ctx, name)
         entity = name or DEFAULT_ENTITY
-        stored = (await ctx.broker.store.read_entity_configs("brokers", [entity])).get(entity, {})
+        stored = await ctx.broker.admin_manager.read_broker_configs(entity)
         current = ctx.broker.dynamic_config.from_persistent(stored, bool(name))
         props = _incremental_props(current, ops)
         _validate(ctx, props, bool(name))

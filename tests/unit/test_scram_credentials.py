@@ -289,7 +289,11 @@ def test_describe_error_response_has_one_anonymous_result_per_requested_user():
 
 
 def context(store, *, active=True, allowed=True):
-    broker = SimpleNamespace(store=store, controller=SimpleNamespace(active=active))
+    admin = SimpleNamespace(  # the AdminManager's two SCRAM calls, over ``store``
+        alter_user_scram_credentials=lambda upsertions, deletions: alter_user_scram_credentials(
+            store, upsertions, deletions),
+        describe_user_scram_credentials=lambda users: describe_user_scram_credentials(store, users))
+    broker = SimpleNamespace(admin_manager=admin, controller=SimpleNamespace(active=active))
     ctx = SimpleNamespace(broker=broker, api_version=0, asked=[])
 
     def authorize_cluster(operation):

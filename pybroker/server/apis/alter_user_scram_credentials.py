@@ -19,7 +19,7 @@ from pybroker.protocol.messages import (
 )
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
-from pybroker.server.user_scram_credentials import alter_user_scram_credentials, java_string_order
+from pybroker.server.user_scram_credentials import java_string_order
 
 API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 VERSIONS = (0, 0)
@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest)
         return error_response(request, ctx.api_version, ErrorCode.NOT_CONTROLLER)
     if not ctx.authorize_cluster(AclOperation.ALTER):
         return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    results = await alter_user_scram_credentials(ctx.broker.store, request.upsertions, request.deletions)
+    results = await ctx.broker.admin_manager.alter_user_scram_credentials(request.upsertions, request.deletions)
     return AlterUserScramCredentialsResponse(
         throttle_time_ms=0,
         # A success has Kafka's default, empty message.

@@ -18,7 +18,7 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
-from pybroker.server.quota.admin import FilterComponent, QuotaRequestError, describe_client_quotas
+from pybroker.server.quota.admin import FilterComponent, QuotaRequestError
 from pybroker.server.request_context import RequestContext
 
 API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
@@ -35,7 +35,7 @@ async def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> D
         return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in request.components]
     try:
-        found = await describe_client_quotas(ctx.broker.store, components, request.strict)
+        found = await ctx.broker.admin_manager.describe_client_quotas(components, request.strict)
     except QuotaRequestError as e:
         return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=e.error, error_message=e.message,
                                             entries=None)

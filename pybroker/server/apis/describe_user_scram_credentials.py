@@ -18,7 +18,6 @@ from pybroker.protocol.messages import (
 )
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
-from pybroker.server.user_scram_credentials import describe_user_scram_credentials
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 VERSIONS = (0, 0)
@@ -32,7 +31,7 @@ async def handle(ctx: RequestContext, request: DescribeUserScramCredentialsReque
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     users = None if request.users is None else [user.name for user in request.users]
-    results = await describe_user_scram_credentials(ctx.broker.store, users)
+    results = await ctx.broker.admin_manager.describe_user_scram_credentials(users)
     # Kafka's generated response and results start with an empty message; success sets none.
     return DescribeUserScramCredentialsResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="",
