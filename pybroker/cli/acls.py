@@ -28,7 +28,7 @@ import sys
 from pybroker.cli.command_config import settings_for_command
 from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import KafkaClientError
-from pybroker.security.acl_authorizer import (
+from pybroker.security.acl import (
     ANY_ENTRY,
     AccessControlEntry,
     AclBinding,

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError, UnsupportedVersionError
+from pybroker.client.node import Node
 from pybroker.client.security import PLAINTEXT, ClientSecurity
 from pybroker.client.topic_layout import TopicLayout
 from pybroker.common.topic import topic_id_to_string
@@ -75,7 +76,7 @@ from pybroker.protocol.messages import (
     OffsetForLeaderEpochRequest,
     PartitionLeaderEpochsForPartitionsRequest,
 )
-from pybroker.security.acl_authorizer import (
+from pybroker.security.acl import (
     ANY_BINDING,
     AccessControlEntry,
     AclBinding,
@@ -206,18 +207,6 @@ class LogDirInfo:
     replicas: list[LogDirReplicaInfo]
     total_bytes: int = -1
     usable_bytes: int = -1
-
-
-@dataclass(frozen=True)
-class Node:
-    """A broker: its id and the endpoint it advertises."""
-
-    node_id: int
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port} (id: {self.node_id})"
 
 
 @dataclass

@@ -21,9 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pybroker.client.admin import COORDINATOR_ERRORS, Admin, AdminError, Node
+from pybroker.client.admin import COORDINATOR_ERRORS, Admin, AdminError
 from pybroker.client.assignor import PROTOCOL_NAME, range_assign
 from pybroker.client.connection import BrokerConnection, KafkaClientError
+from pybroker.client.node import Node
 from pybroker.client.topic_layout import TopicLayout
 from pybroker.protocol import consumer_protocol
 from pybroker.protocol.api_keys import ApiKey

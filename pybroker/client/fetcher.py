@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from pybroker.client.admin import LEADERSHIP_ERRORS, RETRY_BACKOFF_S, Admin, AdminError, Node
+from pybroker.client.admin import LEADERSHIP_ERRORS, RETRY_BACKOFF_S, Admin, AdminError
+from pybroker.client.node import Node
 from pybroker.client.properties import int_property
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode

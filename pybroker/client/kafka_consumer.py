@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybroker import _native
-from pybroker.client.admin import LEADERSHIP_ERRORS, Admin, AdminError, Node
+from pybroker.client.admin import LEADERSHIP_ERRORS, Admin, AdminError
 from pybroker.client.connection import KafkaClientError
 from pybroker.client.consumer_coordinator import (
     CommitFailedError,
@@ -64,6 +64,7 @@ from pybroker.client.consumer_coordinator import (
 )
 from pybroker.client.fetcher import READ_COMMITTED, FetcherConfig, aborted_ranges, drop_ranges
 from pybroker.client.gating import GateKeeper
+from pybroker.client.node import Node
 from pybroker.client.properties import int_property
 from pybroker.client.security import PLAINTEXT, ClientSecurity, security_from_properties
 from pybroker.client.topic_layout import TopicLayout

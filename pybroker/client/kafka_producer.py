@@ -54,9 +54,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pybroker.client.admin import LEADERSHIP_ERRORS, Admin, AdminError, Node
+from pybroker.client.admin import LEADERSHIP_ERRORS, Admin, AdminError
 from pybroker.client.connection import KafkaClientError
 from pybroker.client.consumer_coordinator import ConsumerGroupMetadata
+from pybroker.client.node import Node
 from pybroker.client.producer import ACKS, ProduceError
 from pybroker.client.properties import int_property
 from pybroker.client.record_columns import BATCH_OVERHEAD, HeaderList, RecordColumns

@@ -27,8 +27,9 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pybroker.client.admin import Admin, AdminError, Node
+from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import BrokerConnection
+from pybroker.client.node import Node
 from pybroker.client.properties import int_property
 from pybroker.client.topic_layout import TopicLayout
 from pybroker.protocol.api_keys import ApiKey

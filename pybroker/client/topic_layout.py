@@ -15,12 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from pybroker._native import LinearHashing
-
-if TYPE_CHECKING:
-    from pybroker.client.admin import Node
+from pybroker.client.node import Node
 
 
 @dataclass(frozen=True)

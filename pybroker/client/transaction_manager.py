@@ -50,9 +50,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pybroker.client.admin import TRANSACTION_KEY_TYPE, AdminError, Node
+from pybroker.client.admin import TRANSACTION_KEY_TYPE, AdminError
 from pybroker.client.connection import KafkaClientError, UnsupportedVersionError
 from pybroker.client.consumer_coordinator import CommitFailedError, ConsumerGroupMetadata
+from pybroker.client.node import Node
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (

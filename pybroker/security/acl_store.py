@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from pybroker.log.file_sync import CoalescingFileWriter
 from pybroker.scheduler import SYSTEM_TIME, Time
-from pybroker.security.acl_authorizer import (
+from pybroker.security.acl import (
     AccessControlEntry,
     ResourcePattern,
     VersionedAcls,

@@ -14,12 +14,8 @@ import enum
 from typing import TYPE_CHECKING, TypeVar
 
 from pybroker.network.connection import CloseConnection
-from pybroker.security.acl_authorizer import (
-    AccessControlEntryFilter,
-    AclAuthorizer,
-    AclBindingFilter,
-    ResourcePatternFilter,
-)
+from pybroker.security.acl import AccessControlEntryFilter, AclBindingFilter, ResourcePatternFilter
+from pybroker.security.acl_authorizer import AclAuthorizer
 from pybroker.security.authorizer import AclOperation, AclPermissionType, PatternType, ResourceType
 
 if TYPE_CHECKING:

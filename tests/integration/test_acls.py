@@ -40,7 +40,7 @@ from pybroker.client.connection import KafkaClientError
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import CreateAclsRequest, DescribeAclsRequest
-from pybroker.security.acl_authorizer import (
+from pybroker.security.acl import (
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,

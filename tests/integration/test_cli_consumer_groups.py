@@ -20,7 +20,8 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from pybroker.client.admin import Admin, AdminError, CommittedOffset, Node
+from pybroker.client.admin import Admin, AdminError, CommittedOffset
+from pybroker.client.node import Node
 from pybroker.protocol import consumer_protocol
 from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition

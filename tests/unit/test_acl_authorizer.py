@@ -13,12 +13,11 @@ from types import SimpleNamespace
 import pytest
 
 from pybroker.protocol.errors import ErrorCode
-from pybroker.security.acl_authorizer import (
+from pybroker.security.acl import (
     ANY_BINDING,
     ANY_ENTRY,
     AccessControlEntry,
     AccessControlEntryFilter,
-    AclAuthorizer,
     AclBinding,
     AclBindingFilter,
     ResourcePattern,
@@ -26,8 +25,8 @@ from pybroker.security.acl_authorizer import (
     VersionedAcls,
     operation_name,
     parse_operation,
-    parse_super_users,
 )
+from pybroker.security.acl_authorizer import AclAuthorizer, parse_super_users
 from pybroker.security.acl_store import (
     LocalAclStore,
     ZkChangeListener,

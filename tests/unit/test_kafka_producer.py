@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from pybroker import _native
-from pybroker.client.admin import Node
 from pybroker.client.kafka_producer import KafkaProducer, KafkaProducerConfig, KafkaTimeoutError
+from pybroker.client.node import Node
 from pybroker.client.producer import ProduceError
 from pybroker.client.topic_layout import TopicLayout
 from pybroker.protocol.errors import ErrorCode

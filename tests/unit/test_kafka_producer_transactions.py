@@ -11,10 +11,11 @@ import asyncio
 import pytest
 
 from pybroker import _native
-from pybroker.client.admin import AdminError, Node
+from pybroker.client.admin import AdminError
 from pybroker.client.connection import KafkaClientError
 from pybroker.client.consumer_coordinator import CommitFailedError, ConsumerGroupMetadata
 from pybroker.client.kafka_producer import KafkaProducer, KafkaProducerConfig, KafkaTimeoutError
+from pybroker.client.node import Node
 from pybroker.client.producer import ProduceError
 from pybroker.client.transaction_manager import (
     ProducerFencedError,

@@ -18,11 +18,11 @@ from pybroker.client.admin import (
     AdminError,
     LogDirInfo,
     LogDirReplicaInfo,
-    Node,
     PartitionInfo,
     PartitionReassignment,
     TopicDescription,
 )
+from pybroker.client.node import Node
 from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 

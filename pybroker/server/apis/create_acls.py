@@ -19,12 +19,8 @@ from pybroker.network.connection import CloseConnection
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import CreateAclsRequest, CreateAclsResponse
-from pybroker.security.acl_authorizer import (
-    AccessControlEntry,
-    AclBinding,
-    AclError,
-    ResourcePattern,
-)
+from pybroker.security.acl import AccessControlEntry, AclBinding, ResourcePattern
+from pybroker.security.acl_authorizer import AclError
 from pybroker.security.authorizer import (
     CLUSTER_NAME,
     AclOperation,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeAclsRequest, DescribeAclsResponse
-from pybroker.security.acl_authorizer import ResourcePattern
+from pybroker.security.acl import ResourcePattern
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.acl_apis import (
     NO_AUTHORIZER_DESCRIBE,
