@@ -31,20 +31,20 @@ task (it uses the controller's write-and-send helpers).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pybroker.common.topic import FullReplicaAssignment, TopicMetadata
+from pybroker.controller.channel import ControllerBrokerRequestBatch
+from pybroker.controller.context import ControllerContext
 from pybroker.controller.election import LeaderAndIsr as LeaderAndIsrValue
-from pybroker.controller.requests import StopReplicaPartition
-from pybroker.controller.store import ControllerMovedError
+from pybroker.controller.requests import ControlResponse, StopReplicaPartition
+from pybroker.controller.store import ControllerMovedError, ControllerStore
 from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
-
-if TYPE_CHECKING:
-    from pybroker.controller.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,27 @@ def _scala_set(ids: Collection[int]) -> str:
     """How Kafka's messages print a set of broker ids (Scala's ``Set``, ``HashSet`` above 4)."""
     name = "Set" if len(ids) <= 4 else "HashSet"
     return f"{name}({', '.join(map(str, sorted(ids)))})"
+
+
+class Controller(Protocol):
+    """What the reassignment steps use of the controller that owns them: its state, its store,
+    and its primitives for sending requests, bumping leader epochs, writing elected states,
+    shrinking ISRs and resuming deletions (Kafka's ``KafkaController`` does these steps inline)."""
+
+    active: bool
+    context: ControllerContext
+    store: ControllerStore
+
+    def _batch(self) -> ControllerBrokerRequestBatch: ...
+    def _send(self, batch: ControllerBrokerRequestBatch) -> dict[int, asyncio.Future[ControlResponse]]: ...
+    async def _bump_leader_epochs(self, topic: TopicMetadata, indexes: list[int]) -> dict[int, int] | None: ...
+    async def _write_decisions(
+        self, decided: list[tuple[TopicMetadata, int, LeaderAndIsrValue, tuple[int, ...]]]
+    ) -> set[tuple[str, int]]: ...
+    async def _remove_replicas_from_isr(
+        self, replicas: set[int], only: list[tuple[TopicMetadata, int]] | None = None
+    ) -> int: ...
+    async def _resume_topic_deletions(self) -> None: ...
 
 
 class PartitionReassignments:

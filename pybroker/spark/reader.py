@@ -18,10 +18,10 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+import pybroker.spark.planning as planning
 from pybroker import _native
 from pybroker.client.fetcher import Fetcher, FetcherConfig, FetchError
 from pybroker.protocol.errors import ErrorCode
-from pybroker.spark import planning
 from pybroker.spark.arrow import decoded_to_batch
 from pybroker.spark.blocking import BlockingClient
 from pybroker.spark.options import SourceOptions

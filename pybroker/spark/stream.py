@@ -25,7 +25,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pybroker.spark import planning
+import pybroker.spark.planning as planning
 from pybroker.spark.blocking import BlockingClient
 from pybroker.spark.options import SourceOptions
 from pybroker.spark.reader import read_range

@@ -14,13 +14,22 @@ Each only decides *when*; what happens is the coordinator's (its ``on_*`` method
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from pybroker.server.group.group_metadata import GroupMetadata
 from pybroker.server.purgatory import DelayedOperation, Purgatory
 
-if TYPE_CHECKING:
-    from pybroker.server.group.coordinator import GroupCoordinator
-    from pybroker.server.group.group_metadata import GroupMetadata
+
+class GroupCoordinator(Protocol):
+    """What the delayed group operations ask of the coordinator that made them (Kafka's
+    ``DelayedJoin`` and the others take the ``GroupCoordinator``; this names the calls)."""
+
+    def can_complete_join(self, group: GroupMetadata) -> bool: ...
+    def on_complete_join(self, group: GroupMetadata) -> None: ...
+    def heartbeat_satisfied(self, group: GroupMetadata, member_id: str, is_pending: bool) -> bool: ...
+    def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None: ...
+    def sync_complete(self, group: GroupMetadata, generation_id: int) -> bool: ...
+    def on_expire_sync(self, group: GroupMetadata, generation_id: int) -> None: ...
 
 
 def join_key(group_id: str) -> tuple[str, str]:
