@@ -19,7 +19,7 @@ from pybroker.security.acl_authorizer import AclAuthorizer
 from pybroker.security.authorizer import AclOperation, AclPermissionType, PatternType, ResourceType
 
 if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
+    from pybroker.server.services import BrokerServices
 
 E = TypeVar("E", bound=enum.IntEnum)
 
@@ -27,7 +27,7 @@ NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def acl_authorizer(broker: Broker) -> AclAuthorizer | None:
+def acl_authorizer(broker: BrokerServices) -> AclAuthorizer | None:
     """The broker's ACL authorizer; None when ``authorizer.class.name`` is empty."""
     authorizer = broker.authorizer
     return authorizer if isinstance(authorizer, AclAuthorizer) else None

@@ -66,7 +66,11 @@ from pybroker.server.admin_manager import AdminManager
 from pybroker.server.alter_partition_manager import AlterPartitionManager, ControllerTransport
 from pybroker.server.broker_control import BrokerControl, InProcessBrokerChannel
 from pybroker.server.config import BrokerConfig
-from pybroker.server.dispatcher import RequestDispatcher, handler_error_response
+from pybroker.server.dispatcher import (
+    RequestDispatcher,
+    handler_error_response,
+    supported_api_versions,
+)
 from pybroker.server.dynamic_broker_config import DynamicBrokerConfig
 from pybroker.server.fetch_session import FetchManager, FetchSessionCache
 from pybroker.server.group.coordinator import GroupConfig, GroupCoordinator
@@ -234,6 +238,7 @@ class Broker:
         self._network_log_offsets = NetworkLogOffsets(
             self.node_id, config.get("controller.socket.timeout.ms") / 1000, self.inter_broker)
         self.controller.listener(self.store_listener)
+        self.api_versions = supported_api_versions()
         self.dispatcher = dispatcher = RequestDispatcher(self)
         self.metrics_server = metrics_server(self)  # metrics.prometheus.port: GET /metrics (pybroker.metrics)
         self.socket_server = SocketServer(

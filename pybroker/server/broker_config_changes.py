@@ -45,9 +45,9 @@ def _check_node_id(ctx: RequestContext, name: str) -> None:
         node_id = int(name)
     except ValueError:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}") from None
-    if node_id != ctx.broker.node_id:
+    if node_id != ctx.services.node_id:
         raise _Refused(ErrorCode.INVALID_REQUEST,
-                       f"Unexpected broker id, expected {ctx.broker.node_id}, but received {name}")
+                       f"Unexpected broker id, expected {ctx.services.node_id}, but received {name}")
 
 
 def _check_keys(names: Sequence[str], null_names: Sequence[str]) -> None:
@@ -59,7 +59,7 @@ def _check_keys(names: Sequence[str], null_names: Sequence[str]) -> None:
 
 def _validate(ctx: RequestContext, props: Mapping[str, str], per_broker: bool) -> None:
     try:
-        ctx.broker.dynamic_config.validate(props, per_broker)
+        ctx.services.dynamic_config.validate(props, per_broker)
     except DynamicConfigError as e:
         raise _Refused(ErrorCode.INVALID_REQUEST, str(e)) from None
 
@@ -71,7 +71,7 @@ async def _store(ctx: RequestContext, name: str, props: Mapping[str, str]) -> No
         log.info("Updating broker %s with new configuration : %s", name, shown)
     else:
         log.info("Updating brokers with new configuration : %s", shown)
-    await ctx.broker.admin_manager.set_broker_configs(name or DEFAULT_ENTITY, props)
+    await ctx.services.admin_manager.set_broker_configs(name or DEFAULT_ENTITY, props)
 
 
 def _authorized(ctx: RequestContext) -> None:
@@ -149,8 +149,8 @@ async def incremental_alter_broker(ctx: RequestContext, resource: object, valida
         if name:
             _check_node_id(ctx, name)
         entity = name or DEFAULT_ENTITY
-        stored = await ctx.broker.admin_manager.read_broker_configs(entity)
-        current = ctx.broker.dynamic_config.from_persistent(stored, bool(name))
+        stored = await ctx.services.admin_manager.read_broker_configs(entity)
+        current = ctx.services.dynamic_config.from_persistent(stored, bool(name))
         props = _incremental_props(current, ops)
         _validate(ctx, props, bool(name))
         _authorized(ctx)

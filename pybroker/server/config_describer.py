@@ -39,7 +39,7 @@ from pybroker.server.config import BROKER_CONFIGS, LISTENER_PREFIX, SYNONYM_CHAI
 from pybroker.server.dynamic_broker_config import THROTTLE_CONFIGS, broker_synonyms, is_dynamic
 
 if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
+    from pybroker.server.services import BrokerServices
 
 
 class ConfigSource(IntEnum):
@@ -97,7 +97,7 @@ def _type(definition: ConfigDef) -> ConfigType:
     return ConfigType[definition.type]
 
 
-def _synonym_layers(broker: Broker, names: tuple[str, ...], sensitive: bool) -> list[tuple[str, str | None, ConfigSource]]:
+def _synonym_layers(broker: BrokerServices, names: tuple[str, ...], sensitive: bool) -> list[tuple[str, str | None, ConfigSource]]:
     """Kafka's ``configSynonyms``: every name of ``names`` with a value, layer by layer — this
     broker's dynamic configs, the cluster defaults (both as stored, custom names included),
     ``server.properties`` (as written), the built-in defaults of the names Kafka defines (None
@@ -120,7 +120,7 @@ def _synonym_layers(broker: Broker, names: tuple[str, ...], sensitive: bool) -> 
     return out
 
 
-def describe_topic(broker: Broker, topic: str, keys: list[str] | None = None,
+def describe_topic(broker: BrokerServices, topic: str, keys: list[str] | None = None,
                    overrides: Mapping[str, str] | None = None) -> list[ConfigEntry]:
     """Every topic config (or those named in ``keys``) with value, source and synonyms: the
     topic's override, then the broker names behind its default layer by layer (a dynamic broker
@@ -159,7 +159,7 @@ def _described_synonyms(name: str) -> tuple[str, ...]:
     return broker_synonyms(name)
 
 
-def _broker_entry(broker: Broker, name: str, per_broker: bool) -> ConfigEntry:
+def _broker_entry(broker: BrokerServices, name: str, per_broker: bool) -> ConfigEntry:
     """Kafka's ``createBrokerConfigEntry``: the type of the name, else of the first synonym Kafka
     defines (a name with none is UNKNOWN, and so sensitive: no value shown), the resolved value,
     synonyms from the most specific layer (those of more specific synonym names before ``name``
@@ -189,7 +189,7 @@ def _broker_entry(broker: Broker, name: str, per_broker: bool) -> ConfigEntry:
                        definition.doc if definition else "", synonyms, sensitive)
 
 
-def describe_broker(broker: Broker, keys: list[str] | None = None) -> list[ConfigEntry]:
+def describe_broker(broker: BrokerServices, keys: list[str] | None = None) -> list[ConfigEntry]:
     """This broker's configuration (the resource named by its id), as Kafka lists it: every
     broker config Kafka defines (its internal ones, pybroker's own and the replication throttles
     only where set) and every name set in ``server.properties`` or dynamically, with Kafka's
@@ -200,7 +200,7 @@ def describe_broker(broker: Broker, keys: list[str] | None = None) -> list[Confi
     return [_broker_entry(broker, name, True) for name in kafka_order(sorted(names), keys)]
 
 
-def describe_broker_defaults(broker: Broker, keys: list[str] | None = None) -> list[ConfigEntry]:
+def describe_broker_defaults(broker: BrokerServices, keys: list[str] | None = None) -> list[ConfigEntry]:
     """The cluster-wide dynamic defaults (the resource named ""): only the names set there."""
     return [_broker_entry(broker, name, False) for name in kafka_order(broker.dynamic_config.default_props, keys)]
 

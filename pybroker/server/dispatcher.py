@@ -37,7 +37,7 @@ from pybroker.server.quota.throttling import RequestThrottler, resolved
 from pybroker.server.request_context import RequestContext
 
 if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
+    from pybroker.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ _BEFORE_METADATA = frozenset({
 class RequestDispatcher:
     """Turns request frames into response frames for one broker."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
         self.request_metrics = RequestMetrics()  # read by pybroker.server.metrics
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.common.config import ConfigError
 from pybroker.controller.store import DEFAULT_ENTITY
@@ -42,7 +42,19 @@ from pybroker.log.config import TOPIC_CONFIGS
 from pybroker.server.config import BROKER_CONFIGS, LISTENER_PREFIX, SYNONYM_CHAINS, BrokerConfig
 
 if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
+    from pybroker.controller.controller import Controller
+    from pybroker.log.log_manager import LogManager
+    from pybroker.server.replica_manager import ReplicaManager
+
+    class Broker(Protocol):
+        """What a dynamic change reconfigures (`DynamicBrokerConfig.add_reconfigurables`)."""
+
+        config: BrokerConfig
+        log_manager: LogManager
+        replica_manager: ReplicaManager
+        controller: Controller
+
+        def update_registration(self) -> None: ...
 
 log = logging.getLogger(__name__)
 

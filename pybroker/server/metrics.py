@@ -16,7 +16,7 @@ partitions; nothing here runs on a request path.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector
 from prometheus_client.core import (
@@ -32,7 +32,16 @@ from pybroker.metrics.http import MetricsServer
 from pybroker.metrics.stats import BrokerTopicStats, RequestMetrics
 
 if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
+    from pybroker.controller.store import ControllerStore
+    from pybroker.server.dispatcher import RequestDispatcher
+    from pybroker.server.services import BrokerServices
+
+    class Broker(BrokerServices, Protocol):
+        """What the collector reads beyond a handler's services: the store's ZooKeeper session
+        and the dispatcher's request metrics."""
+
+        store: ControllerStore
+        dispatcher: RequestDispatcher
 
 # Kafka's ZooKeeper client publishes its connection state as a string gauge (ZooKeeper's
 # ``States`` names); kazoo's states map to them so: a lost connection is reconnecting, a lost

@@ -1,5 +1,6 @@
-"""What a request handler is given: the broker, the request header, and the connection, and
-the one way a handler asks the broker's authorizer (as the connection's principal, from its host).
+"""What a request handler is given: the broker's services (`BrokerServices`), the request header,
+and the connection, and the one way a handler asks the broker's authorizer (as the connection's
+principal, from its host).
 
 A handler may ask only the (operation, resource type) pairs its module declares in ``AUTHORIZES``
 (`pybroker.server.apis`); the dispatcher hands the declaration to the context, and asking an
@@ -25,7 +26,7 @@ from pybroker.security.principal import KafkaPrincipal
 
 if TYPE_CHECKING:
     from pybroker.network.connection import KafkaConnection
-    from pybroker.server.broker import Broker
+    from pybroker.server.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +39,11 @@ class UndeclaredAuthorization(RuntimeError):
 
 @dataclass
 class RequestContext:
-    broker: Broker
+    services: BrokerServices
     header: Any  # the decoded request header (api_key, api_version, correlation_id, client_id)
     connection: KafkaConnection
-    # The handler module's AUTHORIZES; None: looked up in the registry by the header's api_key.
-    authorizes: frozenset[Authorization] | None = None
+    # The handler module's AUTHORIZES, handed over by the dispatcher.
+    authorizes: frozenset[Authorization]
     # Set by the dispatcher when the handler returned a future: encodes that future's response
     # and hands it to the connection (see `responded`).
     on_response: Callable[[], None] | None = None
@@ -80,13 +81,7 @@ class RequestContext:
         return self.connection.listener_name
 
     def _check_declared(self, operation: AclOperation, resource_type: ResourceType) -> None:
-        declared = self.authorizes
-        if declared is None:
-            from pybroker.server.apis import HANDLERS
-
-            handler = HANDLERS.get(getattr(self.header, "api_key", None))  # type: ignore[arg-type]
-            declared = self.authorizes = getattr(handler, "AUTHORIZES", frozenset())
-        if (operation, resource_type) not in declared:
+        if (operation, resource_type) not in self.authorizes:
             raise UndeclaredAuthorization(
                 f"API key {getattr(self.header, 'api_key', '?')} asked {operation.name} on {resource_type.name}, "
                 f"which its handler's AUTHORIZES does not declare"
@@ -96,7 +91,7 @@ class RequestContext:
         """Whether this request's principal may perform ``operation`` on the named resource."""
         self._check_declared(operation, resource_type)
         connection = self.connection
-        return self.broker.authorizer.authorize(
+        return self.services.authorizer.authorize(
             connection.principal, connection.client_address, operation, resource_type, name
         )
 
@@ -107,7 +102,7 @@ class RequestContext:
         """KIP-679: whether ``operation`` is allowed on some resource of ``resource_type``."""
         self._check_declared(operation, resource_type)
         connection = self.connection
-        return self.broker.authorizer.authorize_by_resource_type(
+        return self.services.authorizer.authorize_by_resource_type(
             connection.principal, connection.client_address, operation, resource_type
         )
 

@@ -39,7 +39,7 @@ from pybroker.server.alter_partition_manager import (
     ControllerTransport,
     ControllerUnavailableError,
 )
-from pybroker.server.dispatcher import RequestDispatcher
+from pybroker.server.dispatcher import RequestDispatcher, supported_api_versions
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import IsrChangeResult
 from pybroker.types import TopicPartition
@@ -316,7 +316,8 @@ def test_over_a_socket_to_another_brokers_alter_partition_handler():
             seen.append((request, version))
             return answers.pop(0)
 
-        remote = SimpleNamespace(controller=SimpleNamespace(alter_partition=alter_partition), authorizer=AllowAllAuthorizer())
+        remote = SimpleNamespace(controller=SimpleNamespace(alter_partition=alter_partition), authorizer=AllowAllAuthorizer(),
+                                 api_versions=supported_api_versions())
         server = SocketServer([Endpoint("PLAINTEXT", "127.0.0.1", 0)], RequestDispatcher(remote), 1 << 20)
         await server.start()
         port = server.bound[0][1]

@@ -173,11 +173,6 @@ def test_asking_an_undeclared_pair_raises():
         ctx.authorize_cluster(Op.ALTER)
     with pytest.raises(UndeclaredAuthorization):
         ctx.authorize_by_resource_type(Op.WRITE, RT.TOPIC)
-    # Without an explicit declaration the registry's is used (by the header's api key).
-    looked_up = RequestContext(broker, SimpleNamespace(api_key=ApiKey.HEARTBEAT, api_version=4), connection)  # type: ignore[arg-type]
-    assert looked_up.authorize(Op.READ, RT.GROUP, "g")
-    with pytest.raises(UndeclaredAuthorization):
-        looked_up.authorize(Op.WRITE, RT.TOPIC, "t")
 
 
 def test_an_undeclared_check_fails_the_request_with_unknown_server_error(tmp_path, monkeypatch):

@@ -214,10 +214,10 @@ def test_find_coordinator_answers_on_the_request_listener() -> None:
     def context(listener: str, leader: int) -> RequestContext:
         ctx = _context(listener, 3)
         state = PartitionState(TopicPartition(OFFSETS_TOPIC, 0), 1, leader, 0, [leader], 0, [leader])
-        cache = ctx.broker.metadata_cache
+        cache = ctx.services.metadata_cache
         cache.update_metadata(UpdateMetadata(1, 1, 1, [state], list(cache.live_brokers.values()), {}))
 
-        ctx.broker.group_coordinator = SimpleNamespace(coordinator_partition=lambda group: 0)
+        ctx.services.group_coordinator = SimpleNamespace(coordinator_partition=lambda group: 0)
         return ctx
 
     request = FindCoordinatorRequest(key="g", key_type=0)

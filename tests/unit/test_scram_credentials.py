@@ -294,7 +294,7 @@ def context(store, *, active=True, allowed=True):
             store, upsertions, deletions),
         describe_user_scram_credentials=lambda users: describe_user_scram_credentials(store, users))
     broker = SimpleNamespace(admin_manager=admin, controller=SimpleNamespace(active=active))
-    ctx = SimpleNamespace(broker=broker, api_version=0, asked=[])
+    ctx = SimpleNamespace(services=broker, api_version=0, asked=[])
 
     def authorize_cluster(operation):
         ctx.asked.append(operation)

@@ -33,7 +33,7 @@ def handle(
         return error_response(request, ctx.api_version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return error_response(request, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    broker = ctx.broker
+    broker = ctx.services
     offsets_partition = TopicPartition(OFFSETS_TOPIC, broker.group_coordinator.manager.partition_for(request.group_id))
     version = ctx.api_version
 

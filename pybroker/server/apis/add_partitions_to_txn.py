@@ -60,8 +60,8 @@ def handle(
 
     if not transactions:
         return _build(version, transactions, results)
-    coordinator = ctx.broker.transaction_coordinator
-    cache = ctx.broker.metadata_cache
+    coordinator = ctx.services.transaction_coordinator
+    cache = ctx.services.metadata_cache
     for txn in transactions:
         transactional_id = txn.transactional_id
         partitions = _partitions(txn.topics)

@@ -35,7 +35,7 @@ async def handle(ctx: RequestContext, request: AlterClientQuotasRequest) -> Alte
                 for entry in request.entries]
     entries = [(entity, [QuotaOp(op.key, op.value, op.remove) for op in entry.ops])
                for entity, entry in zip(entities, request.entries, strict=True)]
-    results = await ctx.broker.admin_manager.alter_client_quotas(entries, request.validate_only)
+    results = await ctx.services.admin_manager.alter_client_quotas(entries, request.validate_only)
     by_entity: dict[frozenset[tuple[str, str | None]], tuple[list[tuple[str, str | None]], ErrorCode, str | None]] = {}
     for entity, (error, message) in zip(entities, results, strict=True):
         key = frozenset(entity)

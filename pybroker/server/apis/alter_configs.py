@@ -49,7 +49,7 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
 
 
 async def _alter(ctx: RequestContext, resource: object, configs: dict[str, str | None], validate_only: bool) -> tuple[ErrorCode, str | None]:
-    broker = ctx.broker
+    broker = ctx.services
     kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
     refused = config_authorization_error(ctx, AclOperation.ALTER_CONFIGS, resource)
     if refused is not None:

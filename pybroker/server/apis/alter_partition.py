@@ -31,7 +31,7 @@ AUTHORIZES = frozenset({(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER)})
 async def handle(ctx: RequestContext, request: AlterPartitionRequest) -> AlterPartitionResponse:
     if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    answer = await ctx.broker.controller.alter_partition(request_from_wire(request), ctx.api_version)
+    answer = await ctx.services.controller.alter_partition(request_from_wire(request), ctx.api_version)
     return answer_to_wire(answer)
 
 

@@ -42,7 +42,7 @@ async def handle(ctx: RequestContext, request: AlterPartitionReassignmentsReques
             replicas = partition.replicas
             reassignments[TopicPartition(topic.name, partition.partition_index)] = (
                 None if replicas is None else list(replicas))
-    answer = await ctx.broker.controller.alter_partition_reassignments(reassignments)
+    answer = await ctx.services.controller.alter_partition_reassignments(reassignments)
     if answer.error != ErrorCode.NONE:
         return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=answer.error,
                                                    error_message=answer.message, responses=[])

@@ -29,7 +29,7 @@ async def handle(ctx: RequestContext, request: AlterReplicaLogDirsRequest) -> Al
         TopicPartition(topic.name, index): log_dir.path
         for log_dir in request.dirs for topic in log_dir.topics for index in topic.partitions
     }
-    results = await ctx.broker.replica_manager.alter_replica_log_dirs(partition_dirs)
+    results = await ctx.services.replica_manager.alter_replica_log_dirs(partition_dirs)
     return _response(list(results.items()))
 
 

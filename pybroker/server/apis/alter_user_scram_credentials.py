@@ -29,11 +29,11 @@ _Result = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
 async def handle(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
-    if not ctx.broker.controller.active:
+    if not ctx.services.controller.active:
         return error_response(request, ctx.api_version, ErrorCode.NOT_CONTROLLER)
     if not ctx.authorize_cluster(AclOperation.ALTER):
         return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    results = await ctx.broker.admin_manager.alter_user_scram_credentials(request.upsertions, request.deletions)
+    results = await ctx.services.admin_manager.alter_user_scram_credentials(request.upsertions, request.deletions)
     return AlterUserScramCredentialsResponse(
         throttle_time_ms=0,
         # A success has Kafka's default, empty message.

@@ -13,11 +13,9 @@ VERSIONS = (0, 4)
 AUTHORIZES: frozenset = frozenset()  # never authorized (answered before authentication too)
 
 def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
-    from pybroker.server.dispatcher import supported_api_versions
-
     keys = [
         ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
-        for key, low, high in supported_api_versions()
+        for key, low, high in ctx.services.api_versions
     ]
     error = ErrorCode.NONE
     if ctx.api_version >= 3:

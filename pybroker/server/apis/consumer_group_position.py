@@ -39,7 +39,7 @@ def handle(ctx: RequestContext, request: ConsumerGroupPositionRequest) -> R:
     reports = [(TopicPartition(t.name, p.partition_index), p.position)
                for t in request.reported_positions for p in t.partitions]
     interested = [TopicPartition(t.name, index) for t in request.interested_topics for index in t.partition_indexes]
-    error, answer = ctx.broker.group_coordinator.handle_consumer_group_position(
+    error, answer = ctx.services.group_coordinator.handle_consumer_group_position(
         request.group_id, request.member_id, request.generation_id, reports, interested,
     )
     if error != ErrorCode.NONE:

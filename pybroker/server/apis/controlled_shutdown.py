@@ -26,7 +26,7 @@ _Remaining = ControlledShutdownResponse.RemainingPartition
 async def handle(ctx: RequestContext, request: ControlledShutdownRequest) -> ControlledShutdownResponse:
     if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    error, remaining = await ctx.broker.controller.controlled_shutdown(request.broker_id, request.broker_epoch)
+    error, remaining = await ctx.services.controller.controlled_shutdown(request.broker_id, request.broker_epoch)
     return ControlledShutdownResponse(error_code=error, remaining_partitions=[
         _Remaining(topic_name=tp.topic, partition_index=tp.partition) for tp in remaining
     ])

@@ -49,15 +49,15 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
     counts = {t.name: t.count for t in request.topics}
     changed = [r.name for r in results if r.error_code == ErrorCode.NONE and not request.validate_only]
     if changed:  # answer once the new partitions have leaders, or the shrink reached the cache
-        await ctx.broker.admin_manager.wait_for_leaders(changed, request.timeout_ms, counts)
+        await ctx.services.admin_manager.wait_for_leaders(changed, request.timeout_ms, counts)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
 async def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic: object) -> _Result:
-    admin = ctx.broker.admin_manager
+    admin = ctx.services.admin_manager
     name, count = topic.name, topic.count  # type: ignore[attr-defined]
     try:
-        cached = ctx.broker.metadata_cache.topic(name)
+        cached = ctx.services.metadata_cache.topic(name)
         if cached is not None and count < cached.counts[1]:
             return await _decrease(ctx, request, topic)
         current = admin.check_partition_increase(name, count)
@@ -85,7 +85,7 @@ def _check_assignments(ctx: RequestContext, name: str, current: int, count: int,
     """ZooKeeper-mode Kafka's checks of the replicas given for the added partitions, in its
     order: brokers that are not registered, the number of lists, a list without replicas or with
     a broker twice, and replica counts unlike partition 0's."""
-    live = set(ctx.broker.metadata_cache.live_brokers)
+    live = set(ctx.services.metadata_cache.live_brokers)
     unknown = [b for b in dict.fromkeys(b for replicas in assignments for b in replicas) if b not in live]
     if unknown:
         raise _InvalidAssignment(f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
@@ -98,7 +98,7 @@ def _check_assignments(ctx: RequestContext, name: str, current: int, count: int,
         if len(set(replicas)) != len(replicas):
             raise _InvalidAssignment(f"Duplicate brokers not allowed in replica assignment: "
                                      f"{', '.join(map(str, replicas))} for partition id {partition}.")
-    cached = ctx.broker.metadata_cache.topic(name)
+    cached = ctx.services.metadata_cache.topic(name)
     expected = len(cached.partitions[0].replicas) if cached is not None and 0 in cached.partitions else None
     bad = [(partition, len(replicas)) for partition, replicas in enumerate(assignments, start=current)
            if expected is not None and len(replicas) != expected]
@@ -110,7 +110,7 @@ def _check_assignments(ctx: RequestContext, name: str, current: int, count: int,
 
 
 async def _decrease(ctx: RequestContext, request: CreatePartitionsRequest, topic: object) -> _Result:
-    admin = ctx.broker.admin_manager
+    admin = ctx.services.admin_manager
     name, count = topic.name, topic.count  # type: ignore[attr-defined]
     if topic.assignments is not None:  # type: ignore[attr-defined]
         raise InvalidPartitionsError("Replica assignments are only for added partitions, not for a shrink.")

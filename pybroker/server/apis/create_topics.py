@@ -95,9 +95,9 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     # REQUEST_TIMED_OUT without a message, as Kafka's does.
     created = [r for r in results if r.error_code == ErrorCode.NONE and not request.validate_only]
     wanted = {r.name: partition_counts[r.name] for r in created}
-    if created and not await ctx.broker.admin_manager.wait_for_leaders(list(wanted), request.timeout_ms, wanted):
+    if created and not await ctx.services.admin_manager.wait_for_leaders(list(wanted), request.timeout_ms, wanted):
         for result in created:
-            topic = ctx.broker.metadata_cache.topic(result.name)
+            topic = ctx.services.metadata_cache.topic(result.name)
             if topic is None or not topic.has_all_leaders or len(topic.partitions) < wanted[result.name]:
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
                 result.error_message = None
@@ -116,7 +116,7 @@ def _check_local_logs(ctx: RequestContext, result: _Result) -> None:
     """KAFKA_STORAGE_ERROR for a new topic of which a replica on this broker has no log: its
     creation failed with the dir online (see the module doc). The leaders are known here, so
     this broker's LeaderAndIsr for the topic, which comes before them, has been applied."""
-    broker = ctx.broker
+    broker = ctx.services
     topic = broker.metadata_cache.topic(result.name)
     if topic is None:
         return
@@ -162,7 +162,7 @@ def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int, lis
         raise _AssignmentError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
                                "replicasAssignments were set. Both cannot be used at the same time.")
     name = topic.name  # type: ignore[attr-defined]
-    ctx.broker.admin_manager.check_topic_absent(name)
+    ctx.services.admin_manager.check_topic_absent(name)
     by_index: dict[int, list[int]] = {}
     for a in assignments:
         by_index[a.partition_index] = list(a.broker_ids)
@@ -182,7 +182,7 @@ def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int, lis
 
 
 async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: object) -> _Result:
-    broker = ctx.broker
+    broker = ctx.services
     name = topic.name  # type: ignore[attr-defined]
     configs = {c.name: c.value for c in topic.configs}  # type: ignore[attr-defined]
     checked: dict[str, str] = {}

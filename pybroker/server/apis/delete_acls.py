@@ -41,7 +41,7 @@ def handle(ctx: RequestContext, request: DeleteAclsRequest) -> DeleteAclsRespons
     if not ctx.authorize_cluster(AclOperation.ALTER):
         return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                     not_authorized_message("DeleteAcls", ctx.principal, ctx.connection.client_address))
-    authorizer = acl_authorizer(ctx.broker)
+    authorizer = acl_authorizer(ctx.services)
     if authorizer is None:
         return _all(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
 

@@ -22,7 +22,7 @@ AUTHORIZES = frozenset({(AclOperation.DELETE, ResourceType.GROUP)})
 def handle(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     group_ids = list(dict.fromkeys(request.groups_names))  # a group named twice is deleted once
     allowed = [g for g in group_ids if ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, g)]
-    deleted = ctx.broker.group_coordinator.handle_delete_groups(allowed) if allowed else {}
+    deleted = ctx.services.group_coordinator.handle_delete_groups(allowed) if allowed else {}
     results = [(g, deleted[g]) for g in scala_hash_map_order(allowed, java_string_hash)]
     results += [(g, ErrorCode.GROUP_AUTHORIZATION_FAILED) for g in group_ids if g not in deleted]
     return DeleteGroupsResponse(throttle_time_ms=0, results=[

@@ -27,7 +27,7 @@ AUTHORIZES = frozenset({(AclOperation.DELETE, ResourceType.TOPIC)})
 def handle(
     ctx: RequestContext, request: DeleteRecordsRequest
 ) -> DeleteRecordsResponse | asyncio.Future[DeleteRecordsResponse]:
-    broker = ctx.broker
+    broker = ctx.services
     leader_only = ctx.api_version >= 3 and request.leader_only
     order: dict[TopicPartition, None] = {}
     failed: dict[TopicPartition, DeleteRecordsResult] = {}

@@ -32,12 +32,12 @@ async def handle(ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTop
     if any(r.error_code == ErrorCode.NONE for r in responses):
         # Answer once the checkpoints no longer list the deleted partitions (Kafka rewrites them
         # on delete), so a topic created again under the same name starts afresh even after a crash.
-        await ctx.broker.log_manager.write_all_checkpoints()
+        await ctx.services.log_manager.write_all_checkpoints()
     return DeleteTopicsResponse(throttle_time_ms=0, responses=responses)
 
 
 async def _delete(ctx: RequestContext, name: str | None, topic_id: uuid.UUID, timeout_ms: int) -> _Result:
-    broker = ctx.broker
+    broker = ctx.services
     by_id = name is None
     if name is None:
         found = broker.metadata_cache.topic_by_id(topic_id)

@@ -38,7 +38,7 @@ def handle(ctx: RequestContext, request: DescribeAclsRequest) -> DescribeAclsRes
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                       not_authorized_message("DescribeAcls", ctx.principal, ctx.connection.client_address))
-    authorizer = acl_authorizer(ctx.broker)
+    authorizer = acl_authorizer(ctx.services)
     if authorizer is None:
         return _error(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER_DESCRIBE)
     grouped: dict[ResourcePattern, list[_Acl]] = {}

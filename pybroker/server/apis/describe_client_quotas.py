@@ -35,7 +35,7 @@ async def handle(ctx: RequestContext, request: DescribeClientQuotasRequest) -> D
         return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in request.components]
     try:
-        found = await ctx.broker.admin_manager.describe_client_quotas(components, request.strict)
+        found = await ctx.services.admin_manager.describe_client_quotas(components, request.strict)
     except QuotaRequestError as e:
         return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=e.error, error_message=e.message,
                                             entries=None)

@@ -20,7 +20,7 @@ AUTHORIZES = supported(ResourceType.CLUSTER)  # DESCRIBE, and the bitfield's ope
 
 
 def handle(ctx: RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse:
-    broker = ctx.broker
+    broker = ctx.services
     if ctx.api_version >= 1 and request.endpoint_type != ENDPOINT_TYPE_BROKERS:
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=ErrorCode.MISMATCHED_ENDPOINT_TYPE,

@@ -54,7 +54,7 @@ def config_authorization_error(ctx: RequestContext, operation: AclOperation, res
 
 
 async def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: object) -> _Result:
-    broker = ctx.broker
+    broker = ctx.services
     kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
     # Kafka's ConfigHelper: a null or an empty key list both mean every config.
     keys = resource.configuration_keys or None  # type: ignore[attr-defined]

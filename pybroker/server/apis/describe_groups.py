@@ -20,7 +20,7 @@ AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.GROUP)}) | supporte
 
 
 def handle(ctx: RequestContext, request: DescribeGroupsRequest) -> DescribeGroupsResponse:
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     with_operations = ctx.api_version >= 3 and request.include_authorized_operations
     allowed = {group_id: ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id)
                for group_id in dict.fromkeys(request.groups)}

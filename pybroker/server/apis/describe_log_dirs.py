@@ -33,7 +33,7 @@ async def handle(ctx: RequestContext, request: DescribeLogDirsRequest) -> Descri
     partitions = None if request.topics is None else {
         TopicPartition(topic.topic, index) for topic in request.topics for index in topic.partitions
     }
-    described = ctx.broker.replica_manager.describe_log_dirs(partitions)
+    described = ctx.services.replica_manager.describe_log_dirs(partitions)
     return DescribeLogDirsResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, results=[_result(d) for d in described]
     )

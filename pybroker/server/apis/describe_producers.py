@@ -33,7 +33,7 @@ _Producer = DescribeProducersResponse.ProducerState
 
 
 def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribeProducersResponse:
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
     topics = []
     for topic in request.topics:
         error: tuple[ErrorCode, str | None] | None = None
@@ -44,7 +44,7 @@ def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribePr
         if error is None:
             if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name):
                 error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED.message)
-            elif ctx.broker.metadata_cache.topic(topic.name) is None:
+            elif ctx.services.metadata_cache.topic(topic.name) is None:
                 error = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.message)
         partitions = []
         for index in topic.partition_indexes:

@@ -23,7 +23,7 @@ AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID), 
 
 
 def handle(ctx: RequestContext, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
-    coordinator = ctx.broker.transaction_coordinator
+    coordinator = ctx.services.transaction_coordinator
     states = []
     for transactional_id in request.transactional_ids:
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):

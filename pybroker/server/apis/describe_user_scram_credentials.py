@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, request: DescribeUserScramCredentialsReque
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):
         return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     users = None if request.users is None else [user.name for user in request.users]
-    results = await ctx.broker.admin_manager.describe_user_scram_credentials(users)
+    results = await ctx.services.admin_manager.describe_user_scram_credentials(users)
     # Kafka's generated response and results start with an empty message; success sets none.
     return DescribeUserScramCredentialsResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message="",

@@ -34,7 +34,7 @@ _PartitionResult = ElectLeadersResponse.PartitionResult
 
 
 async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse:
-    broker = ctx.broker
+    broker = ctx.services
     loop = asyncio.get_running_loop()
     started = loop.time()
     if not ctx.authorize_cluster(AclOperation.ALTER):

@@ -36,7 +36,7 @@ def handle(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse | asyn
 
     return answer(
         ctx,
-        lambda respond: ctx.broker.transaction_coordinator.handle_end_transaction(
+        lambda respond: ctx.services.transaction_coordinator.handle_end_transaction(
             request.transactional_id, request.producer_id, request.producer_epoch, result, respond,
         ),
         build,

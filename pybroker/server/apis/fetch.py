@@ -79,15 +79,15 @@ def handle(ctx: RequestContext, request: FetchRequest) -> PendingFetchResponse |
         TopicPartition(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions
     ]
     follower = request.replica_id >= 0
-    context = ctx.broker.fetch_manager.new_context(
+    context = ctx.services.fetch_manager.new_context(
         FetchMetadata(request.session_id, request.session_epoch), follower, fetch_data, to_forget
     )
     interesting, erroneous = _classify(ctx, request, context.partitions())
     if not interesting:  # nothing to read: no long poll (Kafka answers at once)
         return _pending(ctx, request, context, erroneous)
     # Kafka lowers the request's limit to the broker's fetch.max.bytes, and min_bytes with it.
-    max_bytes = min(request.max_bytes, ctx.broker.config.get("fetch.max.bytes"))
-    outcome = ctx.broker.replica_manager.fetch_messages(
+    max_bytes = min(request.max_bytes, ctx.services.config.get("fetch.max.bytes"))
+    outcome = ctx.services.replica_manager.fetch_messages(
         request.replica_id,
         request.max_wait_ms,
         min(request.min_bytes, max_bytes),
@@ -114,7 +114,7 @@ def _classify(
     erroneous: dict[TopicPartition, FetchPartitionResult] = {}
     if not partitions:
         return interesting, erroneous
-    metadata = ctx.broker.metadata_cache
+    metadata = ctx.services.metadata_cache
     if request.replica_id >= 0:
         if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
             return interesting, {
@@ -149,7 +149,7 @@ def _partition_count_errors(
     """KIP-253: a consumer that sent a partition count other than the leader's gets
     INVALID_PARTITION_METADATA for the topic's partitions it lists (followers are not checked,
     nor ``denied`` topics)."""
-    return ctx.broker.replica_manager.partition_count_errors(
+    return ctx.services.replica_manager.partition_count_errors(
         (
             (TopicPartition(t.topic, p.partition), t.undeleted_partition_count)
             for t in request.topics
@@ -214,7 +214,7 @@ def _down_convert(
     # Up to v2 a partition's limit is hard (no KIP-74): Kafka reads that many bytes, and a first
     # batch larger than them converts to nothing.
     hard_limit = ctx.api_version <= LAST_HARD_LIMIT_VERSION
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
     for tp, result in partitions.items():
         partition = replica_manager.get_partition(tp)
         if partition is None:

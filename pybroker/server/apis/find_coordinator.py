@@ -52,7 +52,7 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
 
 async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, ErrorCode | int | str]:
     """The error, node id, host and port answering ``key``."""
-    broker = ctx.broker
+    broker = ctx.services
     if key_type == KEY_TYPE_GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if key_type == KEY_TYPE_TRANSACTION and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):

@@ -19,7 +19,7 @@ AUTHORIZES = frozenset({(AclOperation.READ, ResourceType.GROUP)})
 def handle(ctx: RequestContext, request: HeartbeatRequest) -> HeartbeatResponse:
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return error_response(request, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    error = ctx.broker.group_coordinator.handle_heartbeat(
+    error = ctx.services.group_coordinator.handle_heartbeat(
         request.group_id, request.member_id, request.group_instance_id if ctx.api_version >= 3 else None,
         request.generation_id,
     )

@@ -118,7 +118,7 @@ def _apply(current: dict[str, str], ops: list[object], defaults: dict[str, str])
 
 
 async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> tuple[ErrorCode, str | None]:
-    broker = ctx.broker
+    broker = ctx.services
     kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
     try:
         _preprocess(resource.configs)  # type: ignore[attr-defined]

@@ -45,7 +45,7 @@ async def handle(ctx: RequestContext, request: InitProducerIdRequest) -> InitPro
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                       producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                  producer_id=await ctx.broker.admin_manager.allocate_producer_id(), producer_epoch=0)
+                                  producer_id=await ctx.services.admin_manager.allocate_producer_id(), producer_epoch=0)
 
 
 async def _transactional(ctx: RequestContext, request: InitProducerIdRequest) -> InitProducerIdResponse:
@@ -53,7 +53,7 @@ async def _transactional(ctx: RequestContext, request: InitProducerIdRequest) ->
     if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
         return error_response(request, ctx.api_version, ErrorCode.INVALID_REQUEST)
     expected = None if producer_id == NO_PRODUCER_ID else (producer_id, producer_epoch)
-    result = await ctx.broker.transaction_coordinator.handle_init_producer_id(
+    result = await ctx.services.transaction_coordinator.handle_init_producer_id(
         request.transactional_id, request.transaction_timeout_ms, expected
     )
     error = result.error

@@ -51,7 +51,7 @@ def handle(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse 
         protocol_type=request.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
     )
-    return answer(ctx, lambda respond: ctx.broker.group_coordinator.handle_join_group(join, respond), build)
+    return answer(ctx, lambda respond: ctx.services.group_coordinator.handle_join_group(join, respond), build)
 
 
 def error_response(request: JoinGroupRequest, version: int, error: ErrorCode) -> JoinGroupResponse:

@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext, request: LeaderAndIsrRequest) -> LeaderAnd
     if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
         return error_response(request, ctx.api_version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     value = wire.from_wire(API_KEY, request)
-    return wire.response_to_wire(API_KEY, value, await ctx.broker.broker_control.handle(value))
+    return wire.response_to_wire(API_KEY, value, await ctx.services.broker_control.handle(value))
 
 
 def error_response(request: LeaderAndIsrRequest, version: int, error: ErrorCode) -> LeaderAndIsrResponse:

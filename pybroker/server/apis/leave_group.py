@@ -23,7 +23,7 @@ def handle(ctx: RequestContext, request: LeaveGroupRequest) -> LeaveGroupRespons
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         leaving = [(request.member_id, None)]
-    error, member_errors = ctx.broker.group_coordinator.handle_leave_group(request.group_id, leaving)
+    error, member_errors = ctx.services.group_coordinator.handle_leave_group(request.group_id, leaving)
     if ctx.api_version < 3:
         # One member: its error is the response's error.
         code = error if error != ErrorCode.NONE else next((e for e in member_errors if e != ErrorCode.NONE), error)

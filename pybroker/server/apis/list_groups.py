@@ -28,7 +28,7 @@ def handle(ctx: RequestContext, request: ListGroupsRequest) -> ListGroupsRespons
     if ctx.api_version >= 4 and request.states_filter:
         # An unknown state name matches no group, as in Kafka.
         states = {s for s in (GroupState.parse(name) for name in request.states_filter) if s is not None}
-    error, groups = ctx.broker.group_coordinator.handle_list_groups(states)
+    error, groups = ctx.services.group_coordinator.handle_list_groups(states)
     if ctx.api_version >= 5 and request.types_filter and CLASSIC not in {t.lower() for t in request.types_filter}:
         groups = []
     if not ctx.authorize_cluster(AclOperation.DESCRIBE):

@@ -91,7 +91,7 @@ def _legacy_offsets(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicP
     timestamp = p.timestamp  # type: ignore[attr-defined]
     if timestamp < EARLIEST_TIMESTAMP:
         return _Partition(partition_index=index, error_code=ErrorCode.UNSUPPORTED_VERSION)
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
     partition = replica_manager.get_partition(tp)
     if partition is None:
         return _Partition(partition_index=index, error_code=replica_manager.missing_partition_error(tp))
@@ -113,7 +113,7 @@ def _error(index: int, code: ErrorCode) -> _Partition:
 
 
 def _list_offset(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPartition, p: object) -> _Partition:
-    broker = ctx.broker
+    broker = ctx.services
     timestamp = p.timestamp  # type: ignore[attr-defined]
     index = tp.partition
     if timestamp < 0 and timestamp not in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP):

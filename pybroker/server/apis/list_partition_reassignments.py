@@ -37,7 +37,7 @@ async def handle(ctx: RequestContext, request: ListPartitionReassignmentsRequest
     partitions = None if request.topics is None else [
         TopicPartition(topic.name, index) for topic in request.topics for index in topic.partition_indexes
     ]
-    answer = await ctx.broker.controller.list_partition_reassignments(partitions)
+    answer = await ctx.services.controller.list_partition_reassignments(partitions)
     if answer.error != ErrorCode.NONE:
         return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=answer.error,
                                                   error_message=answer.message, topics=[])

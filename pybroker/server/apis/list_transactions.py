@@ -20,7 +20,7 @@ AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID)})
 
 
 def handle(ctx: RequestContext, request: ListTransactionsRequest) -> ListTransactionsResponse:
-    listed = ctx.broker.transaction_coordinator.handle_list_transactions(
+    listed = ctx.services.transaction_coordinator.handle_list_transactions(
         set(request.producer_id_filters), set(request.state_filters)
     )
     return ListTransactionsResponse(

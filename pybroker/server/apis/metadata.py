@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataResponse:
     """The response from the metadata cache; missing topics are created when the client allows
     it (and answered as not ready yet)."""
-    broker = ctx.broker
+    broker = ctx.services
     version = ctx.api_version
     cache = broker.metadata_cache
     if request.topics is None or (version == 0 and not request.topics):
@@ -75,7 +75,7 @@ def _refused(
 ) -> dict[int, MetadataResponse.MetadataResponseTopic]:
     """The requested topics (by ``id`` of the request entry) answered TOPIC_AUTHORIZATION_FAILED:
     without DESCRIBE, or missing and to be auto-created without CREATE."""
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     refused: dict[int, MetadataResponse.MetadataResponseTopic] = {}
     describe: dict[str, bool] = {}
     missing: list[tuple[int, str]] = []
@@ -108,7 +108,7 @@ def _refused(
 def _response(
     ctx: RequestContext, request: MetadataRequest, topics: list[MetadataResponse.MetadataResponseTopic]
 ) -> MetadataResponse:
-    broker = ctx.broker
+    broker = ctx.services
     cache = broker.metadata_cache
     version = ctx.api_version
     brokers = []
@@ -138,7 +138,7 @@ def _response(
 async def _requested_topic(
     ctx: RequestContext, wanted: object, auto_create: bool
 ) -> MetadataResponse.MetadataResponseTopic:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     name = wanted.name  # type: ignore[attr-defined]
     topic_id = getattr(wanted, "topic_id", ZERO_UUID) or ZERO_UUID
     if name is None:
@@ -156,7 +156,7 @@ async def _requested_topic(
     if not auto_create or name in INTERNAL_TOPICS:
         return _missing(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        await ctx.broker.admin_manager.create_topic(name, -1, -1, {})
+        await ctx.services.admin_manager.create_topic(name, -1, -1, {})
     except TopicExistsError:  # created meanwhile by another request: not ready yet either
         pass
     except tuple(TOPIC_CREATION_ERRORS) as e:

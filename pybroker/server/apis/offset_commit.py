@@ -34,7 +34,7 @@ def handle(
     version = ctx.api_version
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return error_response(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     now = now_ms()
     retention = request.retention_time_ms if version <= 4 else DEFAULT_RETENTION_TIME
     commits = offset_commits(
@@ -59,7 +59,7 @@ def handle(
         return build({})
     return answer(
         ctx,
-        lambda respond: ctx.broker.group_coordinator.handle_commit_offsets(
+        lambda respond: ctx.services.group_coordinator.handle_commit_offsets(
             request.group_id,
             request.member_id,
             request.group_instance_id if version >= 7 else None,

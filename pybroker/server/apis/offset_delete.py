@@ -25,14 +25,14 @@ AUTHORIZES = frozenset({(AclOperation.DELETE, ResourceType.GROUP), (AclOperation
 def handle(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
     if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
         return error_response(request, ctx.api_version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     order = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     denied = denied_topics(ctx, AclOperation.READ, (t.name for t in request.topics))
     errors = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in order if tp.topic in denied}
     errors.update((tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for tp in order
                   if tp not in errors and not cache.contains(tp))
     known = [tp for tp in order if tp not in errors]
-    group_error, results = ctx.broker.group_coordinator.handle_delete_offsets(request.group_id, known)
+    group_error, results = ctx.services.group_coordinator.handle_delete_offsets(request.group_id, known)
     if group_error != ErrorCode.NONE:
         return OffsetDeleteResponse(error_code=group_error, throttle_time_ms=0, topics=[])
     errors.update(results)

@@ -63,7 +63,7 @@ def _fetch(
     """One group's (error, topics): DESCRIBE on the group, then on each topic, then the coordinator."""
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     if requested is None:
         error, offsets = coordinator.handle_fetch_offsets(group_id, None, require_stable)
         if error != ErrorCode.NONE:

@@ -55,9 +55,9 @@ def _end_offset(ctx: RequestContext, tp: TopicPartition, p: object) -> _Result:
     def error(code: ErrorCode) -> _Result:
         return _Result(error_code=code, partition=tp.partition, leader_epoch=-1, end_offset=-1)
 
-    partition = ctx.broker.replica_manager.get_partition(tp)
+    partition = ctx.services.replica_manager.get_partition(tp)
     if partition is None:
-        return error(ctx.broker.replica_manager.missing_partition_error(tp))
+        return error(ctx.services.replica_manager.missing_partition_error(tp))
     try:
         log = partition.require_leader()
         partition.check_leader_epoch(p.current_leader_epoch)  # type: ignore[attr-defined]

@@ -34,7 +34,7 @@ def _epochs(epochs: dict[int, int]) -> list[R.PartitionLeaderEpoch]:
 
 
 def handle(ctx: RequestContext, request: PartitionLeaderEpochsForPartitionsRequest) -> R:
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     denied = denied_topics(ctx, [t.name for t in request.topics])
     topics = []
     for topic in request.topics:

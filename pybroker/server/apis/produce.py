@@ -95,7 +95,7 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
         unverified = _unverified(ctx, request.transactional_id, entries)
         if unverified is not None:
             return _verify_then_append(ctx, request, entries, refused, *unverified)
-        outcome = ctx.broker.replica_manager.append_records(acks, request.timeout_ms, entries)
+        outcome = ctx.services.replica_manager.append_records(acks, request.timeout_ms, entries)
         if asyncio.isfuture(outcome):
             del entries
             _release_records(request)
@@ -117,10 +117,10 @@ def _unverified(
     """KIP-890: (producer id, epoch, partition → verification guard) for the partitions led here
     whose transactional batch starts a transaction, to verify with the coordinator first; None
     when there are none. Each partition's verification starts now: its append needs the guard."""
-    verifier = ctx.broker.transaction_verifier
+    verifier = ctx.services.transaction_verifier
     if transactional_id is None or verifier is None:
         return None
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
     now_ms = replica_manager.time.milliseconds()
     producer = None
     guards: dict[TopicPartition, object] = {}
@@ -144,8 +144,8 @@ async def _verify_then_append(
     refused: dict[TopicPartition, PartitionAppendResult], producer_id: int, epoch: int,
     guards: dict[TopicPartition, object],
 ) -> ProduceResponse | None:
-    assert ctx.broker.transaction_verifier is not None and request.transactional_id is not None
-    errors = await ctx.broker.transaction_verifier.verify(request.transactional_id, producer_id, epoch, list(guards))
+    assert ctx.services.transaction_verifier is not None and request.transactional_id is not None
+    errors = await ctx.services.transaction_verifier.verify(request.transactional_id, producer_id, epoch, list(guards))
     failed = {
         tp: PartitionAppendResult(code, message, has_custom_error_message=message is not None)
         for tp, error in errors.items() if error != ErrorCode.NONE
@@ -153,7 +153,7 @@ async def _verify_then_append(
     }
     entries = [(tp, records) for tp, records in entries if tp not in failed]
     # A marker written while the coordinator was asked dropped the guard: that append is refused.
-    outcome = ctx.broker.replica_manager.append_records(request.acks, request.timeout_ms, entries,
+    outcome = ctx.services.replica_manager.append_records(request.acks, request.timeout_ms, entries,
                                                         verification_guards=guards)
     appended = await outcome if asyncio.isfuture(outcome) else outcome
     if request.acks == 0:
@@ -255,7 +255,7 @@ def _partition_count_errors(
     ctx: RequestContext, request: ProduceRequest, denied: set[str]
 ) -> dict[TopicPartition, PartitionAppendResult]:
     """KIP-253: the partitions (of topics not ``denied``) refused for the producer's partition count."""
-    replica_manager = ctx.broker.replica_manager
+    replica_manager = ctx.services.replica_manager
     errors = replica_manager.partition_count_errors(
         ((TopicPartition(t.name, p.index), t.undeleted_partition_count) for t in request.topic_data
          if t.name not in denied for p in t.partition_data), producing=True)

@@ -36,7 +36,7 @@ def handle(ctx: RequestContext, request: SyncGroupRequest) -> SyncGroupResponse 
 
     return answer(
         ctx,
-        lambda respond: ctx.broker.group_coordinator.handle_sync_group(
+        lambda respond: ctx.services.group_coordinator.handle_sync_group(
             request.group_id,
             request.generation_id,
             request.member_id,

@@ -42,7 +42,7 @@ def handle(
         return error_response(request, version, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return error_response(request, version, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     now = now_ms()
     commits = offset_commits(cache, request.topics, version >= 2, now,
                              denied=denied_topics(ctx, AclOperation.READ, (t.name for t in request.topics)))
@@ -55,7 +55,7 @@ def handle(
         return build({})
     return answer(
         ctx,
-        lambda respond: ctx.broker.group_coordinator.handle_txn_commit_offsets(
+        lambda respond: ctx.services.group_coordinator.handle_txn_commit_offsets(
             request.group_id,
             request.producer_id,
             request.producer_epoch,

@@ -49,7 +49,7 @@ async def handle(ctx: RequestContext, request: WriteTxnMarkersRequest) -> WriteT
 
 
 async def _write_marker(ctx: RequestContext, marker: WriteTxnMarkersRequest.WritableTxnMarker) -> MarkerErrors:
-    broker = ctx.broker
+    broker = ctx.services
     errors: MarkerErrors = {}
     entries = []
     batch = _native.build_control_batch(

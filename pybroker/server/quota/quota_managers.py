@@ -16,8 +16,8 @@ leader replication throttle is set, and then requests cost nothing more.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from pybroker.scheduler import Scheduler, Time
 from pybroker.server.quota.client_quota_manager import ClientQuotaManager
@@ -32,7 +32,18 @@ from pybroker.server.quota.replication_quota_manager import ReplicationQuotaMana
 from pybroker.server.quota.throttling import RequestThrottler
 
 if TYPE_CHECKING:
-    from pybroker.server.broker import Broker
+    from pybroker.scheduler import Scheduler, Time
+    from pybroker.server.replica_manager import ReplicaManager
+
+    class Broker(Protocol):
+        """What `QuotaManagers.install` connects the managers to."""
+
+        config: BrokerConfig
+        node_id: int
+        time: Time
+        scheduler: Scheduler
+        entity_config_handlers: dict[str, list[Callable[[str, Mapping[str, str]], None]]]
+        replica_manager: ReplicaManager
     from pybroker.server.config import BrokerConfig
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.errors import ErrorCode
@@ -46,7 +46,17 @@ from pybroker.zookeeper.znodes import sanitize
 
 if TYPE_CHECKING:
     from pybroker.network.connection import KafkaConnection
-    from pybroker.server.quota.quota_managers import QuotaManagers
+    from pybroker.server.quota.client_quota_manager import ClientQuotaManager
+    from pybroker.server.quota.replication_quota_manager import ReplicationQuotaManager
+
+    class QuotaManagers(Protocol):
+        """The quota managers a throttler records against (`quota_managers.QuotaManagers`)."""
+
+        produce: ClientQuotaManager
+        fetch: ClientQuotaManager
+        request: ClientQuotaManager
+        leader: ReplicationQuotaManager
+        client_quotas_enabled: bool
 
 #: APIs whose responses Kafka sends with ``sendResponseExemptThrottle`` (inter-broker).
 EXEMPT_APIS = frozenset({
