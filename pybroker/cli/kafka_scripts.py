@@ -3,8 +3,8 @@
 Owns the table of scripts (`SCRIPTS`: each script's name, Kafka 3.6's options for that tool, the
 ``pybroker`` sub-command behind it and how its flags translate), Kafka's command-line conventions
 (joptsimple's: ``--opt value`` or ``--opt=value``, a unique prefix of a long option stands for it,
-an option Kafka does not know is refused with joptsimple's message and exit 1), the entry points
-installed under the scripts' names (``[project.scripts]`` in pyproject.toml: `kafka_topics` …), the
+an option Kafka does not know is refused with joptsimple's message and exit 1), the entry points'
+names (`entry_point_name`; they live in `pybroker.cli.script_commands`, above ``main``), the
 ``python -P -m pybroker kafka-topics.sh …`` form the ``bin/`` wrappers of ``pybroker kafka-home`` run
 (`module_command`: ``-P`` keeps the working directory off ``sys.path``, so a directory holding
 another ``pybroker/`` package, such as a source checkout, does not shadow the one that runs; a
@@ -421,10 +421,15 @@ def module_environment(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(root) + (os.pathsep + rest if rest else "")}
 
 
-def run_script(name: str, argv: list[str]) -> int:
-    """Run Kafka's script ``name`` with Kafka's arguments ``argv``; the exit code."""
+#: ``pybroker``'s own command line (`pybroker.cli.main.main`), which runs a translated script.
+Main = Callable[[list[str]], int]
+
+
+def run_script(name: str, argv: list[str], main: Main) -> int:
+    """Run Kafka's script ``name`` with Kafka's arguments ``argv`` through ``main``; the exit
+    code."""
     if name in SERVER_SCRIPTS:
-        return SERVER_RUNNERS[name](argv)
+        return SERVER_RUNNERS[name](argv, main)
     script = SCRIPTS[name]
     if argv and argv[0] in ("--version", "-version"):
         print(f"{KAFKA_VERSION} (pybroker {__version__})")
@@ -439,8 +444,6 @@ def run_script(name: str, argv: list[str]) -> int:
     except ScriptError as e:
         print(str(e), file=sys.stderr)
         return 1
-    from pybroker.cli.main import main
-
     code = 0
     for run in runs:
         try:
@@ -543,7 +546,7 @@ def _server_arguments(argv: list[str], script: str) -> tuple[bool, str, list[str
     return daemon, path, overrides
 
 
-def kafka_server_start_main(argv: list[str]) -> int:
+def kafka_server_start_main(argv: list[str], main: Main) -> int:
     """``kafka-server-start.sh [-daemon] server.properties [--override property=value]*``:
     ``pybroker serve`` in the foreground (until SIGTERM/SIGINT), or with ``-daemon`` in the
     background (a `module_command` child running this pybroker) with its output in
@@ -573,8 +576,6 @@ def kafka_server_start_main(argv: list[str]) -> int:
                                      start_new_session=True, env=env)
         _write_pid("kafka-server", child.pid)
         return 0
-    from pybroker.cli.main import main
-
     pid_file = _write_pid("kafka-server", os.getpid())
     try:
         return main(["serve", "--config", path, *[f"--override={item}" for item in overrides]])
@@ -582,7 +583,7 @@ def kafka_server_start_main(argv: list[str]) -> int:
         pid_file.unlink(missing_ok=True)
 
 
-def kafka_server_stop_main(argv: list[str]) -> int:
+def kafka_server_stop_main(argv: list[str], main: Main | None = None) -> int:
     """``kafka-server-stop.sh``: signal the brokers kafka-server-start.sh started (its pid files
     in the same ``$LOG_DIR``); "No kafka server to stop" and exit 1 when there is none."""
     try:
@@ -596,7 +597,7 @@ def kafka_server_stop_main(argv: list[str]) -> int:
     return 0
 
 
-def zookeeper_server_start_main(argv: list[str]) -> int:
+def zookeeper_server_start_main(argv: list[str], main: Main | None = None) -> int:
     """``zookeeper-server-start.sh [-daemon] zookeeper.properties``: the Debian ZooKeeper
     (`pybroker.zookeeper.server`) with that file, in the foreground or in the background with
     its output in ``$LOG_DIR/zookeeper.out``."""
@@ -627,7 +628,7 @@ def zookeeper_server_start_main(argv: list[str]) -> int:
     return 1  # not reached
 
 
-def zookeeper_server_stop_main(argv: list[str]) -> int:
+def zookeeper_server_stop_main(argv: list[str], main: Main | None = None) -> int:
     """``zookeeper-server-stop.sh``: signal the ZooKeeper servers zookeeper-server-start.sh
     started; "No zookeeper server to stop" and exit 1 when there is none."""
     try:
@@ -642,7 +643,7 @@ def zookeeper_server_stop_main(argv: list[str]) -> int:
 
 
 MAIN_CLASS_MARKER = "ZooKeeperServerMain"
-SERVER_RUNNERS: dict[str, Callable[[list[str]], int]] = {
+SERVER_RUNNERS: dict[str, Callable[[list[str], Main], int]] = {
     "kafka-server-start.sh": kafka_server_start_main,
     "kafka-server-stop.sh": kafka_server_stop_main,
     "zookeeper-server-start.sh": zookeeper_server_start_main,
@@ -651,63 +652,5 @@ SERVER_RUNNERS: dict[str, Callable[[list[str]], int]] = {
 
 
 def entry_point_name(script: str) -> str:
-    """The function of this module installed under ``script``'s name."""
+    """The function of `pybroker.cli.script_commands` installed under ``script``'s name."""
     return script.removesuffix(".sh").replace("-", "_")
-
-
-# --- the installed entry points ([project.scripts]) ------------------------------------------------
-
-def kafka_topics() -> int:
-    return run_script("kafka-topics.sh", sys.argv[1:])
-
-
-def kafka_configs() -> int:
-    return run_script("kafka-configs.sh", sys.argv[1:])
-
-
-def kafka_consumer_groups() -> int:
-    return run_script("kafka-consumer-groups.sh", sys.argv[1:])
-
-
-def kafka_delete_records() -> int:
-    return run_script("kafka-delete-records.sh", sys.argv[1:])
-
-
-def kafka_acls() -> int:
-    return run_script("kafka-acls.sh", sys.argv[1:])
-
-
-def kafka_reassign_partitions() -> int:
-    return run_script("kafka-reassign-partitions.sh", sys.argv[1:])
-
-
-def kafka_leader_election() -> int:
-    return run_script("kafka-leader-election.sh", sys.argv[1:])
-
-
-def kafka_log_dirs() -> int:
-    return run_script("kafka-log-dirs.sh", sys.argv[1:])
-
-
-def kafka_console_producer() -> int:
-    return run_script("kafka-console-producer.sh", sys.argv[1:])
-
-
-def kafka_console_consumer() -> int:
-    return run_script("kafka-console-consumer.sh", sys.argv[1:])
-
-
-def kafka_server_start() -> int:
-    return run_script("kafka-server-start.sh", sys.argv[1:])
-
-
-def kafka_server_stop() -> int:
-    return run_script("kafka-server-stop.sh", sys.argv[1:])
-
-
-def zookeeper_server_start() -> int:
-    return run_script("zookeeper-server-start.sh", sys.argv[1:])
-
-
-def zookeeper_server_stop() -> int:
-    return run_script("zookeeper-server-stop.sh", sys.argv[1:])

@@ -26,7 +26,7 @@ from pybroker.cli import (
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in kafka_scripts.SCRIPT_NAMES:  # `pybroker kafka-topics.sh …` (the bin/ wrappers)
-        return kafka_scripts.run_script(argv[0], argv[1:])
+        return kafka_scripts.run_script(argv[0], argv[1:], main)
     parser = argparse.ArgumentParser(prog="pybroker", description="A Kafka-compatible broker.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve.add_parser(commands)

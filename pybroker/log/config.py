@@ -32,10 +32,10 @@ class InvalidTopicConfigError(ConfigError):
 
 
 # --- Kafka 3.x's deprecated message format version ---------------------------------------------
-# pybroker answers as a Kafka 3.6.2 broker, whose inter-broker protocol is 3.6-IV2: from 3.0 on,
+# pybroker answers as a Kafka 3.9.2 broker, whose inter-broker protocol is 3.9-IV0: from 3.0 on,
 # Kafka ignores message.format.version (every batch is magic 2), and so does pybroker.
-INTER_BROKER_PROTOCOL_VERSION = "3.6-IV2"
-# Kafka 3.6's MetadataVersion values, oldest first; a bare release ("2.8") means its latest.
+INTER_BROKER_PROTOCOL_VERSION = "3.9-IV0"
+# Kafka 3.9.2's MetadataVersion values, oldest first; a bare release ("2.8") means its latest.
 _METADATA_VERSIONS = (
     "0.8.0", "0.8.1", "0.8.2", "0.9.0", "0.10.0-IV0", "0.10.0-IV1", "0.10.1-IV0", "0.10.1-IV1",
     "0.10.1-IV2", "0.10.2-IV0", "0.11.0-IV0", "0.11.0-IV1", "0.11.0-IV2", "1.0-IV0", "1.1-IV0",
@@ -43,20 +43,24 @@ _METADATA_VERSIONS = (
     "2.3-IV1", "2.4-IV0", "2.4-IV1", "2.5-IV0", "2.6-IV0", "2.7-IV0", "2.7-IV1", "2.7-IV2",
     "2.8-IV0", "2.8-IV1", "3.0-IV0", "3.0-IV1", "3.1-IV0", "3.2-IV0", "3.3-IV0", "3.3-IV1",
     "3.3-IV2", "3.3-IV3", "3.4-IV0", "3.5-IV0", "3.5-IV1", "3.5-IV2", "3.6-IV0", "3.6-IV1",
-    "3.6-IV2",
+    "3.6-IV2", "3.7-IV0", "3.7-IV1", "3.7-IV2", "3.7-IV3", "3.7-IV4", "3.8-IV0", "3.9-IV0",
+    "4.0-IV0", "4.0-IV1",
 )
+#: Kafka 3.9.2 knows 4.0's versions by their full names only: "4.0" alone is refused.
+_UNRELEASED = ("4.0",)
 _METADATA_VERSION_INDEX = {
     **{version: index for index, version in enumerate(_METADATA_VERSIONS)},
-    **{version.split("-")[0]: index for index, version in enumerate(_METADATA_VERSIONS)},
+    **{version.split("-")[0]: index for index, version in enumerate(_METADATA_VERSIONS)
+       if version.split("-")[0] not in _UNRELEASED},
 }
 # The first version whose record format is v2 (magic 2): Kafka warns about older formats only.
 _FIRST_RECORD_V2 = _METADATA_VERSION_INDEX["0.11.0-IV0"]
 
 
 def metadata_version_index(version: str) -> int:
-    """Kafka's ``MetadataVersion.fromVersionString``, as a position in Kafka 3.6's list: only the
+    """Kafka's ``MetadataVersion.fromVersionString``, as a position in Kafka 3.9.2's list: only the
     first three parts of a 0.x version and the first two of a later one count ("2.8.1" is 2.8,
-    "0.10.2.1" is 0.10.2). Raises ValueError for a version Kafka 3.6 does not know."""
+    "0.10.2.1" is 0.10.2). Raises ValueError for a version Kafka 3.9.2 does not know."""
     segments = version.split(".")
     parts = 3 if version.startswith("0.") else 2
     key = version if parts >= len(segments) else ".".join(segments[:parts])
@@ -75,7 +79,7 @@ def _check_metadata_version(name: str, value: str) -> None:
 
 
 def ignored_config_warnings(topic: str, overrides: Mapping[str, str]) -> list[str]:
-    """The WARN lines Kafka 3.6 logs when it applies ``topic``'s overrides: a
+    """The WARN lines Kafka 3.9 logs when it applies ``topic``'s overrides: a
     ``message.format.version`` older than 0.11.0 (before record format v2) is ignored. A newer
     one is ignored silently, as in Kafka."""
     value = overrides.get("message.format.version")

@@ -822,6 +822,9 @@ async def alter_configs_script(t: Target, v: int) -> list[tuple[str, Any]]:
             ("validate only", await alter(TOPIC, name, {"retention.ms": "6000"}, True)),
             ("bad value", await alter(TOPIC, name, {"retention.ms": "x"})),
             ("unknown config", await alter(TOPIC, name, {"no.such.config": "1"})),
+            # Kafka 3.9.2 knows 4.0's message format versions by their full names only.
+            *[(f"format {version}", await alter(TOPIC, name, {"message.format.version": version}, True))
+              for version in ("3.7", "3.8-IV0", "3.9", "3.9-IV0", "4.0", "4.0-IV0", "4.0-IV1", "4.0-IV2")],
             ("unknown topic", await alter(TOPIC, "no-such-topic", {"retention.ms": "1"})),
             ("broker", await alter(BROKER, str(BROKER_ID), {"log.cleaner.threads": "1"})),
             ("described", await t.send(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{

@@ -87,5 +87,5 @@ def test_an_old_format_set_later_is_warned_about(broker, topic_name):
     line = broker.wait_for_log(r"message\.format\.version", since=mark)
     assert " WARNING " in line or " WARN " in line, line
     assert (f"Topic configuration message.format.version with value `0.10.2` is ignored for `{topic_name}` because "
-            "the inter-broker protocol version `3.6-IV2` is greater or equal than 3.0.") in line
+            "the inter-broker protocol version `3.9-IV0` is greater or equal than 3.0.") in line
     assert describe(broker.bootstrap, topic_name)["message.format.version"].value == "0.10.2"

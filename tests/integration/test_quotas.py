@@ -144,7 +144,7 @@ def configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def kafka_configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Kafka's ``kafka-configs.sh`` (its flags translated by `pybroker.cli.kafka_scripts`)."""
-    code = "import sys; from pybroker.cli.kafka_scripts import run_script; sys.exit(run_script('kafka-configs.sh', sys.argv[1:]))"
+    code = "import sys; from pybroker.cli.script_commands import kafka_configs; sys.exit(kafka_configs())"
     return subprocess.run([sys.executable, "-c", code, "--bootstrap-server", bootstrap, *args], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
 

@@ -22,12 +22,12 @@ from pybroker.server.config_describer import ConfigSource, ConfigType, describe_
 
 
 @pytest.mark.parametrize("value", ["2.8", "2.8-IV1", "2.8.1", "0.10.2", "0.10.2-IV0", "0.10.2.1", "0.8.0",
-                                   "0.11.0", "1.0", "3.0-IV1", "3.6", "3.6-IV2", " 2.1 "])
+                                   "0.11.0", "1.0", "3.0-IV1", "3.6", "3.6-IV2", " 2.1 ", "3.7", "3.9-IV0", "4.0-IV1"])
 def test_message_format_versions_kafka_knows_are_accepted(value: str):
     assert validate_topic_configs({"message.format.version": value}) == {"message.format.version": value.strip()}
 
 
-@pytest.mark.parametrize("value", ["4.0", "3.7", "2.9", "3", "abc", "", "0.10", "2.8-IV9"])
+@pytest.mark.parametrize("value", ["4.0", "4.1", "3.10", "2.9", "3", "abc", "", "0.10", "2.8-IV9"])
 def test_other_message_format_versions_are_refused(value: str):
     with pytest.raises(ConfigError) as refused:
         validate_topic_configs({"message.format.version": value})
@@ -105,11 +105,11 @@ def test_described_like_the_other_topic_configs():
 def test_kafka_warns_about_pre_v2_formats_only():
     assert ignored_config_warnings("orders", {"message.format.version": "0.10.2"}) == [
         "Topic configuration message.format.version with value `0.10.2` is ignored for `orders` because the "
-        "inter-broker protocol version `3.6-IV2` is greater or equal than 3.0. This configuration is deprecated "
+        "inter-broker protocol version `3.9-IV0` is greater or equal than 3.0. This configuration is deprecated "
         "and it will be removed in Apache Kafka 4.0."
     ]
     assert ignored_config_warnings("orders", {"message.format.version": "0.8.2"}) != []
     # From 0.11.0 (record format v2) on, Kafka 3.x ignores the value without a word.
-    for value in ("0.11.0", "2.8", "3.6-IV2"):
+    for value in ("0.11.0", "2.8", "3.6-IV2", "3.9-IV0", "4.0-IV1"):
         assert ignored_config_warnings("orders", {"message.format.version": value}) == []
     assert ignored_config_warnings("orders", {"retention.ms": "5"}) == []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pybroker.cli import kafka_home, kafka_scripts
+from pybroker.cli import kafka_home, kafka_scripts, script_commands
 from pybroker.cli.kafka_scripts import (
     FLAG,
     OPTIONAL,
@@ -71,9 +71,9 @@ def test_server_scripts_have_runners() -> None:
 def test_every_script_is_an_installed_entry_point() -> None:
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     for name in SCRIPT_NAMES:
-        target = f"pybroker.cli.kafka_scripts:{entry_point_name(name)}"
+        target = f"pybroker.cli.script_commands:{entry_point_name(name)}"
         assert scripts.get(name) == target, name
-        assert callable(getattr(kafka_scripts, entry_point_name(name)))
+        assert callable(getattr(script_commands, entry_point_name(name)))
 
 
 OPTIONS = {"topic": REQUIRED, "topic-id": REQUIRED, "partitions": REQUIRED, "list": FLAG, "state": OPTIONAL,
