@@ -1,6 +1,6 @@
 """The layer order of docs/architecture.md, enforced: every ``import`` of pybroker/ (top-level,
 inside a function or under ``TYPE_CHECKING`` alike) goes to a package on a lower floor or to its
-own package."""
+own package, and no module reaches itself through imports."""
 
 from __future__ import annotations
 
@@ -74,3 +74,58 @@ def test_the_drawing_lists_every_package():
     missing = [unit for unit in FLOORS if unit not in ("__init__", "__main__", "_native")
                and f"`{unit}/`" not in drawing and f"`{unit}.py`" not in drawing]
     assert missing == []
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module → the pybroker modules it imports (deferred imports too; ``from pkg import mod``
+    names both the package and the module)."""
+    root = Path(pybroker.__file__).parent
+    paths = {}
+    for path in root.rglob("*.py"):
+        parts = ("pybroker", *path.relative_to(root).with_suffix("").parts)
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("pybroker"):
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in paths and t != name}
+    return graph
+
+
+def test_no_import_circles():
+    """No module reaches itself through imports, deferred ones counted (Tarjan's strongly
+    connected components of the module graph)."""
+    graph = _module_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert circles == []
