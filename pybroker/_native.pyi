@@ -18,6 +18,9 @@ then the ``OSError`` (errno EMFILE or ENFILE) reaches the caller.
 Threading: every ``Segment`` method may be called from any thread. File I/O runs with the GIL
 released; ``flush()`` fsyncs without blocking concurrent appends/reads on the same segment.
 Buffers passed in must not be mutated by another thread during the call.
+
+Errors: ``CorruptRecordError`` and ``RecordTooLargeError`` are the classes of
+``pybroker.common.errors`` (each a ``KafkaError`` with its code, and a ``ValueError``).
 """
 
 from collections.abc import Sequence
@@ -49,14 +52,6 @@ def crc32c(data: Buffer, crc: int = 0) -> int:
     ``crc32c(b, crc32c(a)) == crc32c(a + b)``; ``crc32c(b"123456789") == 0xE3069283``.
     Hardware accelerated (SSE4.2 / ARMv8 CRC) with a portable fallback.
     """
-
-class CorruptRecordError(ValueError):
-    """A record batch is malformed: bad CRC, magic other than 2, batchLength < 49, a length that
-    runs past the end of the set, a negative lastOffsetDelta or recordsCount, an unknown codec,
-    or an empty record set. Maps to Kafka error CORRUPT_MESSAGE (2)."""
-
-class RecordTooLargeError(ValueError):
-    """A batch's total size exceeds ``max_message_bytes``. Maps to MESSAGE_TOO_LARGE (10)."""
 
 @final
 class RecordsInfo:
@@ -279,6 +274,11 @@ def null_key_indexes(records: Buffer) -> list[int]:
     ``CorruptRecordError``. Compressed batches are decompressed as streams and only each
     record's key length is decoded; large sets are walked with the GIL released.
     """
+
+def transactional_producer(data: Buffer) -> tuple[int, int] | None:
+    """(producer id, producer epoch) of the first batch of ``data`` when its whole 61-byte header
+    is there, its magic is 2 and it is transactional (KIP-890: the producer whose transaction a
+    leader verifies); None otherwise. Reads the header only: no CRC, no records."""
 
 def up_convert(data: Buffer) -> bytes | None:
     """The message set ``data`` (message format v0 or v1, as Produce v0–2 carries it) as one v2

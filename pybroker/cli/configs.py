@@ -55,7 +55,7 @@ from pybroker.client.admin import (
     UserScramCredentialUpsertion,
 )
 from pybroker.client.connection import KafkaClientError
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.security.scram import ScramMechanism
 from pybroker.server.quota.admin import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
 from pybroker.server.quota.entities import CLIENT_ID, USER, format_quota_value

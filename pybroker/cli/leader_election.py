@@ -26,7 +26,7 @@ from pathlib import Path
 from pybroker.cli.command_config import CommandConfigError, read_client_settings
 from pybroker.client.admin import PREFERRED_ELECTION, UNCLEAN_ELECTION, Admin, AdminError
 from pybroker.client.connection import KafkaClientError
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.types import TopicPartition
 
 PROG = "pybroker leader-election"

@@ -24,7 +24,7 @@ import sys
 from pybroker.cli.command_config import settings_for_command
 from pybroker.client.admin import Admin, AdminError, LogDirInfo
 from pybroker.client.connection import KafkaClientError
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 
 PROG = "pybroker log-dirs"
 

@@ -44,8 +44,8 @@ from pybroker.client.admin import (
     PartitionReassignment,
 )
 from pybroker.client.connection import KafkaClientError
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.replica_assignment import AdminOperationError, assign_replicas_to_brokers
-from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 
 PROG = "pybroker reassign-partitions"

@@ -34,7 +34,7 @@ import sys
 from pybroker.cli.command_config import ClientSettings, settings_for_command
 from pybroker.client.admin import Admin, AdminError, PartitionInfo, TopicDescription
 from pybroker.client.connection import KafkaClientError
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 
 ACTIONS = ("create", "list", "describe", "alter", "delete")
 ZERO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's Uuid.ZERO_UUID, printed

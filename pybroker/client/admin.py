@@ -39,10 +39,10 @@ from pybroker.client.connection import BrokerConnection, KafkaClientError, Unsup
 from pybroker.client.node import Node
 from pybroker.client.security import PLAINTEXT, ClientSecurity
 from pybroker.client.topic_layout import TopicLayout
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import topic_id_to_string
 from pybroker.protocol import consumer_protocol
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     AlterClientQuotasRequest,
     AlterConfigsRequest,

@@ -29,10 +29,10 @@ from collections.abc import Callable
 from typing import Any
 
 from pybroker.client.security import PLAINTEXT, ClientSecurity
+from pybroker.common.errors import ErrorCode
 from pybroker.network.framing import FrameReader
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     ApiVersionsRequest,
     SaslAuthenticateRequest,

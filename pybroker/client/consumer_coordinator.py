@@ -26,9 +26,9 @@ from pybroker.client.assignor import PROTOCOL_NAME, range_assign
 from pybroker.client.connection import BrokerConnection, KafkaClientError
 from pybroker.client.node import Node
 from pybroker.client.topic_layout import TopicLayout
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import consumer_protocol
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     ConsumerGroupPositionRequest,
     HeartbeatRequest,

@@ -27,8 +27,8 @@ from typing import TypeVar
 from pybroker.client.admin import LEADERSHIP_ERRORS, RETRY_BACKOFF_S, Admin, AdminError
 from pybroker.client.node import Node
 from pybroker.client.properties import int_property
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FetchRequest
 from pybroker.types import TopicPartition
 

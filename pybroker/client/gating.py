@@ -33,7 +33,7 @@ from typing import Any
 from pybroker._native import LinearHashing
 from pybroker.client.admin import AdminError
 from pybroker.client.topic_layout import TopicLayout
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)

@@ -68,8 +68,8 @@ from pybroker.client.node import Node
 from pybroker.client.properties import int_property
 from pybroker.client.security import PLAINTEXT, ClientSecurity, security_from_properties
 from pybroker.client.topic_layout import TopicLayout
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FetchRequest
 from pybroker.scheduler import SYSTEM_TIME, Time
 from pybroker.types import TopicPartition

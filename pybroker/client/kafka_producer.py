@@ -70,8 +70,8 @@ from pybroker.client.transaction_manager import (
     TransactionState,
     TransactionStateError,
 )
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ProduceRequest
 from pybroker.scheduler import SYSTEM_TIME, Time
 from pybroker.types import TopicPartition

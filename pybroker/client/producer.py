@@ -32,8 +32,8 @@ from pybroker.client.connection import BrokerConnection
 from pybroker.client.node import Node
 from pybroker.client.properties import int_property
 from pybroker.client.topic_layout import TopicLayout
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ProduceRequest
 from pybroker.types import TopicPartition
 

@@ -54,8 +54,8 @@ from pybroker.client.admin import TRANSACTION_KEY_TYPE, AdminError
 from pybroker.client.connection import KafkaClientError, UnsupportedVersionError
 from pybroker.client.consumer_coordinator import CommitFailedError, ConsumerGroupMetadata
 from pybroker.client.node import Node
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,

@@ -13,12 +13,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Protocol
 
+from pybroker.common.errors import ErrorCode, KafkaError
+
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 
 
-class ConfigError(ValueError):
-    """A config value that is unknown or out of range; maps to INVALID_CONFIG (40)."""
+class ConfigError(KafkaError, ValueError):
+    """A config value that is unknown or out of range."""
+
+    code = ErrorCode.INVALID_CONFIG
 
 
 _JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")

@@ -16,29 +16,35 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
+from pybroker.common.errors import ErrorCode, KafkaError
+
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_CHARS = re.compile(r"^[a-zA-Z0-9._-]+$")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
-class TopicExistsError(Exception):
-    """TOPIC_ALREADY_EXISTS (36)."""
+class TopicExistsError(KafkaError):
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
 
 
-class InvalidTopicError(Exception):
-    """INVALID_TOPIC_EXCEPTION (17)."""
+class InvalidTopicError(KafkaError):
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
-class InvalidPartitionsError(Exception):
-    """INVALID_PARTITIONS (37)."""
+class InvalidPartitionsError(KafkaError):
+    code = ErrorCode.INVALID_PARTITIONS
 
 
-class InvalidReplicationFactorError(Exception):
-    """INVALID_REPLICATION_FACTOR (38)."""
+class InvalidReplicationFactorError(KafkaError):
+    code = ErrorCode.INVALID_REPLICATION_FACTOR
 
 
-class UnknownTopicError(Exception):
-    """UNKNOWN_TOPIC_OR_PARTITION (3)."""
+class InvalidReplicaAssignmentError(KafkaError):
+    code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+class UnknownTopicError(KafkaError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def topic_id_to_string(topic_id: uuid.UUID) -> str:

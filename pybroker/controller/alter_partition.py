@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 from pybroker.types import TopicPartition
 

@@ -40,6 +40,7 @@ from pybroker.common.cluster import (
     LEADER_DURING_DELETE,
     PartitionState,
 )
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import PartitionAssignment, TopicMetadata
 from pybroker.controller.alter_partition import (
     RECOVERED,
@@ -75,7 +76,6 @@ from pybroker.controller.store import (
     PartitionEpochConflictError,
     StoreListener,
 )
-from pybroker.protocol.errors import ErrorCode
 from pybroker.scheduler import AsyncioScheduler, ScheduledTask, Scheduler
 from pybroker.types import TopicPartition
 

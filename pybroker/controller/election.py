@@ -25,7 +25,7 @@ from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 
 NO_LEADER = -1
 """The leader id of a partition without a leader."""

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from pybroker.client.connection import BrokerConnection, KafkaClientError
 from pybroker.client.inter_broker import DIRECT, InterBrokerClient
 from pybroker.common.cluster import LiveBroker
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ListOffsetsRequest
 from pybroker.types import TopicPartition
 

@@ -37,13 +37,13 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import FullReplicaAssignment, TopicMetadata
 from pybroker.controller.channel import ControllerBrokerRequestBatch
 from pybroker.controller.context import ControllerContext
 from pybroker.controller.election import LeaderAndIsr as LeaderAndIsrValue
 from pybroker.controller.requests import ControlResponse, StopReplicaPartition
 from pybroker.controller.store import ControllerMovedError, ControllerStore
-from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from pybroker.common.cluster import LiveBroker, PartitionState
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.types import TopicPartition
 
 

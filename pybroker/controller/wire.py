@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pybroker.common.cluster import BrokerEndpoint, LiveBroker, PartitionState
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.requests import (
     ControlResponse,
     LeaderAndIsr,
@@ -19,7 +20,6 @@ from pybroker.controller.requests import (
     UpdateMetadata,
 )
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,

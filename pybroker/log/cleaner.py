@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from pybroker import _native
 from pybroker.common.config import LONG_MAX
+from pybroker.common.errors import CorruptRecordError
 from pybroker.log.checkpoint import CheckpointError, OffsetCheckpointFile, render_offsets
 from pybroker.log.file_sync import CoalescingFileWriter, fsync_paths
 from pybroker.log.log import CLEANED_SUFFIX, Log, largest_timestamp
@@ -398,7 +399,7 @@ class LogCleaner:
             else:
                 log.warning("Unexpected exception thrown when cleaning log %s. Marking its partition (%s) as "
                             "uncleanable: %s", chosen.log.dir, tp, e,
-                            exc_info=not isinstance(e, _native.CorruptRecordError))
+                            exc_info=not isinstance(e, CorruptRecordError))
                 self.uncleanable.add(tp)
         finally:
             self.in_progress.discard(tp)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pybroker import _native
+from pybroker.common.errors import ErrorCode, KafkaError
 from pybroker.log.config import LogConfig
 from pybroker.log.leader_epoch import LeaderEpochCache
 from pybroker.log.producer_snapshot import (
@@ -55,12 +56,16 @@ CONTROL_TYPE_ABORT = 0
 CONTROL_TYPE_COMMIT = 1
 
 
-class OffsetOutOfRangeError(Exception):
-    """An offset outside [log start offset, log end offset] (OFFSET_OUT_OF_RANGE, 1)."""
+class OffsetOutOfRangeError(KafkaError):
+    """An offset outside [log start offset, log end offset]."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
-class InvalidRecordError(Exception):
-    """Records that are well-formed but not acceptable (INVALID_RECORD, 87)."""
+class InvalidRecordError(KafkaError):
+    """Records that are well-formed but not acceptable."""
+
+    code = ErrorCode.INVALID_RECORD
 
 
 def _java_long(value: int) -> int:
@@ -71,8 +76,8 @@ def _java_long(value: int) -> int:
 
 class RecordValidationError(InvalidRecordError):
     """Kafka's ``RecordValidationException``: a batch refused whole because of some of its
-    records (INVALID_RECORD, 87; INVALID_TIMESTAMP, 32, when ``invalid_timestamp``: a timestamp
-    was among the reasons). ``record_errors`` lists ``(batch_index, message)`` per refused record
+    records (its code is INVALID_RECORD, or INVALID_TIMESTAMP when ``invalid_timestamp``: a
+    timestamp was among the reasons). ``record_errors`` lists ``(batch_index, message)`` per refused record
     (Produce v8+ answers them as ``RecordErrors``); the exception's message is Kafka's summary,
     which Produce v8+ answers as ``ErrorMessage``."""
 
@@ -88,6 +93,8 @@ class RecordValidationError(InvalidRecordError):
             )
         self.record_errors = record_errors
         self.invalid_timestamp = invalid_timestamp
+        if invalid_timestamp:
+            self.code = ErrorCode.INVALID_TIMESTAMP
 
 
 class UnexpectedAppendOffsetError(Exception):
@@ -515,7 +522,7 @@ class Log:
         have keys, and their timestamps must respect the topic's ``message.timestamp.*.max.ms``
         (Kafka's ``LogValidator``); coordinators' records are not checked.
 
-        Raises ``_native.CorruptRecordError``, ``_native.RecordTooLargeError``,
+        Raises ``CorruptRecordError``, ``RecordTooLargeError``,
         ``InvalidRecordError`` (``RecordValidationError`` for keyless records in a compacted
         topic and timestamps out of range) or the producer-state errors; nothing is appended then.
         """
@@ -614,7 +621,7 @@ class Log:
 
         Returns the appended range; an empty set (or a lone partial batch) appends nothing and
         returns ``first_offset == last_offset == -1``, ``record_count == 0``. Raises
-        ``_native.CorruptRecordError``, ``UnexpectedAppendOffsetError`` or
+        ``CorruptRecordError``, ``UnexpectedAppendOffsetError`` or
         ``OffsetsOutOfOrderError``; nothing is appended then.
         """
         info = _native.validate_replicated_batches(records, self.leader_epoch_cache.latest_epoch)

@@ -28,25 +28,35 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from pybroker.common.errors import ErrorCode, KafkaError
+
 NO_PRODUCER_EPOCH = -1
 INT32_MAX = 2**31 - 1
 RETAINED_BATCHES = 5  # Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN
 
 
-class OutOfOrderSequenceError(Exception):
+class OutOfOrderSequenceError(KafkaError):
     """The batch's first sequence does not follow the producer's last one."""
 
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
-class InvalidProducerEpochError(Exception):
+
+class InvalidProducerEpochError(KafkaError):
     """The batch or marker comes from a fenced (older) producer epoch."""
 
-
-class InvalidTxnStateError(Exception):
-    """A non-transactional batch from a producer whose transaction is open (INVALID_TXN_STATE)."""
+    code = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
-class TransactionCoordinatorFencedError(Exception):
-    """A marker from a coordinator epoch older than the producer's last one (TRANSACTION_COORDINATOR_FENCED)."""
+class InvalidTxnStateError(KafkaError):
+    """A non-transactional batch from a producer whose transaction is open."""
+
+    code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A marker from a coordinator epoch older than the producer's last one."""
+
+    code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 @dataclass(frozen=True)

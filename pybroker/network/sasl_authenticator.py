@@ -67,11 +67,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pybroker.common.config import ConfigError, ListenerSettings
+from pybroker.common.errors import ErrorCode
 from pybroker.network.connection import FORWARD, CloseConnection, Dispatcher, KafkaConnection
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.client_software import valid_client_software
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import SaslAuthenticateResponse, SaslHandshakeResponse
 from pybroker.security.jaas import JaasConfigError, parse_jaas_entry
 from pybroker.security.plain import (

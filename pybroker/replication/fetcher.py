@@ -26,12 +26,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pybroker import _native
+from pybroker.common.errors import CorruptRecordError, ErrorCode, KafkaError
 from pybroker.log.leader_epoch import UNDEFINED_EPOCH
 from pybroker.log.log import Log, UnexpectedAppendOffsetError
 from pybroker.log.log_dir_failure import is_resource_exhaustion
 from pybroker.metrics.stats import BrokerTopicStats
-from pybroker.protocol.errors import ErrorCode
 from pybroker.replication.truncation import (
     leader_start_offset_needed,
     offset_truncation_state,
@@ -146,12 +145,12 @@ class EpochEndOffset:
     end_offset: int = -1
 
 
-class LeaderEndPointError(Exception):
+class LeaderEndPointError(KafkaError):
     """A per-call error answered by the leader (e.g. ListOffsets' partition error)."""
 
-    def __init__(self, error: ErrorCode, message: str = "") -> None:
-        super().__init__(message or error.name)
-        self.error = error
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or code.name)
+        self.code = code
 
 
 class LeaderEndPoint(Protocol):
@@ -428,7 +427,7 @@ class ReplicaFetcher:
         if len(response.records):
             try:
                 info = self._append(log_, memoryview(response.records), now)
-            except _native.CorruptRecordError as e:
+            except CorruptRecordError as e:
                 log.warning("Corrupt records fetched for %s: %s", tp, e)
                 self._delay(tp, state)
                 return
@@ -489,7 +488,7 @@ class ReplicaFetcher:
                 leader_start = await self.leader.fetch_earliest_offset(tp, state.current_leader_epoch)
         except _TRANSPORT_ERRORS as e:
             log.info("Resolving OFFSET_OUT_OF_RANGE of %s failed: %s", tp, e)
-            if isinstance(e, LeaderEndPointError) and e.error == ErrorCode.FENCED_LEADER_EPOCH:
+            if isinstance(e, LeaderEndPointError) and e.code == ErrorCode.FENCED_LEADER_EPOCH:
                 self._mark_failed(tp, state, "the leader fenced our leader epoch")
             else:
                 self._delay(tp, state)

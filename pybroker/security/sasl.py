@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 
 
 class SaslAuthenticationError(Exception):

@@ -21,11 +21,10 @@ import logging
 import uuid
 from collections.abc import Mapping, Sequence
 
-from pybroker.common.config import ConfigError
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
-    InvalidTopicError,
     TopicExistsError,
     UnknownTopicError,
     validate_topic_name,
@@ -36,7 +35,6 @@ from pybroker.controller.replica_assignment import (
 )
 from pybroker.controller.store import ControllerStore
 from pybroker.log.config import TOPIC_CONFIGS, validate_topic_configs
-from pybroker.protocol.errors import ErrorCode
 from pybroker.server.config import BrokerConfig
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.quota.admin import (
@@ -58,23 +56,9 @@ log = logging.getLogger(__name__)
 
 UNTIMED_WAIT_MS = 5000
 
-# What `AdminManager.create_topic` raises, as CreateTopics (and an auto-creating Metadata) answer.
-TOPIC_CREATION_ERRORS: dict[type[Exception], ErrorCode] = {
-    TopicExistsError: ErrorCode.TOPIC_ALREADY_EXISTS,
-    InvalidTopicError: ErrorCode.INVALID_TOPIC_EXCEPTION,
-    InvalidPartitionsError: ErrorCode.INVALID_PARTITIONS,
-    InvalidReplicationFactorError: ErrorCode.INVALID_REPLICATION_FACTOR,
-    ConfigError: ErrorCode.INVALID_CONFIG,
-}
-
-
 def not_an_increase(current: int, new_count: int) -> str:
     """ZooKeeper-mode Kafka's refusal of a lower partition count."""
     return f"Topic currently has {current} partitions, which is higher than the requested {new_count}."
-
-
-def topic_creation_error(error: Exception) -> ErrorCode:
-    return next(code for kind, code in TOPIC_CREATION_ERRORS.items() if isinstance(error, kind))
 
 
 class AdminManager:

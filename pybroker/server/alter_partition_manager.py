@@ -34,6 +34,7 @@ from typing import Protocol
 
 from pybroker.client.connection import BrokerConnection
 from pybroker.client.inter_broker import DIRECT, InterBrokerClient
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.alter_partition import (
     ALTER_PARTITION_VERSION,
     AlterPartition,
@@ -44,7 +45,6 @@ from pybroker.controller.alter_partition import (
     request_to_wire,
 )
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.scheduler import AsyncioScheduler, Scheduler, Timer
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import IsrChangeResult

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from pybroker.client.connection import KafkaClientError
 from pybroker.common.cluster import BrokerEndpoint, LiveBroker
 from pybroker.common.config import LONG_MAX
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import TopicExistsError
 from pybroker.controller.channel import BrokerChannel, ControllerChannelManager
 from pybroker.controller.controller import AutoLeaderRebalance, Controller
@@ -45,7 +46,6 @@ from pybroker.network.sasl_authenticator import (
     authenticator_factory,
 )
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ControlledShutdownRequest
 from pybroker.replication.fetcher import FetcherConfig
 from pybroker.replication.remote_endpoint import RemoteLeaderEndPoint

@@ -18,8 +18,8 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from pybroker.common.config import parse_list
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.store import DEFAULT_ENTITY
-from pybroker.protocol.errors import ErrorCode
 from pybroker.security.authorizer import AclOperation
 from pybroker.server import broker_loggers
 from pybroker.server.config import BROKER_CONFIGS

@@ -16,8 +16,8 @@ import logging
 from collections.abc import Callable
 
 from pybroker.common.cluster import LiveBroker
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.requests import ControlResponse, LeaderAndIsr, StopReplica, UpdateMetadata
-from pybroker.protocol.errors import ErrorCode
 from pybroker.server.group.coordinator import GroupCoordinator
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.replica_manager import ReplicaManager

@@ -27,11 +27,11 @@ import time
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from pybroker.common.errors import ErrorCode
 from pybroker.metrics.stats import RequestMetrics
 from pybroker.network.connection import CloseConnection, KafkaConnection
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.server.apis import HANDLERS
 from pybroker.server.quota.throttling import RequestThrottler, resolved
 from pybroker.server.request_context import RequestContext

@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.scheduler import Time
 from pybroker.server.replica_manager import FetchPartitionRequest, FetchPartitionResult
 from pybroker.types import TopicPartition

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import asyncio
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode, KafkaError
+from pybroker.log.log import Log
 from pybroker.replication.fetcher import (
     EpochEndOffset,
     FetchRequestData,
     FetchResponsePartition,
     LeaderEndPointError,
 )
-from pybroker.server.partition import FencedLeaderEpochError, Partition, UnknownLeaderEpochError
+from pybroker.server.partition import Partition
 from pybroker.server.replica_manager import FetchPartitionRequest, ReplicaManager
 from pybroker.types import TopicPartition
 
@@ -60,26 +61,25 @@ class LocalLeaderEndPoint:
             for tp, r in results.items()
         }
 
-    def _partition(self, tp: TopicPartition, current_leader_epoch: int) -> Partition:
+    def _partition(self, tp: TopicPartition) -> Partition:
         self._check()
         partition = self.leader.get_partition(tp)
         if partition is None:
             raise LeaderEndPointError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if not partition.is_leader:
-            raise LeaderEndPointError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        try:
-            partition.check_leader_epoch(current_leader_epoch)
-        except FencedLeaderEpochError as e:
-            raise LeaderEndPointError(ErrorCode.FENCED_LEADER_EPOCH, str(e)) from e
-        except UnknownLeaderEpochError as e:
-            raise LeaderEndPointError(ErrorCode.UNKNOWN_LEADER_EPOCH, str(e)) from e
         return partition
 
+    def _leader_log(self, tp: TopicPartition, current_leader_epoch: int) -> Log:
+        partition = self._partition(tp)
+        try:
+            return partition.local_log(current_leader_epoch)
+        except KafkaError as e:
+            raise LeaderEndPointError(e.code, str(e)) from e
+
     async def fetch_earliest_offset(self, tp: TopicPartition, current_leader_epoch: int) -> int:
-        return self._partition(tp, current_leader_epoch).log.log_start_offset
+        return self._leader_log(tp, current_leader_epoch).log_start_offset
 
     async def fetch_latest_offset(self, tp: TopicPartition, current_leader_epoch: int) -> int:
-        return self._partition(tp, current_leader_epoch).log.log_end_offset
+        return self._leader_log(tp, current_leader_epoch).log_end_offset
 
     async def fetch_epoch_end_offsets(
         self, partitions: dict[TopicPartition, tuple[int, int]]
@@ -87,11 +87,11 @@ class LocalLeaderEndPoint:
         answers = {}
         for tp, (current_epoch, epoch) in partitions.items():
             try:
-                log_ = self._partition(tp, current_epoch).log
-            except LeaderEndPointError as e:
-                answers[tp] = EpochEndOffset(e.error)
-                continue
-            answers[tp] = EpochEndOffset(ErrorCode.NONE, *log_.leader_epoch_cache.end_offset_for(epoch, log_.log_end_offset))
+                answers[tp] = EpochEndOffset(
+                    ErrorCode.NONE, *self._partition(tp).last_offset_for_leader_epoch(current_epoch, epoch)
+                )
+            except KafkaError as e:
+                answers[tp] = EpochEndOffset(e.code)
         return answers
 
     async def close(self) -> None:

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pybroker.common.cluster import PartitionState
+from pybroker.common.errors import ErrorCode, KafkaError, OffsetNotAvailableError
 from pybroker.log.log import AppendOrigin, Log, LogAppendInfo, OffsetOutOfRangeError
+from pybroker.log.producer_state import ProducerEntry
 from pybroker.metrics.stats import IsrStats
-from pybroker.protocol.errors import ErrorCode
 from pybroker.scheduler import SystemTime, Time
 from pybroker.types import TopicPartition
 
@@ -39,6 +40,11 @@ log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("state.change.logger")
 
 UNKNOWN_OFFSET = -1
+# ListOffsets' special timestamps, and its isolation level that reads to the last stable offset.
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 
 
@@ -86,24 +92,34 @@ _WAIT_FOR_LEADER_AND_ISR = frozenset({
 })
 
 
-class NotLeaderError(Exception):
-    """NOT_LEADER_OR_FOLLOWER (6)."""
+class NotLeaderError(KafkaError):
+    """This broker does not lead the partition (or, for a follower's request, hosts no replica)."""
+
+    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
-class NotEnoughReplicasError(Exception):
-    """NOT_ENOUGH_REPLICAS (19): the ISR is smaller than min.insync.replicas."""
+class NotEnoughReplicasError(KafkaError):
+    """The ISR is smaller than min.insync.replicas."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
 
 
-class FencedLeaderEpochError(Exception):
-    """FENCED_LEADER_EPOCH (74): the request carries an epoch older than ours."""
+class FencedLeaderEpochError(KafkaError):
+    """The request carries a leader epoch older than ours."""
+
+    code = ErrorCode.FENCED_LEADER_EPOCH
 
 
-class PolicyViolationError(Exception):
-    """POLICY_VIOLATION (44)."""
+class PolicyViolationError(KafkaError):
+    """A request the topic's policy refuses (DeleteRecords on a compacted topic)."""
+
+    code = ErrorCode.POLICY_VIOLATION
 
 
-class UnknownLeaderEpochError(Exception):
-    """UNKNOWN_LEADER_EPOCH (75): the request carries an epoch newer than ours."""
+class UnknownLeaderEpochError(KafkaError):
+    """The request carries a leader epoch newer than ours."""
+
+    code = ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
 @dataclass
@@ -273,6 +289,78 @@ class Partition:
                 f"Leader not local for partition {self.topic_partition} on broker {self.local_broker_id}"
             )
         return self.log
+
+    def local_log(self, current_leader_epoch: int, require_leader: bool = True) -> Log:
+        """The log a request that carries CurrentLeaderEpoch reads: NotLeaderError when it must be
+        the leader's and this broker follows, then the epoch fencing (``check_leader_epoch``)."""
+        log_ = self.require_leader() if require_leader else self.log
+        self.check_leader_epoch(current_leader_epoch)
+        return log_
+
+    # --- the leader's answers ------------------------------------------------------------------
+
+    def fetch_offset_for_timestamp(
+        self, timestamp: int, isolation_level: int | None, current_leader_epoch: int, fetch_only_from_leader: bool,
+    ) -> tuple[int, int, int] | None:
+        """ListOffsets v1+ (Kafka's ``fetchOffsetForTimestamp``): (offset, timestamp, leader
+        epoch) for ``timestamp``, which may be EARLIEST_TIMESTAMP, LATEST_TIMESTAMP or
+        MAX_TIMESTAMP; None when no record qualifies. A replica (``isolation_level`` None) sees
+        the whole log, a consumer up to the high watermark, a read_committed one up to the last
+        stable offset. A new leader whose high watermark is short of its epoch's start raises
+        ``OffsetNotAvailableError`` for a consumer asking for the latest offset or finding none."""
+        log_ = self.local_log(current_leader_epoch, fetch_only_from_leader)
+        if isolation_level is None:
+            max_offset = log_.log_end_offset
+        elif isolation_level == READ_COMMITTED:
+            max_offset = log_.last_stable_offset
+        else:
+            max_offset = log_.high_watermark
+        if timestamp == EARLIEST_TIMESTAMP:
+            return log_.log_start_offset, -1, log_.leader_epoch_cache.epoch_for_offset(log_.log_start_offset)
+        hw_behind_epoch = isolation_level is not None and self.leader_epoch_start_offset > log_.high_watermark
+        if timestamp == LATEST_TIMESTAMP:
+            found: tuple[int, int, int] | None = None if hw_behind_epoch else (max_offset, -1, self.leader_epoch)
+        elif timestamp == MAX_TIMESTAMP:
+            found = log_.fetch_max_timestamp(max_offset)
+        else:
+            found = log_.fetch_offset_by_timestamp(timestamp, max_offset)
+        if found is None and hw_behind_epoch:
+            raise OffsetNotAvailableError(
+                f"Failed to fetch offsets for partition {self.topic_partition} with leader epoch {self.leader_epoch} "
+                f"as this partition's high watermark ({log_.high_watermark}) is lagging behind the start offset "
+                f"from the beginning of this epoch ({self.leader_epoch_start_offset})."
+            )
+        return found
+
+    def legacy_fetch_offsets_for_timestamp(
+        self, timestamp: int, max_num_offsets: int, is_from_consumer: bool, fetch_only_from_leader: bool,
+    ) -> list[int]:
+        """ListOffsets v0 (Kafka's ``legacyFetchOffsetsForTimestamp``): segment start offsets by
+        the segments' modification times; a consumer's list starts at most at the high watermark."""
+        log_ = self.require_leader() if fetch_only_from_leader else self.log
+        offsets = log_.legacy_offsets_before(timestamp, max_num_offsets, self.time.milliseconds())
+        if is_from_consumer and offsets and offsets[0] > log_.high_watermark:
+            return [log_.high_watermark, *(offset for offset in offsets if offset <= log_.high_watermark)]
+        return offsets
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch on the leader (Kafka's ``lastOffsetForLeaderEpoch``): (epoch, end
+        offset) of ``leader_epoch``, the largest epoch at or below it that this log has."""
+        log_ = self.local_log(current_leader_epoch)
+        return log_.leader_epoch_cache.end_offset_for(leader_epoch, log_.log_end_offset)
+
+    def maybe_start_transaction_verification(self, producer_id: int, producer_epoch: int, now_ms: int) -> object | None:
+        """KIP-890 (Kafka's ``maybeStartTransactionVerification``): the verification guard of a
+        transactional batch that would open the producer's transaction here, started now unless one
+        is under way; None when its transaction is already open."""
+        producer_state = self.log.producer_state
+        if not producer_state.needs_verification(producer_id, producer_epoch):
+            return None
+        return producer_state.start_verification(producer_id, now_ms)
+
+    def active_producers(self) -> dict[int, ProducerEntry]:
+        """DescribeProducers: producer id → the state this replica keeps of it."""
+        return self.log.producer_state.producers
 
     # --- watermarks ----------------------------------------------------------------------------
 

@@ -29,27 +29,21 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pybroker import _native
 from pybroker.common.cluster import EPOCH_DURING_DELETE, PartitionState
+from pybroker.common.errors import ErrorCode, KafkaError
 from pybroker.common.topic import INTERNAL_TOPICS, topic_id_to_string
 from pybroker.controller.requests import ControlResponse, LeaderAndIsr, StopReplica
+from pybroker.log.config import LogConfig
 from pybroker.log.log import (
     AppendOrigin,
-    InvalidRecordError,
     Log,
-    OffsetOutOfRangeError,
     RecordValidationError,
 )
 from pybroker.log.log_manager import LogManager
-from pybroker.log.producer_state import (
-    InvalidProducerEpochError,
-    InvalidTxnStateError,
-    OutOfOrderSequenceError,
-    TransactionCoordinatorFencedError,
-)
 from pybroker.metrics.stats import BrokerTopicStats, IsrStats
-from pybroker.protocol.errors import ErrorCode
 from pybroker.replication.fetcher import (
     FetcherConfig,
     LeaderEndPoint,
@@ -62,12 +56,9 @@ from pybroker.server.alter_log_dirs import ReplicaAlterLogDirsManager
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import (
     DEFAULT_REPLICA_LAG_TIME_MAX_MS,
-    FencedLeaderEpochError,
     IsrChangeSubmitter,
-    NotEnoughReplicasError,
     NotLeaderError,
     Partition,
-    PolicyViolationError,
     UnknownLeaderEpochError,
 )
 from pybroker.server.purgatory import DelayedOperation, Purgatory
@@ -77,36 +68,10 @@ from pybroker.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-_APPEND_ERRORS: dict[type[BaseException], ErrorCode] = {
-    _native.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
-    _native.RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
-    InvalidRecordError: ErrorCode.INVALID_RECORD,
-    OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-    InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
-    InvalidTxnStateError: ErrorCode.INVALID_TXN_STATE,
-    TransactionCoordinatorFencedError: ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-    NotEnoughReplicasError: ErrorCode.NOT_ENOUGH_REPLICAS,
-    NotLeaderError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
-}
-
 # Append errors Kafka does not count as failed produce requests (its "known" exceptions).
 _EXPECTED_APPEND_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.CORRUPT_MESSAGE,
 })
-
-_READ_ERRORS: dict[type[BaseException], ErrorCode] = {
-    OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
-    NotLeaderError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    FencedLeaderEpochError: ErrorCode.FENCED_LEADER_EPOCH,
-    UnknownLeaderEpochError: ErrorCode.UNKNOWN_LEADER_EPOCH,
-}
-
-_DELETE_RECORDS_ERRORS: dict[type[BaseException], ErrorCode] = {
-    NotLeaderError: ErrorCode.NOT_LEADER_OR_FOLLOWER,
-    PolicyViolationError: ErrorCode.POLICY_VIOLATION,
-    OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
-}
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -129,6 +94,46 @@ class PartitionAppendResult:
 
 # Append results now, or a future of them when the answer must wait.
 AppendOutcome = dict[TopicPartition, PartitionAppendResult] | asyncio.Future[dict[TopicPartition, PartitionAppendResult]]
+
+
+# The coordinator could not tell yet: the client retries the produce.
+_UNVERIFIED_RETRIABLE = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+})
+
+
+def produce_error(error: ErrorCode) -> tuple[ErrorCode, str | None]:
+    """What a Produce answers for a partition the coordinator did not verify: the error and its
+    message, as Kafka's ``ReplicaManager`` translates the coordinator's answer (None: the error
+    alone)."""
+    if error in _UNVERIFIED_RETRIABLE:
+        return (ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"Unable to verify the partition has been added to the transaction. Underlying error: {error.name}")
+    if error == ErrorCode.INVALID_TXN_STATE:
+        return error, "Partition was not added to the transaction"
+    if error == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH, None
+    return error, None
+
+
+@dataclass
+class ProduceAppendResults:
+    """A Produce's appends (Kafka's ``handleProduceAppend``): the partitions KIP-890 verification
+    refused before any append, and the append results of the rest. Kafka answers the two groups
+    from two maps, in that order."""
+
+    unverified: dict[TopicPartition, PartitionAppendResult]
+    appended: dict[TopicPartition, PartitionAppendResult]
+
+
+class TransactionVerifier(Protocol):
+    """Asks a transactional id's coordinator whether partitions are in the producer's ongoing
+    transaction (``server/transaction/verification.py``)."""
+
+    async def verify(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, ErrorCode]: ...
 
 
 @dataclass(frozen=True)
@@ -538,6 +543,11 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition | None:
         return self.partitions.get(tp)
 
+    def get_log_config(self, tp: TopicPartition) -> LogConfig | None:
+        """The configs of the hosted partition's log (None when not hosted)."""
+        partition = self.partitions.get(tp)
+        return None if partition is None else partition.log.config
+
     def host_partition(self, partition: Partition) -> None:
         """Start hosting ``partition``: it gets this broker's clock and ISR seam, and tells us
         when a committed ISR change moved its high watermark."""
@@ -586,6 +596,65 @@ class ReplicaManager:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     # --- produce -------------------------------------------------------------------------------
+
+    def handle_produce_append(
+        self, required_acks: int, timeout_ms: int, transactional_id: str | None,
+        entries: list[tuple[TopicPartition, memoryview | None]], verifier: TransactionVerifier | None,
+    ) -> ProduceAppendResults | Awaitable[ProduceAppendResults]:
+        """A client's Produce (Kafka's ``handleProduceAppend``): with a ``verifier`` (KIP-890), the
+        partitions this broker leads whose transactional batch would open a transaction are first
+        verified with the coordinator; then ``append_records``. Returns the results now, or an
+        awaitable of them when the verification or the answer must wait."""
+        guards = self._start_transaction_verification(transactional_id, entries) if verifier is not None else None
+        if guards is not None:
+            assert verifier is not None and transactional_id is not None
+            return self._verify_then_append(required_acks, timeout_ms, transactional_id, entries, verifier, *guards)
+        outcome = self.append_records(required_acks, timeout_ms, entries)
+        if asyncio.isfuture(outcome):
+            return self._appended_later(outcome)
+        return ProduceAppendResults({}, outcome)
+
+    def _start_transaction_verification(
+        self, transactional_id: str | None, entries: list[tuple[TopicPartition, memoryview | None]]
+    ) -> tuple[int, int, dict[TopicPartition, object]] | None:
+        """KIP-890: (producer id, epoch, partition → verification guard) for the partitions led here
+        whose transactional batch starts a transaction; None when there are none. Each partition's
+        verification starts now: its append needs the guard."""
+        if transactional_id is None:
+            return None
+        now_ms = self.time.milliseconds()
+        producer = None
+        guards: dict[TopicPartition, object] = {}
+        for tp, records in entries:
+            found = None if records is None else _native.transactional_producer(records)
+            partition = self.partitions.get(tp)
+            if found is None or partition is None or not partition.is_leader:
+                continue  # the append answers the partition's error
+            guard = partition.maybe_start_transaction_verification(*found, now_ms)
+            if guard is not None:
+                producer = found
+                guards[tp] = guard
+        return None if producer is None else (*producer, guards)
+
+    async def _verify_then_append(
+        self, required_acks: int, timeout_ms: int, transactional_id: str,
+        entries: list[tuple[TopicPartition, memoryview | None]], verifier: TransactionVerifier,
+        producer_id: int, epoch: int, guards: dict[TopicPartition, object],
+    ) -> ProduceAppendResults:
+        errors = await verifier.verify(transactional_id, producer_id, epoch, list(guards))
+        unverified = {
+            tp: PartitionAppendResult(code, message, has_custom_error_message=message is not None)
+            for tp, error in errors.items() if error != ErrorCode.NONE
+            for code, message in [produce_error(error)]
+        }
+        # A marker written while the coordinator was asked dropped the guard: that append is refused.
+        outcome = self.append_records(required_acks, timeout_ms, [e for e in entries if e[0] not in unverified],
+                                      verification_guards=guards)
+        return ProduceAppendResults(unverified, await outcome if asyncio.isfuture(outcome) else outcome)
+
+    @staticmethod
+    async def _appended_later(outcome: asyncio.Future[dict[TopicPartition, PartitionAppendResult]]) -> ProduceAppendResults:
+        return ProduceAppendResults({}, await outcome)
 
     def append_records(
         self, required_acks: int, timeout_ms: int, entries: Iterable[tuple[TopicPartition, memoryview | None]],
@@ -658,16 +727,14 @@ class ReplicaManager:
             log.debug("Append to %s failed: %s", tp, e)
             self.topic_stats.failed_produce(tp.topic)
             return PartitionAppendResult(
-                ErrorCode.INVALID_TIMESTAMP if e.invalid_timestamp else ErrorCode.INVALID_RECORD, str(e),
-                log_start_offset=partition.log.log_start_offset, record_errors=tuple(e.record_errors),
-                has_custom_error_message=True,
+                e.code, str(e), log_start_offset=partition.log.log_start_offset,
+                record_errors=tuple(e.record_errors), has_custom_error_message=True,
             )
-        except tuple(_APPEND_ERRORS) as e:
-            code = next(c for t, c in _APPEND_ERRORS.items() if isinstance(e, t))
+        except KafkaError as e:
             log.debug("Append to %s failed: %s", tp, e)
-            if code not in _EXPECTED_APPEND_ERRORS:
+            if e.code not in _EXPECTED_APPEND_ERRORS:
                 self.topic_stats.failed_produce(tp.topic)
-            return PartitionAppendResult(code, str(e))
+            return PartitionAppendResult(e.code, str(e))
         except OSError as e:
             self.log_dir_io_error(tp, "Error while appending records to", e)
             return PartitionAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, str(e))
@@ -717,9 +784,8 @@ class ReplicaManager:
             return DeleteRecordsResult(self.missing_partition_error(tp))
         try:
             requested, low_watermark = partition.delete_records_on_leader(offset)
-        except tuple(_DELETE_RECORDS_ERRORS) as e:
-            code = next(c for t, c in _DELETE_RECORDS_ERRORS.items() if isinstance(e, t))
-            return DeleteRecordsResult(code, error_message=str(e))
+        except KafkaError as e:
+            return DeleteRecordsResult(e.code, error_message=str(e))
         except OSError as e:
             self.log_dir_io_error(tp, "Exception while increasing log start offset of", e)
             return DeleteRecordsResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(e))
@@ -804,9 +870,8 @@ class ReplicaManager:
                     partition_log.collect_aborted_transactions(request.fetch_offset, region.next_offset)
                     if read_committed and region is not None else []
                 )
-            except tuple(_READ_ERRORS) as e:
-                code = next(c for t, c in _READ_ERRORS.items() if isinstance(e, t))
-                results[tp] = FetchPartitionResult(code)
+            except KafkaError as e:
+                results[tp] = FetchPartitionResult(e.code)
                 errors = True
                 continue
             except OSError as e:

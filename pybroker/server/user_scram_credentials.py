@@ -40,8 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.store import ControllerStore
-from pybroker.protocol.errors import ErrorCode
 from pybroker.security.scram import (
     ScramCredential,
     ScramCredentialFormatError,

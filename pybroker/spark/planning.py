@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import InputPartition
 
 from pybroker.client.admin import AdminError
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.spark.blocking import BlockingClient
 from pybroker.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 from pybroker.types import TopicPartition

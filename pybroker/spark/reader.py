@@ -21,7 +21,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 import pybroker.spark.planning as planning
 from pybroker import _native
 from pybroker.client.fetcher import Fetcher, FetcherConfig, FetchError
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.spark.arrow import decoded_to_batch
 from pybroker.spark.blocking import BlockingClient
 from pybroker.spark.options import SourceOptions

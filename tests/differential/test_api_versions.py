@@ -14,8 +14,8 @@ import asyncio
 import uuid
 from typing import Any
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     ApiVersionsRequest,
     CreateTopicsRequest,

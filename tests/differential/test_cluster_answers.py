@@ -21,8 +21,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.apache_kafka import ZOOKEEPER_VERSION, KafkaCluster
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     AlterPartitionReassignmentsRequest,
     ElectLeadersRequest,

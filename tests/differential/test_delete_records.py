@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     CreateTopicsRequest,
     DeleteRecordsRequest,

@@ -23,8 +23,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import IncrementalAlterConfigsRequest
 from tests.conftest import broker_connection, wait_until
 from tests.integration.cluster import Cluster, start_cluster

@@ -19,9 +19,9 @@ import uuid
 import zlib
 from typing import Any
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     CreateTopicsRequest,
     FetchRequest,

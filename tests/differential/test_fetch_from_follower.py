@@ -23,8 +23,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.apache_kafka import KafkaCluster
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FetchRequest
 from pybroker.server.replica_selector import RACK_AWARE_REPLICA_SELECTOR
 from tests.conftest import _kafka_chroot, broker_connection, require_kafka, wait_until

@@ -25,8 +25,8 @@ import zlib
 from typing import Any
 
 from pybroker.client.connection import BrokerConnection
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     CreateTopicsRequest,
     FetchRequest,

@@ -37,8 +37,8 @@ from confluent_kafka.admin import (
 
 from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import KafkaClientError
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import CreateAclsRequest, DescribeAclsRequest
 from pybroker.security.acl import (
     AccessControlEntry,

@@ -32,8 +32,8 @@ from confluent_kafka.admin import (
 )
 
 from pybroker.client.admin import Admin, AdminError
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import topic_id_to_string
-from pybroker.protocol.errors import ErrorCode
 from tests.integration import clients
 
 KAFKA_TOPIC_DEFAULTS = {

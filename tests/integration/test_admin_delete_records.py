@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pybroker.client.admin import Admin, AdminError, DeletedRecords
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 from tests.integration.clients import produce_confluent
 

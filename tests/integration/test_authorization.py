@@ -39,8 +39,8 @@ from confluent_kafka.admin import (
 from bench.brokers import free_port
 from pybroker.client.connection import BrokerConnection
 from pybroker.client.security import ClientSecurity
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import MetadataRequest
 from pybroker.security.certificates import CertificateAuthority, IssuedCertificate
 from tests.conftest import BrokerProcess, wait_until

@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     ApiVersionsRequest,
     ConsumerGroupPositionRequest,

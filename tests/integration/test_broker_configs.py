@@ -20,8 +20,8 @@ from confluent_kafka.admin import (
 )
 
 from pybroker.client.admin import BROKER_RESOURCE, Admin
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from tests.conftest import broker_connection, wait_until
 
 DEFAULT_CONFIG = ConfigSource.DEFAULT_CONFIG.value

@@ -14,9 +14,9 @@ from confluent_kafka import ElectionType, KafkaError, TopicCollection, TopicPart
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
 from pybroker.client.connection import BrokerConnection
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import topic_id_to_string
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ElectLeadersRequest
 from tests.conftest import REPO
 

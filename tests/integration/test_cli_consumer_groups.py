@@ -22,8 +22,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from pybroker.client.admin import Admin, AdminError, CommittedOffset
 from pybroker.client.node import Node
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import consumer_protocol
-from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 from tests.integration.test_cli import failed, ok, pybroker
 

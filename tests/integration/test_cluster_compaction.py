@@ -64,6 +64,10 @@ CLUSTER_OVERRIDES = {
     "log.initial.task.delay.ms": 0,
     "log.segment.delete.delay.ms": 100,
     "replica.high.watermark.checkpoint.interval.ms": 200,
+    # A follower appends what one fetch returns and rolls before an append that would not fit,
+    # as Kafka's does: one large fetch of a follower behind would leave its repeated keys in the
+    # active segment beside the filler. Fetches no larger than a segment keep them apart.
+    "replica.fetch.max.bytes": SEGMENT_BYTES,
 }
 
 # A killed or stopped broker's peers log their lost connections to it.

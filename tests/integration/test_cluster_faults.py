@@ -32,9 +32,9 @@ from kazoo.client import KazooClient
 
 from pybroker.client.connection import BrokerConnection
 from pybroker.common.cluster import BrokerEndpoint, LiveBroker, PartitionState
+from pybroker.common.errors import ErrorCode
 from pybroker.controller import wire
 from pybroker.controller.requests import LeaderAndIsr, UpdateMetadata
-from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 from pybroker.zookeeper.znodes import uuid_from_base64
 from tests.conftest import BrokerProcess, free_port, wait_until

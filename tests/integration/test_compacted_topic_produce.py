@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from tests.conftest import broker_connection
 from tests.integration import clients
 from tests.integration.test_fetch_produce_protocol import produce_request

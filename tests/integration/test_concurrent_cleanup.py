@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pybroker.client.admin import Admin
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 
 CONNECTIONS = 8
 

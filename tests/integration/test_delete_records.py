@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from pybroker.client.connection import BrokerConnection
+from pybroker.common.errors import ErrorCode as E
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode as E
 from pybroker.protocol.messages import (
     CreateTopicsRequest,
     DeleteRecordsRequest,

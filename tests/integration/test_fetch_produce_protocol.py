@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     FetchRequest,
     InitProducerIdRequest,

@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from pybroker.client.connection import BrokerConnection
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     CreateTopicsRequest,
     FetchRequest,

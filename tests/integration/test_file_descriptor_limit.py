@@ -29,9 +29,9 @@ import pytest
 from pybroker._native import build_batch, read_records
 from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import BrokerConnection
+from pybroker.common.errors import ErrorCode
 from pybroker.log.file_descriptors import MIN_OPEN_FILES
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FetchRequest, ProduceRequest
 from tests.conftest import BrokerProcess, broker_connection, wait_until
 

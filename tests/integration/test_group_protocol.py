@@ -21,9 +21,9 @@ import pytest
 
 from pybroker import _native
 from pybroker.client.connection import BrokerConnection
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     ApiVersionsRequest,
     CreateTopicsRequest,

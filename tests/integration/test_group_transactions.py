@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from pybroker.client.connection import BrokerConnection
+from pybroker.common.errors import ErrorCode as E
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode as E
 from pybroker.protocol.messages import (
     InitProducerIdRequest,
     OffsetFetchRequest,

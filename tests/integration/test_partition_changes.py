@@ -18,9 +18,9 @@ import pytest
 
 from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import BrokerConnection
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import consumer_protocol
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     ConsumerGroupPositionRequest,
     FetchRequest,

@@ -23,7 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 
 from pybroker.client.admin import Admin, AdminError
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.types import TopicPartition
 from tests.conftest import REPO
 from tests.integration.cluster import start_cluster

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka.admin import NewTopic
 
 from pybroker.client.admin import Admin, AdminError
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.types import TopicPartition
 from tests.conftest import wait_until
 from tests.integration import clients

@@ -23,7 +23,7 @@ from pybroker import _native
 from pybroker.client.admin import Admin
 from pybroker.client.kafka_producer import KafkaProducer
 from pybroker.client.producer import ProduceError
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from tests.conftest import REPO, BrokerProcess
 
 pyspark = pytest.importorskip("pyspark", reason="the test command installs pybroker[spark]")

@@ -19,8 +19,8 @@ import pytest
 
 from pybroker import _native
 from pybroker.client.admin import Admin
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import InitProducerIdRequest, ProduceRequest
 from pybroker.types import TopicPartition
 from tests.conftest import (

@@ -118,12 +118,14 @@ MUTATIONS = [
     Mutation(
         "too-large-appended", "a batch over message.max.bytes is appended, then refused",
         "pybroker/log/log.py",
-        [("info = _native.validate_batches(records, self.config.max_message_bytes)",
+        [("from pybroker import _native\n",
+          "from pybroker import _native\nfrom pybroker.common.errors import RecordTooLargeError\n"),
+         ("info = _native.validate_batches(records, self.config.max_message_bytes)",
           "info = _native.validate_batches(records, 2**31 - 1)"),
          ("        self.unflushed_messages += info.record_count\n        return LogAppendInfo(",
           "        self.unflushed_messages += info.record_count\n"
           "        if info.size > self.config.max_message_bytes:\n"
-          "            raise _native.RecordTooLargeError('appended, then refused')\n"
+          "            raise RecordTooLargeError('appended, then refused')\n"
           "        return LogAppendInfo(")],
         ["tests/integration/test_bad_input.py::test_batch_over_max_message_bytes_is_rejected"],
     ),

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.security.acl import (
     ANY_BINDING,
     ANY_ENTRY,

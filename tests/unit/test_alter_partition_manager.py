@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from pybroker.common.cluster import BrokerEndpoint, Endpoint, LiveBroker
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.alter_partition import (
     AlterPartition,
     AlterPartitionAnswer,
@@ -30,7 +31,6 @@ from pybroker.controller.requests import UpdateMetadata
 from pybroker.network.listener import SocketServer
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.security.authorizer import AllowAllAuthorizer
 from pybroker.server.alter_partition_manager import (
     CONTROLLER_BACKOFF_MS,

@@ -10,7 +10,7 @@ import pytest
 
 from pybroker.cli import leader_election, topics
 from pybroker.client.admin import AdminError, PartitionInfo, TopicDescription
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.types import TopicPartition
 
 

@@ -23,9 +23,9 @@ from pybroker.client.gating import (
     hold_from,
 )
 from pybroker.client.topic_layout import TopicLayout
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ConsumerGroupPositionResponse
 from pybroker.types import TopicPartition
 

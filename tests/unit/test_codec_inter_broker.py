@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import codec
 from pybroker.protocol.codec import EncodeError
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     AlterPartitionRequest,
     AlterPartitionResponse,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import PRIVATE_API_KEY_START, ApiKey
-from pybroker.protocol.errors import ErrorCode
 
 
 def test_api_keys() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pybroker import _native
+from pybroker.common.errors import CorruptRecordError
 from pybroker.log.log import AppendOrigin, InvalidRecordError, Log, RecordValidationError
 from tests.unit.batches import build_batch
 from tests.unit.replica_logs import T0, make_log
@@ -36,10 +37,10 @@ def test_null_key_indexes_skip_control_batches_and_refuse_damage():
     assert _native.null_key_indexes(marker) == []
     assert _native.null_key_indexes(b"") == []
     batch = build_batch([(None, b"v")], codec=1)
-    with pytest.raises(_native.CorruptRecordError):
+    with pytest.raises(CorruptRecordError):
         _native.null_key_indexes(batch[:-1])
     garbled = batch[:61] + bytes(b ^ 0x5A for b in batch[61:])
-    with pytest.raises(_native.CorruptRecordError):
+    with pytest.raises(CorruptRecordError):
         _native.null_key_indexes(garbled)
 
 

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 
 from pybroker.common.cluster import BrokerEndpoint, LiveBroker
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import PartitionAssignment
 from pybroker.controller.alter_partition import (
     AlterPartition,
@@ -30,7 +31,6 @@ from pybroker.controller.election import ElectionType
 from pybroker.controller.local_store import LocalStore
 from pybroker.controller.requests import ControlResponse, LeaderAndIsr, StopReplica, UpdateMetadata
 from pybroker.controller.store import StoreListener
-from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 from tests.mock_time import MockScheduler, MockTime
 

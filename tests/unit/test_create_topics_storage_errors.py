@@ -10,10 +10,10 @@ import errno
 import os
 from typing import Any
 
+from pybroker.common.errors import ErrorCode
 from pybroker.controller import local_store
 from pybroker.log.log_manager import LogManager
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import CreateTopicsRequest
 from pybroker.types import TopicPartition
 from tests.unit.test_handler_authorization import running_broker

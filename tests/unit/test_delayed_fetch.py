@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 
 from pybroker.common.cluster import PartitionState
+from pybroker.common.errors import ErrorCode
 from pybroker.log.log_manager import LogManager
-from pybroker.protocol.errors import ErrorCode
 from pybroker.server.config import BrokerConfig
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import Partition

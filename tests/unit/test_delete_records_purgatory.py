@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 
 from pybroker.common.cluster import PartitionState
+from pybroker.common.errors import ErrorCode as E
 from pybroker.controller.requests import UpdateMetadata
 from pybroker.log.log import Log
-from pybroker.protocol.errors import ErrorCode as E
 from pybroker.server.config import BrokerConfig
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.partition import Partition

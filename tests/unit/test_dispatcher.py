@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from pybroker.common.errors import ErrorCode
 from pybroker.network.connection import CloseConnection
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ApiVersionsRequest, MetadataRequest, ProduceRequest
 from pybroker.protocol.schema import Field, Struct
 from pybroker.protocol.specs import REQUESTS

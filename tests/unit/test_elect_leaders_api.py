@@ -11,6 +11,7 @@ import uuid
 from types import SimpleNamespace
 
 from pybroker.common.cluster import PartitionState
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.election import (
     ElectionResult,
     ElectionType,
@@ -18,7 +19,6 @@ from pybroker.controller.election import (
     LeaderAndIsr,
 )
 from pybroker.controller.requests import UpdateMetadata
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ElectLeadersRequest
 from pybroker.security.authorizer import ANONYMOUS, AllowAllAuthorizer
 from pybroker.server.apis import elect_leaders

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.election import (
     NO_LEADER,
     ElectionResult,
@@ -28,7 +29,6 @@ from pybroker.controller.election import (
     reassign_partition_leader_election,
     remove_replica_from_isr,
 )
-from pybroker.protocol.errors import ErrorCode
 
 RECOVERING = LeaderRecoveryState.RECOVERING
 

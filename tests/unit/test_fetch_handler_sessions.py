@@ -17,11 +17,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from pybroker.common.cluster import LiveBroker, PartitionState
+from pybroker.common.errors import ErrorCode as E
 from pybroker.controller.requests import UpdateMetadata
 from pybroker.log.log import Log
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode as E
 from pybroker.protocol.messages import FetchRequest, FetchResponse
 from pybroker.security.authorizer import AclOperation, AllowAllAuthorizer
 from pybroker.security.principal import ANONYMOUS

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from pybroker.protocol.errors import ErrorCode as E
+from pybroker.common.errors import ErrorCode as E
 from pybroker.server.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,

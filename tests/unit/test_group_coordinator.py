@@ -38,12 +38,12 @@ from typing import Any
 import pytest
 
 from pybroker import _native
+from pybroker.common.errors import ErrorCode as E
 from pybroker.log.log import AppendOrigin
 from pybroker.network.connection import KafkaConnection
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.consumer_protocol import ConsumerSubscription, encode_subscription
-from pybroker.protocol.errors import ErrorCode as E
 from pybroker.protocol.messages import SyncGroupRequest
 from pybroker.server.apis import sync_group
 from pybroker.server.dispatcher import RequestDispatcher

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.server.group.positions import GroupPositions
 from pybroker.types import TopicPartition
 

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from pybroker import _native
+from pybroker.common.errors import ErrorCode as E
 from pybroker.log.log import AppendOrigin
-from pybroker.protocol.errors import ErrorCode as E
 from pybroker.protocol.messages import OffsetFetchRequest, TxnOffsetCommitRequest
 from pybroker.security.authorizer import AllowAllAuthorizer
 from pybroker.server.apis import offset_fetch, txn_offset_commit

@@ -23,9 +23,9 @@ import pytest
 
 import pybroker
 from pybroker.client.connection import BrokerConnection, KafkaClientError
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import codec
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     AddPartitionsToTxnRequest,
     CreateTopicsRequest,

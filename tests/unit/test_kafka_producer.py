@@ -13,7 +13,7 @@ from pybroker.client.kafka_producer import KafkaProducer, KafkaProducerConfig, K
 from pybroker.client.node import Node
 from pybroker.client.producer import ProduceError
 from pybroker.client.topic_layout import TopicLayout
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.messages import ProduceResponse
 
 NODE = Node(1, "fake", 9092)

@@ -24,8 +24,8 @@ from pybroker.client.transaction_manager import (
     TransactionState,
     TransactionStateError,
 )
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,

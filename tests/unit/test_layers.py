@@ -129,3 +129,17 @@ def test_no_import_circles():
         if node not in index:
             visit(node)
     assert circles == []
+
+
+def test_handlers_ask_the_partition_not_its_log():
+    """No module under ``server/apis/`` reaches a partition's ``Log``: the leader-side answers
+    (reads, offsets by timestamp, epoch end offsets, producer states, verification) are the
+    partition's and the replica manager's."""
+    apis = Path(pybroker.__file__).parent / "server" / "apis"
+    touches = sorted(
+        f"{path.name}:{node.lineno}"
+        for path in apis.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "log"
+    )
+    assert touches == []

@@ -12,9 +12,9 @@ import pytest
 
 from pybroker.common.cluster import BrokerEndpoint, Endpoint, LiveBroker, PartitionState
 from pybroker.common.config import ConfigError
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.requests import UpdateMetadata
 from pybroker.controller.wire import to_wire
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeClusterRequest, MetadataRequest
 from pybroker.security.authorizer import AllowAllAuthorizer
 from pybroker.security.certificates import CertificateAuthority

@@ -14,12 +14,12 @@ import pytest
 
 from pybroker import _native
 from pybroker.common.cluster import PartitionState
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.requests import LeaderAndIsr
 from pybroker.log import file_sync as file_sync_module
 from pybroker.log.checkpoint import RECOVERY_POINT_CHECKPOINT
 from pybroker.log.log_dir_failure import LogDirFailureChannel
 from pybroker.log.log_manager import LogDirError, LogManager, read_meta_properties
-from pybroker.protocol.errors import ErrorCode
 from pybroker.server.alter_log_dirs import ReplicaAlterLogDirsManager, Throttle
 from pybroker.server.config import BrokerConfig
 from pybroker.server.metadata_cache import MetadataCache

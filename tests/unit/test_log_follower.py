@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pybroker import _native
+from pybroker.common.errors import CorruptRecordError, RecordTooLargeError
 from pybroker.log.leader_epoch import LeaderEpochCache
 from pybroker.log.log import OffsetsOutOfOrderError, UnexpectedAppendOffsetError
 from pybroker.log.producer_state import OutOfOrderSequenceError
@@ -93,7 +93,7 @@ def test_damaged_or_backwards_sets_are_rejected_with_nothing_written(tmp_path):
     good = stamped([b"a"], 0, 0)
     bad_crc = bytearray(stamped([b"b"], 1, 0))
     bad_crc[-1] ^= 1
-    with pytest.raises(_native.CorruptRecordError, match="CRC"):
+    with pytest.raises(CorruptRecordError, match="CRC"):
         follower.append_as_follower(memoryview(good + bytes(bad_crc)), T0)
     with pytest.raises(OffsetsOutOfOrderError):
         follower.append_as_follower(memoryview(stamped([b"a", b"b"], 0, 0) + stamped([b"c"], 1, 0)), T0)
@@ -130,7 +130,7 @@ def test_no_max_message_bytes_limit_for_a_follower(tmp_path):
     # appendAsFollower passes ignoreRecordSize: the leader already accepted the batch.
     big = stamped([b"x" * 2000], 0, 0)
     leader = make_log(tmp_path, "leader", max_message_bytes=1000)
-    with pytest.raises(_native.RecordTooLargeError):
+    with pytest.raises(RecordTooLargeError):
         leader.append_as_leader(memoryview(bytearray(big)), 0, T0)
     follower = make_log(tmp_path, "follower", max_message_bytes=1000)
     follower.append_as_follower(memoryview(big), T0)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from pybroker import _native
-from pybroker._native import CorruptRecordError, RecordTooLargeError, Segment
+from pybroker._native import Segment
+from pybroker.common.errors import CorruptRecordError, RecordTooLargeError
 from tests.unit import batches
 
 MB = 1 << 20

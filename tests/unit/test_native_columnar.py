@@ -21,7 +21,7 @@ from kafka.record.default_records import (  # noqa: E402
 )
 
 from pybroker import _native  # noqa: E402
-from pybroker._native import CorruptRecordError  # noqa: E402
+from pybroker.common.errors import CorruptRecordError  # noqa: E402
 
 TS = 1_700_000_000_000
 CODECS = [0, 1, 2, 3, 4]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from pybroker import _native
-from pybroker._native import CorruptRecordError, Segment
+from pybroker._native import Segment
+from pybroker.common.errors import CorruptRecordError
 from tests.unit import batches
 
 TS = 1_700_000_000_000

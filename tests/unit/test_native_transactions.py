@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from pybroker import _native
-from pybroker._native import CorruptRecordError, Segment
+from pybroker._native import Segment
+from pybroker.common.errors import CorruptRecordError
 
 TS = 1_700_000_000_000
 MB = 1 << 20

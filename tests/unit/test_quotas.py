@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.local_store import LocalStore
 from pybroker.controller.store import DEFAULT_ENTITY, StoreListener
 from pybroker.network.connection import KafkaConnection
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     FetchResponse,
     MetadataResponse,

@@ -23,7 +23,7 @@ from pybroker.client.admin import (
     TopicDescription,
 )
 from pybroker.client.node import Node
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.types import TopicPartition
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import uuid
 
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import FullReplicaAssignment
 from pybroker.controller.local_store import LocalStore
 from pybroker.controller.requests import LeaderAndIsr, StopReplica, UpdateMetadata
-from pybroker.protocol.errors import ErrorCode
 from pybroker.types import TopicPartition
 from tests.unit.test_controller import (
     T0,

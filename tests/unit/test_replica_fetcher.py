@@ -10,10 +10,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from pybroker.common.cluster import LiveBroker, PartitionState
+from pybroker.common.errors import ErrorCode as E
 from pybroker.controller.requests import UpdateMetadata
 from pybroker.log.log import Log
 from pybroker.metrics.stats import BrokerTopicStats
-from pybroker.protocol.errors import ErrorCode as E
 from pybroker.replication.fetcher import (
     FetcherConfig,
     FetchStateKind,

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from pybroker.common.errors import ErrorCode
 from pybroker.network.connection import KafkaConnection
 from pybroker.network.sasl_authenticator import SaslListenerConfig, SaslServerAuthenticator
 from pybroker.protocol import codec
 from pybroker.protocol import messages as m
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.security.credential_cache import CredentialCache
 from pybroker.security.principal import ANONYMOUS, KafkaPrincipal
 from pybroker.security.sasl_client import PlainClient, SaslClientError, ScramClient

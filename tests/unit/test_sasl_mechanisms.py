@@ -12,7 +12,7 @@ from aiokafka.conn import SaslPlainAuthenticator, ScramAuthenticator
 from kafka.net.sasl.plain import SaslMechanismPlain
 from kafka.net.sasl.scram import SaslMechanismScram, ScramClient
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.security.jaas import (
     ControlFlag,
     JaasConfigError,

@@ -16,9 +16,9 @@ import pytest
 
 from pybroker.cli.configs import CommandError, parse_add_config, scram_alterations
 from pybroker.client.admin import UserScramCredentialDeletion, UserScramCredentialUpsertion
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.local_store import LocalStore
 from pybroker.controller.store import StoreListener
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     AlterUserScramCredentialsRequest,
     DescribeUserScramCredentialsRequest,

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pybroker.protocol.errors import ErrorCode as E
+from pybroker.common.errors import ErrorCode as E
 from pybroker.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,

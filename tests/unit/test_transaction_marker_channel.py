@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pybroker.protocol.errors import ErrorCode as E
+from pybroker.common.errors import ErrorCode as E
 from pybroker.server.transaction.marker_channel import RETRY_BACKOFF_MS
 from pybroker.server.transaction.metadata import TransactionState
 from pybroker.types import TopicPartition

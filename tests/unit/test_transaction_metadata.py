@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.server.transaction import transaction_log
 from pybroker.server.transaction.metadata import (
     NO_PRODUCER_EPOCH,

@@ -20,8 +20,8 @@ from typing import Any
 
 from pybroker import _native
 from pybroker.common.cluster import BrokerEndpoint, LiveBroker
+from pybroker.common.errors import ErrorCode
 from pybroker.log.log import AppendOrigin
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from pybroker.server.replica_manager import PartitionAppendResult
 from pybroker.server.transaction import transaction_log

@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import INTERNAL_TOPICS
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

@@ -12,9 +12,9 @@ entity get one result (the last one's, in the first one's place).
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.jvm_collections import java_hash_map_order, java_string_hash
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AlterClientQuotasRequest, AlterClientQuotasResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.quota.admin import QuotaOp

@@ -14,9 +14,9 @@ name='t'): " (`topic_config_error_message`; IncrementalAlterConfigs uses the sam
 from __future__ import annotations
 
 from pybroker.common.config import ConfigError
+from pybroker.common.errors import ErrorCode
 from pybroker.log.config import InvalidTopicConfigError, validate_topic_configs
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 from pybroker.security.authorizer import AclOperation
 from pybroker.security.authorizer import ResourceType as AclResource

@@ -11,6 +11,7 @@ checked first, as in Kafka.
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.alter_partition import (
     ALTER_PARTITION_VERSION,
     AlterPartitionAnswer,
@@ -18,7 +19,6 @@ from pybroker.controller.alter_partition import (
     request_from_wire,
 )
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

@@ -10,8 +10,8 @@ when it is created), UNKNOWN_TOPIC_OR_PARTITION for one that does not exist. The
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

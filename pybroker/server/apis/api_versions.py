@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.client_software import valid_client_software
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 from pybroker.server.request_context import RequestContext
 

@@ -12,8 +12,8 @@ GROUP_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ConsumerGroupPositionRequest, ConsumerGroupPositionResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

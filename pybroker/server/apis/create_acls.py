@@ -15,9 +15,9 @@ LITERAL, close the connection.
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.network.connection import CloseConnection
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import CreateAclsRequest, CreateAclsResponse
 from pybroker.security.acl import AccessControlEntry, AclBinding, ResourcePattern
 from pybroker.security.acl_authorizer import AclError

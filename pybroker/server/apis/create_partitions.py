@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from pybroker.common.topic import InvalidPartitionsError, UnknownTopicError
+from pybroker.common.errors import ErrorCode, KafkaError
+from pybroker.common.topic import InvalidPartitionsError, InvalidReplicaAssignmentError
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
@@ -68,17 +68,9 @@ async def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic
             await admin.create_partitions(
                 name, count, None if assignments is None else [list(a.broker_ids) for a in assignments]
             )
-    except UnknownTopicError as e:
-        return _Result(name=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message=str(e))
-    except InvalidPartitionsError as e:
-        return _Result(name=name, error_code=ErrorCode.INVALID_PARTITIONS, error_message=str(e))
-    except _InvalidAssignment as e:
-        return _Result(name=name, error_code=ErrorCode.INVALID_REPLICA_ASSIGNMENT, error_message=str(e))
+    except KafkaError as e:
+        return _Result(name=name, error_code=e.code, error_message=str(e))
     return _Result(name=name, error_code=ErrorCode.NONE, error_message=None)
-
-
-class _InvalidAssignment(Exception):
-    """Kafka's InvalidReplicaAssignmentException."""
 
 
 def _check_assignments(ctx: RequestContext, name: str, current: int, count: int, assignments: list[list[int]]) -> None:
@@ -88,22 +80,22 @@ def _check_assignments(ctx: RequestContext, name: str, current: int, count: int,
     live = set(ctx.services.metadata_cache.live_brokers)
     unknown = [b for b in dict.fromkeys(b for replicas in assignments for b in replicas) if b not in live]
     if unknown:
-        raise _InvalidAssignment(f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+        raise InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
     if len(assignments) != count - current:
-        raise _InvalidAssignment(
+        raise InvalidReplicaAssignmentError(
             f"Increasing the number of partitions by {count - current} but {len(assignments)} assignments provided.")
     for partition, replicas in enumerate(assignments, start=current):
         if not replicas:
-            raise _InvalidAssignment(f"Cannot have replication factor of 0 for partition id {partition}.")
+            raise InvalidReplicaAssignmentError(f"Cannot have replication factor of 0 for partition id {partition}.")
         if len(set(replicas)) != len(replicas):
-            raise _InvalidAssignment(f"Duplicate brokers not allowed in replica assignment: "
+            raise InvalidReplicaAssignmentError(f"Duplicate brokers not allowed in replica assignment: "
                                      f"{', '.join(map(str, replicas))} for partition id {partition}.")
     cached = ctx.services.metadata_cache.topic(name)
     expected = len(cached.partitions[0].replicas) if cached is not None and 0 in cached.partitions else None
     bad = [(partition, len(replicas)) for partition, replicas in enumerate(assignments, start=current)
            if expected is not None and len(replicas) != expected]
     if bad:
-        raise _InvalidAssignment(
+        raise InvalidReplicaAssignmentError(
             f"Inconsistent replication factor between partitions, partition 0 has {expected} while partitions "
             f"[{', '.join(str(p) for p, _ in bad)}] have replication factors [{', '.join(str(n) for _, n in bad)}], "
             "respectively.")

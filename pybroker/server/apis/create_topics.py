@@ -26,14 +26,14 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+from pybroker.common.errors import ErrorCode, InvalidRequestError, KafkaError
+from pybroker.common.topic import InvalidReplicaAssignmentError
 from pybroker.jvm_collections import scala_int_map_string
 from pybroker.log.config import validate_topic_configs
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server import config_describer
-from pybroker.server.admin_manager import TOPIC_CREATION_ERRORS, topic_creation_error
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
@@ -46,12 +46,6 @@ AUTHORIZES = frozenset({
 })
 
 _Result = CreateTopicsResponse.CreatableTopicResult
-
-
-class _AssignmentError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
@@ -159,24 +153,21 @@ def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int, lis
     if not assignments:
         return partitions, replication, None
     if partitions != -1 or replication != -1:
-        raise _AssignmentError(ErrorCode.INVALID_REQUEST, "Both numPartitions or replicationFactor and "
-                               "replicasAssignments were set. Both cannot be used at the same time.")
+        raise InvalidRequestError("Both numPartitions or replicationFactor and "
+                                  "replicasAssignments were set. Both cannot be used at the same time.")
     name = topic.name  # type: ignore[attr-defined]
     ctx.services.admin_manager.check_topic_absent(name)
     by_index: dict[int, list[int]] = {}
     for a in assignments:
         by_index[a.partition_index] = list(a.broker_ids)
     if len({len(replicas) for replicas in by_index.values()}) != 1:
-        raise _AssignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                               "All partitions should have the same number of replicas")
+        raise InvalidReplicaAssignmentError("All partitions should have the same number of replicas")
     if any(len(set(replicas)) != len(replicas) for replicas in by_index.values()):
-        raise _AssignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                               f"Duplicate replica assignment found: {scala_int_map_string(by_index)}")
+        raise InvalidReplicaAssignmentError(f"Duplicate replica assignment found: {scala_int_map_string(by_index)}")
     # Kafka's test is that the non-negative indexes add up to 0 + 1 + ... + (n - 1); a negative
     # index fails here too.
     if sorted(by_index) != list(range(len(by_index))):
-        raise _AssignmentError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                               "partitions should be a consecutive 0-based integer sequence")
+        raise InvalidReplicaAssignmentError("partitions should be a consecutive 0-based integer sequence")
     ordered = [by_index[index] for index in range(len(by_index))]
     return len(ordered), len(ordered[0]), ordered
 
@@ -199,10 +190,8 @@ async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: obje
             created_id = None
         else:
             created_id = await broker.admin_manager.create_topic(name, partitions, replication, configs, assignment)
-    except _AssignmentError as e:
+    except KafkaError as e:
         return _error(name, e.code, str(e))
-    except tuple(TOPIC_CREATION_ERRORS) as e:
-        return _error(name, topic_creation_error(e), str(e))
     except OSError as e:  # not recorded (the store rolled it back): no topic
         return _error(name, ErrorCode.KAFKA_STORAGE_ERROR, f"Could not record topic {name}: {e}")
     # Kafka describes the topic's configs (from the request's overrides) also when it only

@@ -11,8 +11,8 @@ neither LITERAL nor ANY, close the connection.
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DeleteAclsRequest, DeleteAclsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.acl_apis import (

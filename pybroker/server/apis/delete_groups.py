@@ -7,9 +7,9 @@ coordinator's results, as in Kafka. The coordinator's results come in the order 
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.jvm_collections import java_string_hash, scala_hash_map_order
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.replica_manager import DeleteRecordsResult

@@ -8,8 +8,8 @@ pattern type is neither LITERAL nor ANY, close the connection (`pybroker.server.
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeAclsRequest, DescribeAclsResponse
 from pybroker.security.acl import ResourcePattern
 from pybroker.security.authorizer import AclOperation, ResourceType

@@ -13,9 +13,9 @@ producer_byte_rate=100.0``).
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.jvm_collections import java_string_hash, scala_hash_map_order
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.quota.admin import FilterComponent, QuotaRequestError

@@ -6,8 +6,8 @@ cluster's authorized-operations bitfield, 0 without DESCRIBE on the cluster.
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from pybroker.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext, supported

@@ -14,8 +14,8 @@ a describe through any broker sees an alter through another at once, as in Kafka
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from pybroker.security.authorizer import AclOperation
 from pybroker.security.authorizer import ResourceType as AclResource

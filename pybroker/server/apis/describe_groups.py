@@ -7,8 +7,8 @@ authorized-operations bitfield.
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.apis.group_response import AUTHORIZED_OPERATIONS_OMITTED

@@ -10,8 +10,8 @@ whether it is a future log, and (v4) the volume's total and usable bytes.
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.replica_manager import LogDirDescription

@@ -14,10 +14,10 @@ A topic's error carries its default message. Producers are listed in the order o
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import InvalidTopicError, validate_topic_name
 from pybroker.jvm_collections import java_hash_map_order, java_long_hash
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext
@@ -40,7 +40,7 @@ def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribePr
         try:
             validate_topic_name(topic.name)
         except InvalidTopicError as e:
-            error = (ErrorCode.INVALID_TOPIC_EXCEPTION, str(e))
+            error = (e.code, str(e))
         if error is None:
             if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic.name):
                 error = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED.message)
@@ -53,10 +53,10 @@ def handle(ctx: RequestContext, request: DescribeProducersRequest) -> DescribePr
                 continue
             tp = TopicPartition(topic.name, index)
             partition = replica_manager.partitions.get(tp)
-            if partition is None or partition.log is None:
+            if partition is None:
                 partitions.append(_Partition(partition_index=index, error_code=replica_manager.missing_partition_error(tp)))
                 continue
-            producers = partition.log.producer_state.producers
+            producers = partition.active_producers()
             partitions.append(_Partition(partition_index=index, error_code=ErrorCode.NONE, active_producers=[
                 _Producer(producer_id=producer_id, producer_epoch=entry.producer_epoch, last_sequence=entry.last_seq,
                           last_timestamp=entry.last_timestamp, coordinator_epoch=entry.coordinator_epoch,

@@ -10,8 +10,8 @@ lists only the topics with DESCRIBE (the others are silently left out), as in Ka
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

@@ -10,8 +10,8 @@ top level and a described user) it sends an empty one, its generated classes' de
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,

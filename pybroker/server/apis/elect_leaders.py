@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.election import ElectionType, ElectLeadersOutcome
 from pybroker.jvm_collections import java_hash_map_order, java_topic_partition_hash
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import EndTxnRequest, EndTxnResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.apis.group_response import answer

@@ -36,8 +36,8 @@ import asyncio
 from dataclasses import replace
 
 from pybroker import _native
+from pybroker.common.errors import CorruptRecordError, ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FetchRequest, FetchResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.fetch_session import FetchContext, FetchMetadata, SessionResponse
@@ -216,10 +216,9 @@ def _down_convert(
     hard_limit = ctx.api_version <= LAST_HARD_LIMIT_VERSION
     replica_manager = ctx.services.replica_manager
     for tp, result in partitions.items():
-        partition = replica_manager.get_partition(tp)
-        if partition is None:
+        config = replica_manager.get_log_config(tp)
+        if config is None:
             continue
-        config = partition.log.config
         if config.compression_type == "zstd":
             partitions[tp] = FetchPartitionResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
         elif request.replica_id < 0 and not config.message_downconversion_enable:
@@ -233,8 +232,8 @@ def _down_convert(
             except OSError:  # the segment went (deleted or truncated) since it was read: read again
                 partitions[tp] = FetchPartitionResult(ErrorCode.KAFKA_STORAGE_ERROR)
                 continue
-            except _native.CorruptRecordError:
-                partitions[tp] = FetchPartitionResult(ErrorCode.CORRUPT_MESSAGE)
+            except CorruptRecordError as e:
+                partitions[tp] = FetchPartitionResult(e.code)
                 continue
             partitions[tp] = (
                 FetchPartitionResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)

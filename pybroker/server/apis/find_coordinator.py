@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.group.metadata_manager import OFFSETS_TOPIC

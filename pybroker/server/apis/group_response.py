@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.group.records import OffsetAndMetadata
 from pybroker.server.metadata_cache import MetadataCache

@@ -19,9 +19,9 @@ from __future__ import annotations
 from enum import IntEnum
 
 from pybroker.common.config import ConfigError, parse_list
+from pybroker.common.errors import ErrorCode
 from pybroker.log.config import TOPIC_CONFIGS, InvalidTopicConfigError, validate_topic_configs
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,

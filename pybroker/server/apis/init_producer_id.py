@@ -13,8 +13,8 @@ the cluster or (KIP-679) WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED)
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

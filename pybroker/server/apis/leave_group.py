@@ -5,8 +5,8 @@ Needs READ on the group, else GROUP_AUTHORIZATION_FAILED (Kafka's getErrorRespon
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

@@ -10,8 +10,8 @@ names ``classic`` and none otherwise.
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ListGroupsRequest, ListGroupsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.group.group_metadata import GroupState

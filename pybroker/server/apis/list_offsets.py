@@ -11,15 +11,11 @@ at the high watermark for a consumer; it has no duplicate check and no leader ep
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode, KafkaError
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
-from pybroker.server.partition import (
-    FencedLeaderEpochError,
-    NotLeaderError,
-    UnknownLeaderEpochError,
-)
+from pybroker.server.partition import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
@@ -27,10 +23,6 @@ API_KEY = ApiKey.LIST_OFFSETS
 VERSIONS = (0, 7)
 AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.TOPIC)})
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-READ_COMMITTED = 1
-MAX_TIMESTAMP = -3
 DEBUGGING_REPLICA_ID = -2
 CONSUMER_REPLICA_ID = -1
 
@@ -95,16 +87,14 @@ def _legacy_offsets(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicP
     partition = replica_manager.get_partition(tp)
     if partition is None:
         return _Partition(partition_index=index, error_code=replica_manager.missing_partition_error(tp))
-    if request.replica_id != DEBUGGING_REPLICA_ID:
-        try:
-            partition.require_leader()
-        except NotLeaderError:
-            return _Partition(partition_index=index, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    log = partition.log
-    offsets = log.legacy_offsets_before(timestamp, p.max_num_offsets,  # type: ignore[attr-defined]
-                                        replica_manager.time.milliseconds())
-    if request.replica_id == CONSUMER_REPLICA_ID and offsets and offsets[0] > log.high_watermark:
-        offsets = [log.high_watermark, *(offset for offset in offsets if offset <= log.high_watermark)]
+    try:
+        offsets = partition.legacy_fetch_offsets_for_timestamp(
+            timestamp, p.max_num_offsets,  # type: ignore[attr-defined]
+            is_from_consumer=request.replica_id == CONSUMER_REPLICA_ID,
+            fetch_only_from_leader=request.replica_id != DEBUGGING_REPLICA_ID,
+        )
+    except KafkaError as e:
+        return _Partition(partition_index=index, error_code=e.code)
     return _Partition(partition_index=index, old_style_offsets=offsets)
 
 
@@ -113,48 +103,26 @@ def _error(index: int, code: ErrorCode) -> _Partition:
 
 
 def _list_offset(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPartition, p: object) -> _Partition:
-    broker = ctx.services
     timestamp = p.timestamp  # type: ignore[attr-defined]
     index = tp.partition
     if timestamp < 0 and timestamp not in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP):
         return _error(index, ErrorCode.UNSUPPORTED_VERSION)
     if timestamp == MAX_TIMESTAMP and ctx.api_version < 7:
         return _error(index, ErrorCode.UNSUPPORTED_VERSION)
-    partition = broker.replica_manager.get_partition(tp)
+    replica_manager = ctx.services.replica_manager
+    partition = replica_manager.get_partition(tp)
     if partition is None:
-        return _error(index, broker.replica_manager.missing_partition_error(tp))
+        return _error(index, replica_manager.missing_partition_error(tp))
     try:
-        if request.replica_id != DEBUGGING_REPLICA_ID:
-            partition.require_leader()
-        partition.check_leader_epoch(p.current_leader_epoch)  # type: ignore[attr-defined]
-    except NotLeaderError:
-        return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    except FencedLeaderEpochError:
-        return _error(index, ErrorCode.FENCED_LEADER_EPOCH)
-    except UnknownLeaderEpochError:
-        return _error(index, ErrorCode.UNKNOWN_LEADER_EPOCH)
-    log = partition.log
-    # Consumers see up to the high watermark, read_committed ones up to the last stable offset;
-    # replicas see the whole log.
-    if request.replica_id >= 0:
-        max_offset = log.log_end_offset
-    elif request.isolation_level == READ_COMMITTED:
-        max_offset = log.last_stable_offset
-    else:
-        max_offset = log.high_watermark
-    if timestamp == EARLIEST_TIMESTAMP:
-        epoch = log.leader_epoch_cache.epoch_for_offset(log.log_start_offset)
-        return _Partition(partition_index=index, timestamp=-1, offset=log.log_start_offset, leader_epoch=epoch)
-    # A new leader whose high watermark has not yet reached the start of its epoch cannot tell a
-    # client where the log ends (Kafka's OFFSET_NOT_AVAILABLE; the client retries).
-    hw_behind_epoch = request.replica_id < 0 and partition.leader_epoch_start_offset > log.high_watermark
-    if timestamp == LATEST_TIMESTAMP:
-        if hw_behind_epoch:
-            return _error(index, ErrorCode.OFFSET_NOT_AVAILABLE)
-        return _Partition(partition_index=index, timestamp=-1, offset=max_offset, leader_epoch=partition.leader_epoch)
-    found = log.fetch_max_timestamp(max_offset) if timestamp == MAX_TIMESTAMP else log.fetch_offset_by_timestamp(timestamp, max_offset)
+        found = partition.fetch_offset_for_timestamp(
+            timestamp, None if request.replica_id >= 0 else request.isolation_level,
+            p.current_leader_epoch,  # type: ignore[attr-defined]
+            fetch_only_from_leader=request.replica_id != DEBUGGING_REPLICA_ID,
+        )
+    except KafkaError as e:
+        return _error(index, e.code)
     if found is None:
-        return _error(index, ErrorCode.OFFSET_NOT_AVAILABLE if hw_behind_epoch else ErrorCode.NONE)
+        return _error(index, ErrorCode.NONE)
     offset, found_timestamp, epoch = found
     return _Partition(partition_index=index, timestamp=found_timestamp, offset=offset, leader_epoch=epoch)
 

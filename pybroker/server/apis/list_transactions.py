@@ -8,8 +8,8 @@ transactional ids with DESCRIBE are listed (a silent filter), as in Kafka.
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ListTransactionsRequest, ListTransactionsResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

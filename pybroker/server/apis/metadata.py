@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Mapping
 
 from pybroker.common.cluster import LiveBroker
+from pybroker.common.errors import ErrorCode, KafkaError
 from pybroker.common.topic import (
     INTERNAL_TOPICS,
     InvalidTopicError,
@@ -31,10 +32,8 @@ from pybroker.common.topic import (
     validate_topic_name,
 )
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import MetadataRequest, MetadataResponse
 from pybroker.security.authorizer import CLUSTER_NAME, AclOperation, ResourceType
-from pybroker.server.admin_manager import TOPIC_CREATION_ERRORS, topic_creation_error
 from pybroker.server.metadata_cache import CachedTopic
 from pybroker.server.request_context import RequestContext, supported
 from pybroker.types import ZERO_UUID
@@ -159,9 +158,9 @@ async def _requested_topic(
         await ctx.services.admin_manager.create_topic(name, -1, -1, {})
     except TopicExistsError:  # created meanwhile by another request: not ready yet either
         pass
-    except tuple(TOPIC_CREATION_ERRORS) as e:
+    except KafkaError as e:
         log.info("Auto-creation of topic %s failed: %s", name, e)
-        return _missing(name, ZERO_UUID, topic_creation_error(e))
+        return _missing(name, ZERO_UUID, e.code)
     except OSError as e:  # not recorded (the store rolled it back), as CreateTopics answers it
         log.warning("Auto-creation of topic %s failed: %s", name, e)
         return _missing(name, ZERO_UUID, ErrorCode.KAFKA_STORAGE_ERROR)

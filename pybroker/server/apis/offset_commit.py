@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.apis.group_response import answer, denied_topics, offset_commits

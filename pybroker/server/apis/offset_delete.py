@@ -9,8 +9,8 @@ topic (else TOPIC_AUTHORIZATION_FAILED for its partitions, before the unknown-to
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.apis.group_response import denied_topics

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.apis.group_response import denied_topics

@@ -7,15 +7,10 @@ after the authorized topics, as in Kafka's ``handleOffsetForLeaderEpochRequest``
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode, KafkaError
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
-from pybroker.server.partition import (
-    FencedLeaderEpochError,
-    NotLeaderError,
-    UnknownLeaderEpochError,
-)
 from pybroker.server.request_context import RequestContext
 from pybroker.types import TopicPartition
 
@@ -59,15 +54,11 @@ def _end_offset(ctx: RequestContext, tp: TopicPartition, p: object) -> _Result:
     if partition is None:
         return error(ctx.services.replica_manager.missing_partition_error(tp))
     try:
-        log = partition.require_leader()
-        partition.check_leader_epoch(p.current_leader_epoch)  # type: ignore[attr-defined]
-    except NotLeaderError:
-        return error(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    except FencedLeaderEpochError:
-        return error(ErrorCode.FENCED_LEADER_EPOCH)
-    except UnknownLeaderEpochError:
-        return error(ErrorCode.UNKNOWN_LEADER_EPOCH)
-    epoch, end_offset = log.leader_epoch_cache.end_offset_for(p.leader_epoch, log.log_end_offset)  # type: ignore[attr-defined]
+        epoch, end_offset = partition.last_offset_for_leader_epoch(
+            p.current_leader_epoch, p.leader_epoch  # type: ignore[attr-defined]
+        )
+    except KafkaError as e:
+        return error(e.code)
     return _Result(error_code=ErrorCode.NONE, partition=tp.partition, leader_epoch=epoch, end_offset=end_offset)
 
 

@@ -11,8 +11,8 @@ the cluster, else DESCRIBE per topic; a refused topic's partitions answer TOPIC_
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import (
     PartitionLeaderEpochsForPartitionsRequest,
     PartitionLeaderEpochsForPartitionsResponse,

@@ -26,18 +26,17 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 from pybroker import _native
+from pybroker.common.errors import CorruptRecordError, ErrorCode
 from pybroker.jvm_collections import java_topic_partition_hash
 from pybroker.network.connection import CloseConnection
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import ProduceRequest, ProduceResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
-from pybroker.server.replica_manager import PartitionAppendResult
+from pybroker.server.replica_manager import PartitionAppendResult, ProduceAppendResults
 from pybroker.server.request_context import RequestContext
-from pybroker.server.transaction.verification import produce_error
 from pybroker.types import TopicPartition
 
 API_KEY = ApiKey.PRODUCE
@@ -58,9 +57,6 @@ _CODEC_MASK = 0x07
 _ZSTD = 4
 FIRST_ZSTD_VERSION = 7
 _TRANSACTIONAL_FLAG = 0x10
-# producerId int64 and producerEpoch int16 follow lastOffsetDelta and the two timestamps.
-_PRODUCER_OFFSET = 43
-_PRODUCER = struct.Struct(">qh")
 
 
 def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | asyncio.Future | None:
@@ -92,16 +88,14 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
             entries = _validate_for_version(entries, refused, ctx.api_version)
         if refused:
             entries = [(tp, records) for tp, records in entries if tp not in refused]
-        unverified = _unverified(ctx, request.transactional_id, entries)
-        if unverified is not None:
-            return _verify_then_append(ctx, request, entries, refused, *unverified)
-        outcome = ctx.services.replica_manager.append_records(acks, request.timeout_ms, entries)
-        if asyncio.isfuture(outcome):
+        appends = ctx.services.replica_manager.handle_produce_append(
+            acks, request.timeout_ms, request.transactional_id, entries, ctx.services.transaction_verifier)
+        if not isinstance(appends, ProduceAppendResults):
             del entries
             _release_records(request)
-            return _respond_later(outcome, refused)
-        results = outcome | refused
-        order = kafka_order(outcome, refused)
+            return _respond_later(appends, refused, acks)
+        results = appends.unverified | appends.appended | refused
+        order = kafka_order(appends.unverified, appends.appended, refused)
     if acks == 0:
         failed = [f"{tp}: {r.error.name}" for tp, r in results.items() if r.error != ErrorCode.NONE]
         if failed:
@@ -109,56 +103,6 @@ def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | as
             raise CloseConnection(f"acks=0 produce failed ({', '.join(failed)})")
         return None
     return _response(results, order)
-
-
-def _unverified(
-    ctx: RequestContext, transactional_id: str | None, entries: list[tuple[TopicPartition, memoryview | None]]
-) -> tuple[int, int, dict[TopicPartition, object]] | None:
-    """KIP-890: (producer id, epoch, partition → verification guard) for the partitions led here
-    whose transactional batch starts a transaction, to verify with the coordinator first; None
-    when there are none. Each partition's verification starts now: its append needs the guard."""
-    verifier = ctx.services.transaction_verifier
-    if transactional_id is None or verifier is None:
-        return None
-    replica_manager = ctx.services.replica_manager
-    now_ms = replica_manager.time.milliseconds()
-    producer = None
-    guards: dict[TopicPartition, object] = {}
-    for tp, records in entries:
-        if not _is_transactional(records) or len(records) < _PRODUCER_OFFSET + _PRODUCER.size:
-            continue  # a header too short for a producer id: the append answers CORRUPT_MESSAGE
-        assert records is not None
-        producer_id, epoch = _PRODUCER.unpack_from(records, _PRODUCER_OFFSET)
-        partition = replica_manager.get_partition(tp)
-        if partition is None or not partition.is_leader:
-            continue  # the append answers its error
-        producer_state = partition.log.producer_state
-        if producer_state.needs_verification(producer_id, epoch):
-            producer = (producer_id, epoch)
-            guards[tp] = producer_state.start_verification(producer_id, now_ms)
-    return None if producer is None else (*producer, guards)
-
-
-async def _verify_then_append(
-    ctx: RequestContext, request: ProduceRequest, entries: list[tuple[TopicPartition, memoryview | None]],
-    refused: dict[TopicPartition, PartitionAppendResult], producer_id: int, epoch: int,
-    guards: dict[TopicPartition, object],
-) -> ProduceResponse | None:
-    assert ctx.services.transaction_verifier is not None and request.transactional_id is not None
-    errors = await ctx.services.transaction_verifier.verify(request.transactional_id, producer_id, epoch, list(guards))
-    failed = {
-        tp: PartitionAppendResult(code, message, has_custom_error_message=message is not None)
-        for tp, error in errors.items() if error != ErrorCode.NONE
-        for code, message in [produce_error(error)]
-    }
-    entries = [(tp, records) for tp, records in entries if tp not in failed]
-    # A marker written while the coordinator was asked dropped the guard: that append is refused.
-    outcome = ctx.services.replica_manager.append_records(request.acks, request.timeout_ms, entries,
-                                                        verification_guards=guards)
-    appended = await outcome if asyncio.isfuture(outcome) else outcome
-    if request.acks == 0:
-        return None
-    return _response(appended | refused | failed, kafka_order(failed, appended, refused))
 
 
 def _is_transactional(records: memoryview | None) -> bool:
@@ -234,8 +178,8 @@ def _up_convert(
             continue
         try:
             batch = None if records is None else _native.up_convert(records)
-        except _native.CorruptRecordError as e:
-            refused[tp] = PartitionAppendResult(ErrorCode.CORRUPT_MESSAGE, str(e))
+        except CorruptRecordError as e:
+            refused[tp] = PartitionAppendResult(e.code, str(e))
         except ValueError as e:
             refused[tp] = PartitionAppendResult(ErrorCode.INVALID_RECORD, str(e))
         else:
@@ -271,10 +215,12 @@ def _count_message(tp: TopicPartition, count: int) -> str:
 
 
 async def _respond_later(
-    outcome: asyncio.Future, refused: dict[TopicPartition, PartitionAppendResult]
-) -> ProduceResponse:
-    appended = await outcome
-    return _response(appended | refused, kafka_order(appended, refused))
+    appends: Awaitable[ProduceAppendResults], refused: dict[TopicPartition, PartitionAppendResult], acks: int
+) -> ProduceResponse | None:
+    done = await appends
+    if acks == 0:
+        return None
+    return _response(done.unverified | done.appended | refused, kafka_order(done.unverified, done.appended, refused))
 
 
 def kafka_order(*groups: Iterable[TopicPartition]) -> list[TopicPartition]:

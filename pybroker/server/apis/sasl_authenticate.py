@@ -5,8 +5,8 @@ the connection's authenticator (``pybroker.network.sasl_authenticator``) takes i
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import SaslAuthenticateRequest, SaslAuthenticateResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

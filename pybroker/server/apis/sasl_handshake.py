@@ -5,8 +5,8 @@ ILLEGAL_SASL_STATE and no mechanisms; the connection stays open."""
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import SaslHandshakeRequest, SaslHandshakeResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

@@ -9,9 +9,9 @@ checked first, as in Kafka.
 
 from __future__ import annotations
 
+from pybroker.common.errors import ErrorCode
 from pybroker.controller import wire
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import StopReplicaRequest, StopReplicaResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.request_context import RequestContext

@@ -17,9 +17,9 @@ import asyncio
 import logging
 
 from pybroker import _native
+from pybroker.common.errors import ErrorCode
 from pybroker.log.log import AppendOrigin
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.group.metadata_manager import OFFSETS_TOPIC

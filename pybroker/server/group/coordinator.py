@@ -24,8 +24,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol import consumer_protocol
-from pybroker.protocol.errors import ErrorCode
 from pybroker.scheduler import SYSTEM_TIME, ScheduledTask, Scheduler, Time
 from pybroker.server.group.delayed_operations import (
     DelayedHeartbeat,

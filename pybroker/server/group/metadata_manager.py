@@ -38,9 +38,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from pybroker import _native
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import InvalidReplicationFactorError
 from pybroker.log.log import AppendOrigin
-from pybroker.protocol.errors import ErrorCode
 from pybroker.server.group.group_metadata import CommitRecord, GroupMetadata, GroupState
 from pybroker.server.group.member import MemberMetadata
 from pybroker.server.group.records import (

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.types import TopicPartition
 
 UNKNOWN_POSITION = -1

@@ -19,8 +19,8 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pybroker.common.errors import ErrorCode
 from pybroker.controller.store import ControllerStore
-from pybroker.protocol.errors import ErrorCode
 from pybroker.server.quota.entities import (
     CLIENT_ID,
     IP,

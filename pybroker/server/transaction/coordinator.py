@@ -22,7 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from pybroker.protocol.errors import ErrorCode
+from pybroker.common.errors import ErrorCode
 from pybroker.scheduler import SYSTEM_TIME, ScheduledTask, Scheduler, Time
 from pybroker.server.internal_topic_creation import InternalTopicCreation
 from pybroker.server.transaction.marker_channel import TransactionMarkerChannelManager

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from pybroker import _native
+from pybroker.common.errors import ErrorCode
 from pybroker.common.topic import InvalidReplicationFactorError
 from pybroker.log.log import AppendOrigin
-from pybroker.protocol.errors import ErrorCode
 from pybroker.scheduler import SYSTEM_TIME, ScheduledTask, Scheduler, Time
 from pybroker.server.replica_manager import PartitionAppendResult, ReplicaManager
 from pybroker.server.transaction import transaction_log

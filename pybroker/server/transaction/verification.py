@@ -21,8 +21,8 @@ import logging
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError
 from pybroker.client.inter_broker import DIRECT, InterBrokerClient
+from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.errors import ErrorCode
 from pybroker.protocol.messages import AddPartitionsToTxnRequest
 from pybroker.server.metadata_cache import MetadataCache
 from pybroker.server.transaction.coordinator import TransactionCoordinator
@@ -32,27 +32,6 @@ from pybroker.types import TopicPartition
 log = logging.getLogger(__name__)
 
 VERIFY_VERSION = 4
-# The coordinator could not tell yet: the client retries the produce.
-_RETRIABLE = frozenset({
-    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
-})
-
-
-def produce_error(error: ErrorCode) -> tuple[ErrorCode, str | None]:
-    """What a Produce answers for a partition the coordinator did not verify: the error and its
-    message, as Kafka's ``ReplicaManager`` translates the coordinator's answer (None: the error
-    alone)."""
-    if error in _RETRIABLE:
-        return (ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"Unable to verify the partition has been added to the transaction. Underlying error: {error.name}")
-    if error == ErrorCode.INVALID_TXN_STATE:
-        return error, "Partition was not added to the transaction"
-    if error == ErrorCode.PRODUCER_FENCED:
-        return ErrorCode.INVALID_PRODUCER_EPOCH, None
-    return error, None
-
-
 class TransactionVerifier:
     """Asks coordinators whether partitions are in a producer's ongoing transaction."""
 
@@ -72,7 +51,7 @@ class TransactionVerifier:
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, ErrorCode]:
         """Per partition: NONE when it is in the transaction, else the coordinator's error (what
-        Produce answers for it: `produce_error`)."""
+        Produce answers for it: ``replica_manager.produce_error``)."""
         state_partition = TopicPartition(TRANSACTION_STATE_TOPIC, self.coordinator.partition_for(transactional_id))
         leader = self.metadata_cache.leader(state_partition)
         endpoint = None if leader is None else self._inter_broker.endpoint(leader)

@@ -32,26 +32,18 @@ mod columnar;
 mod storage;
 
 use pyo3::buffer::PyUntypedBuffer;
-use pyo3::create_exception;
 use pyo3::exceptions::{PyBufferError, PyOSError, PyValueError};
 use pyo3::ffi;
+use pyo3::import_exception;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::errors::StorageError;
 
-create_exception!(
-    pybroker._native,
-    CorruptRecordError,
-    PyValueError,
-    "A record batch is malformed: bad CRC, magic other than 2, or inconsistent lengths (Kafka CORRUPT_MESSAGE)."
-);
-create_exception!(
-    pybroker._native,
-    RecordTooLargeError,
-    PyValueError,
-    "A record batch is larger than max.message.bytes (Kafka MESSAGE_TOO_LARGE)."
-);
+// The two record errors are Python classes of the one `KafkaError` hierarchy, each carrying its
+// Kafka error code (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE); both are also `ValueError`s.
+import_exception!(pybroker.common.errors, CorruptRecordError);
+import_exception!(pybroker.common.errors, RecordTooLargeError);
 
 /// Buffers at least this large are processed with the GIL released.
 pub(crate) const DETACH_THRESHOLD: usize = 64 * 1024;
@@ -153,11 +145,8 @@ pub(crate) fn py_bool(b: bool) -> &'static str {
 
 /// Adds the module's functions, classes and exceptions.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
     storage::register(m)?;
     columnar::register(m)?;
     cleaner::register(m)?;
-    m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
-    m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
     Ok(())
 }

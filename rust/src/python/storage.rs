@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use super::{contiguous_buffer, py_bool, to_py_err, RawBytes, DETACH_THRESHOLD};
-use crate::batch::{self, RecordsInfo, ReplicatedRecordsInfo};
+use crate::batch::{self, BatchHeader, RecordsInfo, ReplicatedRecordsInfo, CURRENT_MAGIC};
 use crate::builder::{self, KeyValue, ProducerFields};
 use crate::crc32c as crc;
 use crate::errors::StorageError;
@@ -463,6 +463,20 @@ fn null_key_indexes(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Vec<i32
     };
     drop(buffer);
     result.map_err(to_py_err)
+}
+
+/// `(producer id, producer epoch)` of the first batch of `data` when its whole header is there,
+/// its magic is 2 and it is transactional (KIP-890: the producer whose transaction a leader
+/// verifies); `None` otherwise. Reads the header only: no CRC, no records.
+#[pyfunction]
+fn transactional_producer(data: &Bound<'_, PyAny>) -> PyResult<Option<(i64, i16)>> {
+    let (buffer, raw) = contiguous_buffer(data)?;
+    // SAFETY: `buffer` is held until the end of this function.
+    let header = BatchHeader::parse(unsafe { raw.as_slice() });
+    drop(buffer);
+    Ok(header
+        .filter(|h| h.magic == CURRENT_MAGIC && h.is_transactional())
+        .map(|h| (h.producer_id, h.producer_epoch)))
 }
 
 /// The message set `data` (message format v0 or v1, as Produce v0–2 carries it) as one v2
@@ -1099,6 +1113,7 @@ pub(super) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_records, m)?)?;
     m.add_function(wrap_pyfunction!(read_record_batches, m)?)?;
     m.add_function(wrap_pyfunction!(null_key_indexes, m)?)?;
+    m.add_function(wrap_pyfunction!(transactional_producer, m)?)?;
     m.add_function(wrap_pyfunction!(up_convert, m)?)?;
     m.add_function(wrap_pyfunction!(down_convert, m)?)?;
     m.add_class::<PyRecordsInfo>()?;
