@@ -24,6 +24,7 @@ cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
 cargo test --quiet
 ruff check pybroker tests bench
+mypy  # pybroker/, at the level pyproject.toml's [tool.mypy] states
 
 # Test modules run in parallel (pytest-xdist: 3 workers on 2 cores; a module's tests in one worker,
 # one after another, so that its module-scoped brokers, clusters, ZooKeeper and Kafka start once);

@@ -25,7 +25,7 @@ import argparse
 import asyncio
 import sys
 
-from pybroker.cli.command_config import settings_for_command
+from pybroker.cli.command_config import AdminOptions, settings_for_command
 from pybroker.client.admin import Admin, AdminError
 from pybroker.client.connection import KafkaClientError
 from pybroker.security.acl import (
@@ -151,11 +151,10 @@ def _print_resource_acls(grouped: dict[ResourcePattern, list[AccessControlEntry]
 async def _list(admin: Admin, args: argparse.Namespace) -> None:
     filters = _resource_filters(args, required=False)
     bindings: list[AclBinding] = []
-    for resource_filter in filters or [None]:
-        if resource_filter is None:
-            bindings += await admin.describe_acls()
-        else:
-            bindings += await admin.describe_acls(AclBindingFilter(resource_filter, ANY_ENTRY))
+    if not filters:
+        bindings += await admin.describe_acls()
+    for resource_filter in filters:
+        bindings += await admin.describe_acls(AclBindingFilter(resource_filter, ANY_ENTRY))
     grouped: dict[ResourcePattern, list[AccessControlEntry]] = {}
     for binding in bindings:
         entries = grouped.setdefault(binding.pattern, [])
@@ -181,8 +180,8 @@ def _confirm(args: argparse.Namespace, message: str) -> bool:
     return sys.stdin.readline().strip().lower() == "y"
 
 
-async def _main(args: argparse.Namespace, client: dict[str, object]) -> None:
-    async with Admin(args.bootstrap_server, **client) as admin:  # type: ignore[arg-type]
+async def _main(args: argparse.Namespace, client: AdminOptions) -> None:
+    async with Admin(args.bootstrap_server, **client) as admin:
         if args.add:
             for resource_filter, entries in _filter_to_acls(args).items():
                 pattern = ResourcePattern(resource_filter.resource_type, resource_filter.name or "",

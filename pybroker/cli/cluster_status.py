@@ -255,10 +255,10 @@ def fill_rates(previous: Snapshot | None, current: Snapshot) -> None:
         if before is not None and tp in leaders:
             records[leaders[tp]] = records.get(leaders[tp], 0.0) + max(offset - before, 0) / elapsed
     for broker in current.brokers:
-        now, before = current.counters.get(broker.node_id), previous.counters.get(broker.node_id)
-        if now is not None and before is not None:
-            broker.bytes_in = max(now[0] - before[0], 0) / elapsed
-            broker.bytes_out = max(now[1] - before[1], 0) / elapsed
+        counted, counted_before = current.counters.get(broker.node_id), previous.counters.get(broker.node_id)
+        if counted is not None and counted_before is not None:
+            broker.bytes_in = max(counted[0] - counted_before[0], 0) / elapsed
+            broker.bytes_out = max(counted[1] - counted_before[1], 0) / elapsed
         if current.end_offsets and broker.alive:
             broker.records_in = records.get(broker.node_id, 0.0)
 

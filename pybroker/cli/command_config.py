@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from pybroker.client.security import (
     APPLIED_SECURITY_PROPERTIES,
@@ -39,6 +40,16 @@ ACCEPTED = frozenset({
     "send.buffer.bytes", "socket.connection.setup.timeout.max.ms", "socket.connection.setup.timeout.ms",
 })
 
+
+class AdminOptions(TypedDict, total=False):
+    """Keyword arguments of `pybroker.client.admin.Admin` that a command passes on."""
+
+    client_id: str
+    security: ClientSecurity
+    request_timeout: float
+    retry_timeout: float
+
+
 class CommandConfigError(ValueError):
     """A --command-config file that cannot be read or holds a bad value."""
 
@@ -53,10 +64,10 @@ class ClientSettings:
     security: ClientSecurity = PLAINTEXT
     warnings: list[str] = field(default_factory=list)
 
-    def admin_options(self, default_client_id: str) -> dict[str, object]:
+    def admin_options(self, default_client_id: str) -> AdminOptions:
         """The `pybroker.client.admin.Admin` keyword arguments these settings give (the command's
         own client id unless the file names one)."""
-        options: dict[str, object] = {"client_id": self.client_id or default_client_id, "security": self.security}
+        options: AdminOptions = {"client_id": self.client_id or default_client_id, "security": self.security}
         if self.request_timeout_ms is not None:
             options["request_timeout"] = self.request_timeout_ms / 1000
         return options

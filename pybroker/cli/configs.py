@@ -42,7 +42,12 @@ import asyncio
 import re
 import sys
 
-from pybroker.cli.command_config import CommandConfigError, load_properties, settings_for_command
+from pybroker.cli.command_config import (
+    AdminOptions,
+    CommandConfigError,
+    load_properties,
+    settings_for_command,
+)
 from pybroker.client.admin import (
     BROKER_LOGGER_RESOURCE,
     BROKER_RESOURCE,
@@ -532,7 +537,7 @@ def _completed(kind: str, name: str) -> str:
 
 
 async def _run(args: argparse.Namespace, action: str, types: list[str], names: list[str],
-               client: dict[str, object]) -> int:
+               client: AdminOptions) -> int:
     kind, name = types[0], (names[0] if names else None)
     to_set = _configs_to_set(args) if action == "alter" else {}
     to_delete = _configs_to_delete(args)
@@ -541,7 +546,7 @@ async def _run(args: argparse.Namespace, action: str, types: list[str], names: l
         quotas = check_user_client_configs(types, names, to_set, to_delete)
         if not quotas:
             alterations = scram_alterations(names[0], to_set, to_delete)
-    async with Admin(args.bootstrap_server, **client) as admin:  # type: ignore[arg-type]
+    async with Admin(args.bootstrap_server, **client) as admin:
         if action == "describe" and kind in QUOTA_ENTITY_TYPES:
             await _describe_quotas_and_users(admin, types, names)
         elif action == "describe":

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from typing import Literal
 
 from pybroker import _native
 from pybroker.cli.command_config import CommandConfigError, load_properties
@@ -140,6 +142,7 @@ async def _stdin_lines() -> AsyncIterator[bytes]:
     """Lines of stdin (without their line ending), read in chunks off the event loop."""
     loop = asyncio.get_running_loop()
     stream = sys.stdin.buffer
+    assert isinstance(stream, io.BufferedIOBase)  # a BufferedReader: read1 takes what the pipe holds
     pending = b""
     while True:
         chunk = await loop.run_in_executor(None, stream.read1, READ_CHUNK)
@@ -157,8 +160,8 @@ async def _produce(args: argparse.Namespace, reader: LineReader, props: dict[str
     failures: list[BaseException] = []
 
     def delivered(future: asyncio.Future[RecordMetadata]) -> None:
-        if not future.cancelled() and future.exception() is not None:
-            failures.append(future.exception())  # type: ignore[arg-type]
+        if not future.cancelled() and (error := future.exception()) is not None:
+            failures.append(error)
 
     async with KafkaProducer(props) as producer:
         number = 0
@@ -264,6 +267,9 @@ async def _consume(args: argparse.Namespace, formatter: MessageFormatter, props:
 
 # --- console-consumer --partition/--offset (issue 18: kafka-console-consumer.sh's options) ---------
 
+NAMED_OFFSETS: tuple[Literal["earliest", "latest"], ...] = ("earliest", "latest")  # --offset, else a number
+
+
 def add_partition_arguments(consumer: argparse.ArgumentParser) -> None:
     consumer.add_argument("--partition", type=int, metavar="P",
                           help="read only this partition, without a group (from --offset, else the end, or the "
@@ -281,7 +287,7 @@ def partition_usage_error(args: argparse.Namespace) -> str | None:
             return "Options group and partition cannot be specified together."
     elif args.offset is not None:
         return "The partition is required when offset is specified."
-    if args.offset is not None and args.offset.lower() not in ("earliest", "latest") and (
+    if args.offset is not None and args.offset.lower() not in NAMED_OFFSETS and (
             not args.offset.isdigit()):
         return (f"The provided offset value '{args.offset}' is incorrect. Valid values are 'earliest', 'latest', "
                 "or a non-negative long.")
@@ -291,7 +297,7 @@ def partition_usage_error(args: argparse.Namespace) -> str | None:
 async def _consume_partition(args: argparse.Namespace, formatter: MessageFormatter, props: dict[str, str]) -> int:
     """Kafka's ConsumerWrapper with a partition: assign it, seek, fetch (no group, no commits)."""
     tp = TopicPartition(args.topic, args.partition)
-    start = (args.offset or ("earliest" if args.from_beginning else "latest")).lower()
+    start: str = (args.offset or ("earliest" if args.from_beginning else "latest")).lower()
     count = 0
     out = sys.stdout.buffer
     loop = asyncio.get_running_loop()
@@ -299,11 +305,11 @@ async def _consume_partition(args: argparse.Namespace, formatter: MessageFormatt
     try:
         async with Admin(args.bootstrap_server, props.get("client.id", "console-consumer"),
                          security=security_from_properties(props)) as admin:
-            if start.isdigit():
-                offset = int(start)
-            else:
+            if start in NAMED_OFFSETS:
                 listed = await admin.list_offsets([tp], start, config.isolation_level)
                 offset = listed[tp].offset
+            else:
+                offset = int(start)  # digits (partition_usage_error)
             fetcher = Fetcher(admin, config)
             last = loop.time()
             while args.max_messages is None or count < args.max_messages:

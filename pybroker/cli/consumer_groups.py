@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 
 from pybroker.cli.command_config import ClientSettings, settings_for_command
-from pybroker.client.admin import Admin, AdminError, GroupDescription
+from pybroker.client.admin import Admin, AdminError, GroupDescription, OffsetSpec
 from pybroker.client.connection import KafkaClientError
 from pybroker.types import TopicPartition
 
@@ -389,7 +389,7 @@ class _Reset:
                 out += [TopicPartition(description.name, p.partition) for p in description.partitions]
         return list(dict.fromkeys(out))
 
-    async def _listed(self, partitions: list[TopicPartition], spec: str | int) -> dict[TopicPartition, int]:
+    async def _listed(self, partitions: list[TopicPartition], spec: OffsetSpec) -> dict[TopicPartition, int]:
         if not partitions:
             return {}
         try:
@@ -533,8 +533,9 @@ RUNNERS = {
 
 
 async def _run(args: argparse.Namespace, action: str, settings: ClientSettings) -> int:
-    async with Admin(args.bootstrap_server, retry_timeout=args.timeout / 1000,
-                     **settings.admin_options("pybroker-consumer-groups")) as admin:  # type: ignore[arg-type]
+    client = settings.admin_options("pybroker-consumer-groups")
+    client["retry_timeout"] = args.timeout / 1000
+    async with Admin(args.bootstrap_server, **client) as admin:
         return await RUNNERS[action](admin, args)
 
 

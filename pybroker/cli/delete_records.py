@@ -23,8 +23,8 @@ import json
 import sys
 from pathlib import Path
 
-from pybroker.cli.command_config import CommandConfigError, read_client_settings
-from pybroker.client.admin import Admin, AdminError
+from pybroker.cli.command_config import AdminOptions, CommandConfigError, read_client_settings
+from pybroker.client.admin import Admin, AdminError, DeletedRecords
 from pybroker.client.connection import KafkaClientError
 from pybroker.types import TopicPartition
 
@@ -103,15 +103,17 @@ def duplicates(entries: list[tuple[TopicPartition, int]]) -> list[TopicPartition
     return list(repeated)
 
 
-def format_result(tp: TopicPartition, outcome: object) -> str:
+def format_result(tp: TopicPartition, outcome: DeletedRecords | AdminError) -> str:
     if isinstance(outcome, AdminError):
         return f"partition: {tp}\terror: {outcome.error.name}: {outcome.message}"
-    return (f"partition: {tp}\tlow_watermark: {outcome.low_watermark}"  # type: ignore[attr-defined]
-            f"\tleader_log_start_offset: {outcome.leader_log_start_offset}")  # type: ignore[attr-defined]
+    return (f"partition: {tp}\tlow_watermark: {outcome.low_watermark}"
+            f"\tleader_log_start_offset: {outcome.leader_log_start_offset}")
 
 
-async def _run(args: argparse.Namespace, offsets: dict[TopicPartition, int], client: dict[str, object], timeout_ms: int) -> int:
-    async with Admin(args.bootstrap_server, **client) as admin:  # type: ignore[arg-type]
+async def _run(
+    args: argparse.Namespace, offsets: dict[TopicPartition, int], client: AdminOptions, timeout_ms: int,
+) -> int:
+    async with Admin(args.bootstrap_server, **client) as admin:
         print("Executing records delete operation", flush=True)
         results = await admin.delete_records(offsets, leader_only=args.leader_only, timeout_ms=timeout_ms)
     print("Records delete operation completed:")

@@ -362,9 +362,9 @@ def subcommand_parser(script: Script) -> argparse.ArgumentParser | None:
         if e.name == f"pybroker.cli.{script.module}":
             return None
         raise
-    parser = argparse.ArgumentParser()
-    module.add_parser(parser.add_subparsers())
-    return parser._subparsers._group_actions[0].choices.get(script.command)  # type: ignore[union-attr]
+    subcommands = argparse.ArgumentParser().add_subparsers()
+    module.add_parser(subcommands)
+    return subcommands.choices.get(script.command)
 
 
 def translate(script: Script, argv: list[str]) -> list[list[str]]:
@@ -383,7 +383,7 @@ def translate(script: Script, argv: list[str]) -> list[list[str]]:
     parser = subcommand_parser(script)
     if parser is None:
         raise ScriptError(f"{script.name}: this pybroker has no `pybroker {script.command}` command")
-    accepted = parser._option_string_actions  # type: ignore[attr-defined]
+    accepted = parser._option_string_actions
     for run in runs:
         for token in run:
             option = token.partition("=")[0]

@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from pybroker.cli.command_config import CommandConfigError, read_client_settings
+from pybroker.cli.command_config import AdminOptions, CommandConfigError, read_client_settings
 from pybroker.client.admin import PREFERRED_ELECTION, UNCLEAN_ELECTION, Admin, AdminError
 from pybroker.client.connection import KafkaClientError
 from pybroker.common.errors import ErrorCode
@@ -124,9 +124,9 @@ def report(election_type: str, results: dict[TopicPartition, AdminError | None])
 
 
 async def _run(
-    args: argparse.Namespace, partitions: list[TopicPartition] | None, client: dict[str, object], timeout_ms: int,
+    args: argparse.Namespace, partitions: list[TopicPartition] | None, client: AdminOptions, timeout_ms: int,
 ) -> int:
-    async with Admin(args.bootstrap_server, **client) as admin:  # type: ignore[arg-type]
+    async with Admin(args.bootstrap_server, **client) as admin:
         try:
             results = await admin.elect_leaders(ELECTION_TYPES[args.election_type], partitions, timeout_ms)
         except TimeoutError:
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     for warning in settings.warnings:
         print(f"Warning: --admin.config {args.admin_config}: {warning}", file=sys.stderr)
     timeout_ms = settings.default_api_timeout_ms or TIMEOUT_MS
-    client: dict[str, object] = {
+    client: AdminOptions = {
         "client_id": settings.client_id or "pybroker-leader-election",
         "security": settings.security,
         "request_timeout": (settings.request_timeout_ms or TIMEOUT_MS // 2) / 1000,

@@ -930,11 +930,11 @@ async def run_cluster(
             await asyncio.to_thread(cluster.start_zookeeper)
             cluster.write_manifest()
         if stop.is_set():
-            return
+            return 0
         await cluster.connect_zookeeper()
         await cluster.wait_for_stale_registrations(stop)
         if stop.is_set():
-            return
+            return 0
         if cluster.custom_listeners:
             where = f"{cluster.bootstrap_servers} and their other listeners"
         else:
@@ -944,7 +944,7 @@ async def run_cluster(
         cluster.start_brokers()
         cluster.write_manifest()
         if not await cluster.wait_until_ready(stop):
-            return
+            return 0
         await cluster.create_secure_clients()
         started = True
         cluster.print_summary()  # before the manifest says "running": whoever waits for it can read both

@@ -21,7 +21,7 @@ import asyncio
 import json
 import sys
 
-from pybroker.cli.command_config import settings_for_command
+from pybroker.cli.command_config import AdminOptions, settings_for_command
 from pybroker.client.admin import Admin, AdminError, LogDirInfo
 from pybroker.client.connection import KafkaClientError
 from pybroker.common.errors import ErrorCode
@@ -74,10 +74,10 @@ def format_as_json(described: dict[int, list[LogDirInfo]], topics: set[str]) -> 
     ]}, separators=(",", ":"))
 
 
-async def _describe(args: argparse.Namespace, client: dict[str, object]) -> int:
+async def _describe(args: argparse.Namespace, client: AdminOptions) -> int:
     topics = {t for t in args.topic_list.split(",") if t}
     asked = list(dict.fromkeys(int(b) for b in args.broker_list.split(",") if b))
-    async with Admin(args.bootstrap_server, **client) as admin:  # type: ignore[arg-type]
+    async with Admin(args.bootstrap_server, **client) as admin:
         cluster = [node.node_id for node in await admin.brokers()]
         missing = [b for b in asked if b not in cluster]
         if missing:

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pybroker.cli.command_config import settings_for_command
+from pybroker.cli.command_config import AdminOptions, settings_for_command
 from pybroker.client.admin import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -521,8 +521,8 @@ def usage_error(args: argparse.Namespace) -> str | None:
     return None
 
 
-async def _run(args: argparse.Namespace, client: dict[str, object]) -> int:
-    async with Admin(args.bootstrap_server, **client) as admin:  # type: ignore[arg-type]
+async def _run(args: argparse.Namespace, client: AdminOptions) -> int:
+    async with Admin(args.bootstrap_server, **client) as admin:
         if args.generate:
             await generate(admin, args)
         elif args.execute:

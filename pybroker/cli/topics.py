@@ -252,7 +252,7 @@ def _configs(items: list[str]) -> dict[str, str]:
 
 
 async def _run(args: argparse.Namespace, action: str, settings: ClientSettings) -> int:
-    async with Admin(args.bootstrap_server, **settings.admin_options("pybroker-topics")) as admin:  # type: ignore[arg-type]
+    async with Admin(args.bootstrap_server, **settings.admin_options("pybroker-topics")) as admin:
         kafka = args.kafka_tool
         if action == "list":
             if kafka or args.topic or args.exclude_internal:

@@ -31,7 +31,7 @@ import logging
 import re
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -168,6 +168,11 @@ def _raise_failures(failures: Mapping[Any, AdminError]) -> None:
         first = next(iter(failures.values()))
         first.failures = dict(failures)
         raise first
+
+
+def _at_any_version(request: T) -> Callable[[int], T]:
+    """A ``make_request`` for `Admin._send_to` that sends ``request`` whatever the version."""
+    return lambda _version: request
 
 
 async def _for_each_group(groups: Iterable[str], call: Callable[[str], Awaitable[T]]) -> dict[str, T]:
@@ -1031,7 +1036,7 @@ class Admin:
                 topics.setdefault(tp.topic, []).append(tp.partition)
             request = DescribeProducersRequest(topics=[
                 DescribeProducersRequest.TopicRequest(name=t, partition_indexes=p) for t, p in topics.items()])
-            response, _ = await self._send_to(node, ApiKey.DESCRIBE_PRODUCERS, lambda _v, r=request: r)
+            response, _ = await self._send_to(node, ApiKey.DESCRIBE_PRODUCERS, _at_any_version(request))
             for topic in response.topics:
                 for p in topic.partitions:
                     tp = TopicPartition(topic.name, p.partition_index)
@@ -1050,7 +1055,9 @@ class Admin:
         entries = await self.describe_configs(TOPIC_RESOURCE, name, include_synonyms=False)
         return {e.name: (e.value, e.source) for e in entries}
 
-    async def alter_topic_configs(self, name: str, set_configs: dict[str, str], delete_configs: list[str] = ()) -> None:
+    async def alter_topic_configs(
+        self, name: str, set_configs: Mapping[str, str], delete_configs: Sequence[str] = (),
+    ) -> None:
         """Incrementally SET and DELETE topic config overrides."""
         await self.incremental_alter_configs(TOPIC_RESOURCE, name, set_configs, delete_configs)
 
@@ -1151,7 +1158,8 @@ class Admin:
             answers = await asyncio.gather(*(
                 self._list_offsets_on(node, tps, timestamp, isolation_level) for node, tps in leaders.items()
             ))
-            for answer in [failed, *answers]:
+            outcomes: list[Mapping[TopicPartition, ListedOffset | AdminError]] = [failed, *answers]
+            for answer in outcomes:
                 for tp, outcome in answer.items():
                     if isinstance(outcome, ListedOffset):
                         results[tp] = outcome
@@ -1177,7 +1185,8 @@ class Admin:
         ))
         brokers = {b.node_id: Node(b.node_id, b.host, b.port) for b in response.brokers}
         topic_errors = {t.name: t.error_code for t in response.topics}
-        leader_of = {(t.name, p.partition_index): (p.leader_id, p.error_code) for t in response.topics for p in t.partitions}
+        leader_of = {TopicPartition(t.name, p.partition_index): (p.leader_id, p.error_code)
+                     for t in response.topics for p in t.partitions}
         by_leader: dict[Node, list[TopicPartition]] = {}
         failures: dict[TopicPartition, AdminError] = {}
         for tp in partitions:
@@ -1337,7 +1346,8 @@ class Admin:
                 for node, tps in leaders.items()
             ))
             retry: dict[TopicPartition, AdminError] = {}
-            for answer in [failed, *answers]:
+            outcomes: list[Mapping[TopicPartition, DeletedRecords | AdminError]] = [failed, *answers]
+            for answer in outcomes:
                 for tp, outcome in answer.items():
                     if isinstance(outcome, AdminError) and outcome.error in DELETE_RECORDS_RETRY_ERRORS:
                         retry[tp] = outcome
@@ -1649,11 +1659,12 @@ class Admin:
 
         def make(version: int) -> OffsetFetchRequest:
             if version >= 8:
-                topics = None if wanted is None else [
+                group_topics = None if wanted is None else [
                     OffsetFetchRequest.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()
                 ]
-                return OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=topics)],
-                                          require_stable=require_stable)
+                return OffsetFetchRequest(
+                    groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=group_topics)],
+                    require_stable=require_stable)
             if wanted is None and version < 2:
                 raise UnsupportedVersionError("OffsetFetch of every partition needs v2; the coordinator offers v1")
             topics = None if wanted is None else [

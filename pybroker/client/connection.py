@@ -278,8 +278,11 @@ class BrokerConnection:
     def _response_received(self, frame_buffer: bytearray) -> None:
         frame = memoryview(frame_buffer)
         correlation_id = int.from_bytes(frame[:4], "big", signed=True)
-        api_key, version, future = self._pending.pop(correlation_id, (None, 0, None))
-        if future is None or future.done():
+        pending = self._pending.pop(correlation_id, None)
+        if pending is None:
+            return
+        api_key, version, future = pending
+        if future.done():
             return
         try:
             if api_key == ApiKey.API_VERSIONS and len(frame) >= 6 and int.from_bytes(frame[4:6], "big") == ErrorCode.UNSUPPORTED_VERSION:

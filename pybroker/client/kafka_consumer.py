@@ -51,7 +51,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pybroker import _native
 from pybroker.client.admin import LEADERSHIP_ERRORS, Admin, AdminError
@@ -78,7 +78,8 @@ log = logging.getLogger(__name__)
 
 GATE_POLL_MS = 100  # ConsumerGroupPosition cadence while something is held or waited on
 ORDERED_DELIVERY_CONFIG = "enable.ordered.delivery"
-RESET_POLICIES = ("latest", "earliest", "none")
+ResetPolicy = Literal["latest", "earliest", "none"]  # auto.offset.reset
+RESET_POLICIES: tuple[ResetPolicy, ...] = ("latest", "earliest", "none")
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ class ConsumerConfig:
     client_id: str = "pybroker-consumer"
     enable_auto_commit: bool = True
     auto_commit_interval_ms: int = 5000
-    auto_offset_reset: str = "latest"
+    auto_offset_reset: ResetPolicy = "latest"
     session_timeout_ms: int = 45000
     heartbeat_interval_ms: int = 3000
     max_poll_interval_ms: int = 300000
@@ -444,7 +445,7 @@ class KafkaConsumer:
         await self._reset(created, "earliest")
         await self._reset([tp for tp in missing if tp not in created])
 
-    async def _reset(self, partitions: list[TopicPartition], policy: str | None = None) -> None:
+    async def _reset(self, partitions: list[TopicPartition], policy: ResetPolicy | None = None) -> None:
         if not partitions:
             return
         policy = policy or self.config.auto_offset_reset

@@ -631,7 +631,8 @@ class KafkaProducer:
                 requests.setdefault(leader, []).append(queue[0])
         for leader, batches in requests.items():
             while batches and self._in_flight.get(leader, 0) < self.config.max_in_flight:
-                taken, size = [], 0
+                taken: list[_Batch] = []
+                size = 0
                 while batches:
                     batch = batches[0]
                     encoded = self._encode(batch)

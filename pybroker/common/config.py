@@ -148,8 +148,10 @@ class ListenerSettings(Protocol):
     TLS contexts, the SASL authenticator and the inter-broker client take this, not the broker's
     whole configuration."""
 
-    #: The properties as written (``listener.name.<l>.<mechanism>.sasl.jaas.config`` among them).
-    originals: Mapping[str, str]
+    @property
+    def originals(self) -> Mapping[str, str]:
+        """The properties as written (``listener.name.<l>.<mechanism>.sasl.jaas.config`` among them)."""
+        ...
 
     def get(self, name: str) -> Any:
         """The broker-wide value of ``name``."""

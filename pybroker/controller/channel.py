@@ -177,15 +177,16 @@ class ControllerBrokerRequestBatch:
             ))
             if answer is not None:
                 self.leader_and_isr_answers[broker_id] = answer
-        states = list(self.update_metadata_states.values())
+        updated = list(self.update_metadata_states.values())
         brokers = list(live_brokers.values())
         used_ids = {s.topic_partition.topic: topic_ids[s.topic_partition.topic]
-                    for s in states if s.topic_partition.topic in topic_ids}
-        counts = {name: partition_counts[name] for name in used_ids if name in (partition_counts or {})}
+                    for s in updated if s.topic_partition.topic in topic_ids}
+        known = partition_counts or {}
+        counts = {name: known[name] for name in used_ids if name in known}
         for broker_id in sorted(self.update_metadata_brokers):
             channels.send(broker_id, UpdateMetadata(
-                self.controller_id, self.controller_epoch, broker_epochs.get(broker_id, -1), states, brokers, used_ids,
-                counts,
+                self.controller_id, self.controller_epoch, broker_epochs.get(broker_id, -1), updated, brokers,
+                used_ids, counts,
             ))
         stops: dict[int, asyncio.Future[ControlResponse]] = {}
         for broker_id, partitions in self.stop_replica.items():

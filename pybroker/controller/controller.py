@@ -1155,10 +1155,7 @@ class Controller:
         notifications (which are deleted) get LeaderAndIsr for every replica they host."""
         if not self.active:
             return
-        take = getattr(self.store, "take_log_dir_events", None)
-        if take is None:
-            return
-        brokers = await take(self.context.epoch) & set(self.context.live_brokers)
+        brokers = await self.store.take_log_dir_events(self.context.epoch) & set(self.context.live_brokers)
         if brokers:
             await self._on_broker_log_dir_failure(brokers)
 

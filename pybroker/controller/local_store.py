@@ -21,7 +21,7 @@ import copy
 import json
 import os
 import uuid
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from pybroker.common.cluster import LiveBroker
 from pybroker.common.topic import (
@@ -41,6 +41,16 @@ from pybroker.log.file_sync import CoalescingFileWriter
 from pybroker.zookeeper.znodes import PRODUCER_ID_BLOCK_SIZE, desanitize, sanitize
 
 METADATA_FILE = "cluster-metadata.json"
+
+
+def _partition_epochs(saved: Mapping[str, Mapping[str, int]]) -> dict[int, dict[int, int]]:
+    """A ``leader_epochs_*`` map as the file keeps it: per partition, an epoch per partition (JSON keys are strings)."""
+    return {int(p): {int(q): e for q, e in epochs.items()} for p, epochs in saved.items()}
+
+
+def _partition_replicas(saved: Mapping[str, Sequence[int]]) -> dict[int, list[int]]:
+    """An ``adding_replicas`` / ``removing_replicas`` map as the file keeps it (JSON keys are strings)."""
+    return {int(p): [int(r) for r in replicas] for p, replicas in saved.items()}
 
 
 class LocalStore:
@@ -89,14 +99,10 @@ class LocalStore:
                 dict(item.get("configs", {})),
                 item.get("initial_partition_count", 0),
                 item.get("undeleted_partition_count", 0),
-                *(
-                    {int(p): {int(q): e for q, e in epochs.items()} for p, epochs in item.get(key, {}).items()}
-                    for key in ("leader_epochs_after_creation", "leader_epochs_before_deletion")
-                ),
-                *(
-                    {int(p): [int(r) for r in replicas] for p, replicas in item.get(key, {}).items()}
-                    for key in ("adding_replicas", "removing_replicas")
-                ),
+                _partition_epochs(item.get("leader_epochs_after_creation", {})),
+                _partition_epochs(item.get("leader_epochs_before_deletion", {})),
+                _partition_replicas(item.get("adding_replicas", {})),
+                _partition_replicas(item.get("removing_replicas", {})),
             )
             self._topics[topic.name] = topic
 
@@ -149,6 +155,14 @@ class LocalStore:
 
     async def update_broker_info(self, broker: LiveBroker) -> None:
         await self.register_broker(broker)
+
+    # A single broker is its own controller: its replica manager handles a failed log dir itself.
+
+    async def propagate_log_dir_event(self, broker_id: int) -> None:
+        pass
+
+    async def take_log_dir_events(self, controller_epoch: int) -> set[int]:
+        return set()
 
     async def live_brokers(self) -> dict[int, tuple[LiveBroker, int]]:
         return {broker_id: (broker, 0) for broker_id, broker in self._brokers.items()}

@@ -32,6 +32,7 @@ task (it uses the controller's write-and-send helpers).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -153,7 +154,7 @@ class PartitionReassignments:
 
     # --- what the controller's events call -----------------------------------------------------
 
-    def being_reassigned(self, topic: str | None = None) -> list[TopicPartition]:
+    def being_reassigned(self, topic: str | None = None) -> builtins.list[TopicPartition]:
         """The partitions under reassignment (of ``topic`` only, if given)."""
         topics = self.controller.context.topics
         chosen = topics.values() if topic is None else [topics[topic]] if topic in topics else []
@@ -343,7 +344,7 @@ class PartitionReassignments:
         topic, index = self._partition(tp)
         return FullReplicaAssignment(()) if topic is None else topic.full_assignment(index)
 
-    def _validate_replicas(self, tp: TopicPartition, replicas: list[int]) -> tuple[ErrorCode, str] | None:
+    def _validate_replicas(self, tp: TopicPartition, replicas: builtins.list[int]) -> tuple[ErrorCode, str] | None:
         """Kafka's validateReplicas: a non-empty list without duplicates or negative ids, whose
         new replicas are on live brokers."""
         if not replicas:

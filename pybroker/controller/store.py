@@ -125,6 +125,14 @@ class ControllerStore(Protocol):
     async def controller_id(self) -> int | None:
         ...
 
+    async def propagate_log_dir_event(self, broker_id: int) -> None:
+        """Tell the controller that a log dir of ``broker_id`` failed (KIP-112's notification)."""
+        ...
+
+    async def take_log_dir_events(self, controller_epoch: int) -> set[int]:
+        """The brokers named by the waiting log dir notifications, which are then deleted."""
+        ...
+
     # --- the admin path (any broker) ------------------------------------------------------------
 
     async def create_topic(

@@ -55,6 +55,7 @@ RegisterBrokerAndReelect: a new broker epoch, ``on_broker_registered``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable, Mapping
@@ -472,7 +473,7 @@ class ZooKeeperStore:
         pending = sorted((s, c) for c in children if (s := _config_sequence(c)) is not None and s > self._config_cursor)
         for sequence, child in pending:
             try:
-                data, _ = await self._retry(lambda c=child: self.zk.get(f"{CONFIG_CHANGES_PATH}/{c}"))
+                data, _ = await self._retry(functools.partial(self.zk.get, f"{CONFIG_CHANGES_PATH}/{child}"))
                 entity_path = decode_config_change(data)
             except NoNodeError:
                 entity_path = None  # purged meanwhile
@@ -531,14 +532,14 @@ class ZooKeeperStore:
         now = self.time.milliseconds() if now is None else now
         for sequence, child in sorted((s, c) for c in children if (s := _config_sequence(c)) is not None):
             path = f"{CONFIG_CHANGES_PATH}/{child}"
-            stat = await self._retry(lambda p=path: self.zk.exists(p))
+            stat = await self._retry(functools.partial(self.zk.exists, path))
             if stat is None:
                 continue
             if now - stat.ctime <= CHANGE_EXPIRATION_MS:
                 return
             log.debug("Purging the config change notification %s (sequence %d)", path, sequence)
             try:
-                await self._retry(lambda p=path: self.zk.delete(p))
+                await self._retry(functools.partial(self.zk.delete, path))
             except NoNodeError:
                 pass
 
@@ -727,7 +728,7 @@ class ZooKeeperStore:
             )
         return topics
 
-    async def _assign_topic_id(self, name: str, assignment: dict[int, ReplicaAssignment]) -> uuid.UUID:
+    async def _assign_topic_id(self, name: str, assignment: Mapping[int, ReplicaAssignment]) -> uuid.UUID:
         topic_id = uuid.uuid4()
         fence = self._epoch_zk_version if self._epoch_zk_version is not None else -1
         try:

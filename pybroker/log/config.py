@@ -280,7 +280,9 @@ class LogConfig:
     file_delete_delay_ms: int
     flush_messages: int
     flush_ms: int
+    follower_replication_throttled_replicas: list[str]
     index_interval_bytes: int
+    leader_replication_throttled_replicas: list[str]
     local_retention_bytes: int  # without effect
     local_retention_ms: int  # without effect
     log_retention_min_timestamp: int

@@ -130,7 +130,7 @@ def fsync_paths(paths: Iterable[str]) -> None:
             os.close(fd)
 
 
-class BackgroundPasses(Generic[T]):
+class BackgroundPasses(Generic[T, P, R]):
     """Work on items behind the event loop, coalesced: a pass takes every item requested so far,
     ``prepare``s them on the loop (a consistent snapshot) and hands that to ``work`` in a worker
     thread; items requested meanwhile go in the next pass. The log manager runs two: fsyncing

@@ -169,18 +169,20 @@ def segment_base_offsets(directory: str) -> SegmentListing:
     so the log holds either all old or all new segments, never a mix."""
     names = os.listdir(directory)
     cleaned = [name for name in names if name.endswith(CLEANED_SUFFIX)]
-    lowest_cleaned = min((_offset_of(name) for name in cleaned), default=None)
+    lowest_cleaned = min((o for name in cleaned if (o := _offset_of(name)) is not None), default=None)
     swaps: list[str] = []
     for name in names:
         path = os.path.join(directory, name)
         if name.endswith((DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)):
             os.remove(path)
         elif name.endswith(SWAP_SUFFIX):
-            if lowest_cleaned is not None and _offset_of(name) >= lowest_cleaned:
+            offset = _offset_of(name)
+            if lowest_cleaned is not None and offset is not None and offset >= lowest_cleaned:
                 os.remove(path)
             else:
                 swaps.append(name)
-    swapped = sorted(_offset_of(name) for name in swaps if name.endswith(LOG_SUFFIX + SWAP_SUFFIX))
+    swapped = sorted(o for name in swaps
+                     if name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and (o := _offset_of(name)) is not None)
     if swapped:
         low = swapped[0]
         high = max(_swap_segment_end(directory, base) for base in swapped)

@@ -156,7 +156,7 @@ class LogManager:
         self._logs_per_dir: dict[str, int] = dict.fromkeys(log_dirs, 0)
         self._logs_of_topic: dict[str, set[TopicPartition]] = {}
         self._creating = asyncio.Lock()
-        self._path_syncer: BackgroundPasses[str] = BackgroundPasses(
+        self._path_syncer: BackgroundPasses[str, list[str], list[tuple[str, OSError]]] = BackgroundPasses(
             "fsync of new partition metadata", list, self._fsync_by_dir, self._metadata_sync_failed
         )
         self._intervals = {
@@ -179,8 +179,10 @@ class LogManager:
         self._tasks: list[ScheduledTask] = []
         self._pending_flushes: set[asyncio.Future[None]] = set()
         # Logs whose leader-epoch-checkpoint is behind their cache, written in coalesced passes.
-        self._epoch_writer: BackgroundPasses[Log] = BackgroundPasses(
-            "writing leader-epoch checkpoints", epoch_snapshots, write_epoch_checkpoints, self._epoch_writes_failed
+        self._epoch_writer: BackgroundPasses[Log, list[tuple[Log, list[tuple[int, int]]]], list[tuple[Log, OSError]]] = (
+            BackgroundPasses(
+                "writing leader-epoch checkpoints", epoch_snapshots, write_epoch_checkpoints, self._epoch_writes_failed
+            )
         )
         # The offset checkpoints' one writer each (`pybroker.log.checkpoint`: one writer per file).
         self._checkpoint_writers = {
@@ -383,7 +385,7 @@ class LogManager:
             raise OSError(f"No log directory is online (log.dirs: {', '.join(self.log_dirs)})")
         preferred = None if tp is None else self.preferred_log_dirs.get(tp)
         if preferred in live:
-            return preferred  # type: ignore[return-value]  # in live, so a str
+            return preferred
         return min(live, key=self._logs_per_dir.__getitem__)
 
     def get_log(self, tp: TopicPartition) -> Log | None:

@@ -41,7 +41,7 @@ import logging
 import os
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from pybroker._native import LogRegion
 from pybroker.network.framing import FrameReader
@@ -55,6 +55,11 @@ _MAX_PENDING = 1000  # replies owed before reading pauses
 # What the connection still has to write, in order: replies, or the parts of one after a region
 # that the socket did not take whole.
 _Output = bytes | bytearray | memoryview | FrameWithRegions | LogRegion
+
+
+def _only_bytes(out: list[_Output]) -> TypeGuard[list[bytes | bytearray | memoryview]]:
+    """No reply in ``out`` has a log region: the transport writes them all."""
+    return not any(item.__class__ is FrameWithRegions or item.__class__ is LogRegion for item in out)
 
 
 class CloseConnection(Exception):
@@ -296,7 +301,7 @@ class KafkaConnection(FrameReader):
             self._collect_ready()
         if self._out and self.transport is not None and not self.closed and self._region is None:
             out, self._out = self._out, []
-            if any(item.__class__ is FrameWithRegions or item.__class__ is LogRegion for item in out):
+            if not _only_bytes(out):
                 self._write_with_regions(out)
             elif len(out) == 1:
                 self.transport.write(out[0])
@@ -312,7 +317,7 @@ class KafkaConnection(FrameReader):
         assert self.transport is not None
         chunks: list[Any] = []
         for i, item in enumerate(out):
-            parts: list[Any] = item.parts if item.__class__ is FrameWithRegions else [item]  # type: ignore[union-attr]
+            parts: list[Any] = item.parts if item.__class__ is FrameWithRegions else [item]
             for j, part in enumerate(parts):
                 if part.__class__ is not LogRegion:
                     chunks.append(part)

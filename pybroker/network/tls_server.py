@@ -54,20 +54,26 @@ class ServerTlsProtocol(sslproto.SSLProtocol):
     ) -> None:
         """``never_connected(app_protocol)`` is called when the connection ends before its
         handshake completed (a failed handshake, a peer gone, the handshake timeout)."""
-        super().__init__(loop, app_protocol, context, None, server_side=True)
+        super().__init__(loop, app_protocol, context, None, server_side=True)  # type: ignore[arg-type]  # no waiter
         self._listener_name = listener_name
         self._never_connected = never_connected
+
+    @property
+    def _internals(self) -> Any:
+        """asyncio.sslproto's own state of this protocol (its outgoing BIO, the application
+        protocol's state), which typeshed does not declare."""
+        return self
 
     def _on_handshake_complete(self, handshake_exc: BaseException | type[BaseException] | None) -> None:
         if handshake_exc is not None:
             self._handshake_failed(handshake_exc)
-        super()._on_handshake_complete(handshake_exc)
+        super()._on_handshake_complete(handshake_exc)  # type: ignore[arg-type]  # asyncio passes a class too
 
     def _handshake_failed(self, exc: BaseException | type[BaseException]) -> None:
         transport = self._transport
-        if transport is None:
+        if not isinstance(transport, asyncio.WriteTransport):
             return
-        alert = self._outgoing.read()
+        alert = self._internals._outgoing.read()
         if alert:
             transport.write(alert)  # before asyncio's close, which drops anything not yet sent
         peer = transport.get_extra_info("peername")
@@ -79,9 +85,9 @@ class ServerTlsProtocol(sslproto.SSLProtocol):
         else:  # the peer closed the connection (asyncio passes ConnectionResetError)
             log.debug("Connection from %s on listener %s closed during the SSL handshake", where, self._listener_name)
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def connection_lost(self, exc: BaseException | None) -> None:
         app_protocol = self._app_protocol
-        never_connected = self._app_state == sslproto.AppProtocolState.STATE_INIT
+        never_connected = self._internals._app_state == sslproto.AppProtocolState.STATE_INIT
         super().connection_lost(exc)
         if never_connected and app_protocol is not None:
             self._never_connected(app_protocol)

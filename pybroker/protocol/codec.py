@@ -238,7 +238,8 @@ class _Gen:
     def class_of(self, st: Struct) -> type:
         if st is self.msg.struct:
             return self.cls
-        return self.cls._structs[st.name]  # type: ignore[attr-defined]
+        nested: type = getattr(self.cls, st.name)  # a generated class: messages.py sets it
+        return nested
 
 
 def _default_expr(g: _Gen, f: Field) -> str:
@@ -749,7 +750,7 @@ def _exec(src: str, name: str, ns: dict[str, Any]) -> Callable[..., Any]:
     code = compile(src, f"<pybroker.protocol.codec {name}>", "exec")
     exec(code, ns)
     _SOURCES[name] = src
-    return ns[name]  # type: ignore[no-any-return]
+    return ns[name]
 
 
 def generated_source(api_key: int, api_version: int, kind: str, direction: str) -> str:
@@ -1014,7 +1015,7 @@ class FrameWithRegions:
         return self.size
 
     def __bytes__(self) -> bytes:
-        return b"".join(part.read() if part.__class__ is LogRegion else part for part in self.parts)
+        return b"".join(part.read() if isinstance(part, LogRegion) else part for part in self.parts)
 
 
 def encode_request(

@@ -54,7 +54,7 @@ def _reader(data: bytes) -> StructReader:
 
 
 def _read_topic_partitions(reader: StructReader) -> list[TopicPartition]:
-    out = []
+    out: list[TopicPartition] = []
     for _ in range(reader.array_length()):
         topic = reader.string()
         out.extend(TopicPartition(topic, reader.int32()) for _ in range(reader.array_length()))

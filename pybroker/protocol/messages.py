@@ -55,7 +55,8 @@ def _eq(self: Any, other: object) -> bool:
 
 
 def _make_class(
-    struct: Struct, qualname: str, namespace: dict[str, Any], class_names: dict[str, str]
+    struct: Struct, qualname: str, namespace: dict[str, Any], class_names: dict[str, str],
+    extra: dict[str, Any] | None = None,
 ) -> type:
     """Build the class for one struct. ``namespace`` holds the other classes (for struct defaults)."""
     fields: tuple[Field, ...] = struct.fields
@@ -97,6 +98,7 @@ def _make_class(
             "__qualname__": qualname,
             "__doc__": f"Kafka {qualname} (fields of every version; generated from its spec).",
             "_spec": struct,
+            **(extra or {}),
         },
     )
     return cls
@@ -112,12 +114,10 @@ def build_classes(msg: Message) -> type:
         cls = _make_class(st, f"{msg.name}.{name}", namespace, class_names)
         namespace[class_names[name]] = cls
         nested[name] = cls
-    top = _make_class(msg.struct, msg.name, namespace, class_names)
-    for name, cls in nested.items():
-        setattr(top, name, cls)
-    top._message = msg  # type: ignore[attr-defined]
-    top._structs = nested  # type: ignore[attr-defined]
-    return top
+    # The nested classes are attributes of the top one (``ProduceResponse.PartitionProduceResponse``),
+    # and ``_structs`` names them all.
+    return _make_class(msg.struct, msg.name, namespace, class_names,
+                       {"_message": msg, "_structs": nested, **nested})
 
 
 class RequestHeader:

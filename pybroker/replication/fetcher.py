@@ -527,29 +527,29 @@ class ReplicaFetcher:
         except _TRANSPORT_ERRORS as e:
             log.info("OffsetsForLeaderEpoch to broker %d failed: %s", self.source_broker_id, e)
             for tp in asks:
-                if (state := self.states.get(tp)) is not None:
-                    self._delay(tp, state)
+                if (fetch_state := self.states.get(tp)) is not None:
+                    self._delay(tp, fetch_state)
             return
         for tp, (epoch, _) in asks.items():
-            state = self.states.get(tp)
+            fetch_state = self.states.get(tp)
             log_ = self.get_log(tp)
             answer = answers.get(tp)
-            if state is None or log_ is None or state.current_leader_epoch != epoch:
+            if fetch_state is None or log_ is None or fetch_state.current_leader_epoch != epoch:
                 continue
             if answer is None or answer.error not in (ErrorCode.NONE, ErrorCode.FENCED_LEADER_EPOCH):
-                self._delay(tp, state)
+                self._delay(tp, fetch_state)
                 continue
             if answer.error == ErrorCode.FENCED_LEADER_EPOCH:
-                self._mark_failed(tp, state, "the leader fenced our leader epoch")
+                self._mark_failed(tp, fetch_state, "the leader fenced our leader epoch")
                 continue
             result = offset_truncation_state(answer.leader_epoch, answer.end_offset, log_.leader_epoch_cache,
-                                             log_.log_end_offset, state.fetch_offset)
-            if not self._truncate(tp, state, log_, result.offset):
+                                             log_.log_end_offset, fetch_state.fetch_offset)
+            if not self._truncate(tp, fetch_state, log_, result.offset):
                 continue
             if result.truncation_completed:
-                self._start_fetching(state, log_)
+                self._start_fetching(fetch_state, log_)
             else:
-                state.fetch_offset = log_.log_end_offset
+                fetch_state.fetch_offset = log_.log_end_offset
 
     def _start_fetching(self, state: PartitionFetchState, log_: Log) -> None:
         state.fetch_offset = log_.log_end_offset

@@ -13,13 +13,21 @@ handed on as the bytes the response carried: the fetcher appends them once per p
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal, overload
 
 from pybroker.client.connection import BrokerConnection, KafkaClientError
 from pybroker.client.inter_broker import DIRECT, InterBrokerClient
 from pybroker.common.cluster import BrokerEndpoint
 from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
-from pybroker.protocol.messages import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from pybroker.protocol.messages import (
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
 from pybroker.replication.fetcher import (
     EpochEndOffset,
     FetchRequestData,
@@ -51,6 +59,19 @@ class RemoteLeaderEndPoint:
         self._connection: BrokerConnection | None = None
         self._client_id = f"broker-{replica_id}-fetcher-{source_broker_id}"
 
+    @overload
+    async def _send(
+        self, api_key: Literal[ApiKey.FETCH], request: FetchRequest, version: int, extra_wait_ms: int = 0,
+    ) -> FetchResponse: ...
+    @overload
+    async def _send(
+        self, api_key: Literal[ApiKey.LIST_OFFSETS], request: ListOffsetsRequest, version: int, extra_wait_ms: int = 0,
+    ) -> ListOffsetsResponse: ...
+    @overload
+    async def _send(
+        self, api_key: Literal[ApiKey.OFFSET_FOR_LEADER_EPOCH], request: OffsetForLeaderEpochRequest, version: int,
+        extra_wait_ms: int = 0,
+    ) -> OffsetForLeaderEpochResponse: ...
     async def _send(self, api_key: ApiKey, request: object, version: int, extra_wait_ms: int = 0) -> object:
         if self._connection is None:
             endpoint = self._resolve(self.source_broker_id)
@@ -73,11 +94,11 @@ class RemoteLeaderEndPoint:
 
     async def fetch(self, request: FetchRequestData) -> dict[TopicPartition, FetchResponsePartition]:
         topics: dict[str, list[FetchRequest.FetchPartition]] = {}
-        for p in request.partitions:
-            topics.setdefault(p.topic_partition.topic, []).append(FetchRequest.FetchPartition(
-                partition=p.topic_partition.partition, current_leader_epoch=p.current_leader_epoch,
-                fetch_offset=p.fetch_offset, last_fetched_epoch=p.last_fetched_epoch,
-                log_start_offset=p.log_start_offset, partition_max_bytes=p.max_bytes,
+        for wanted in request.partitions:
+            topics.setdefault(wanted.topic_partition.topic, []).append(FetchRequest.FetchPartition(
+                partition=wanted.topic_partition.partition, current_leader_epoch=wanted.current_leader_epoch,
+                fetch_offset=wanted.fetch_offset, last_fetched_epoch=wanted.last_fetched_epoch,
+                log_start_offset=wanted.log_start_offset, partition_max_bytes=wanted.max_bytes,
             ))
         message = FetchRequest(
             replica_id=request.replica_id, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
@@ -87,14 +108,15 @@ class RemoteLeaderEndPoint:
             forgotten_topics_data=[], rack_id="",
         )
         response = await self._send(ApiKey.FETCH, message, FETCH_VERSION, request.max_wait_ms)
-        if response.error_code != ErrorCode.NONE:  # type: ignore[attr-defined]
-            raise LeaderEndPointError(ErrorCode.for_code(response.error_code))  # type: ignore[attr-defined]
+        if response.error_code != ErrorCode.NONE:
+            raise LeaderEndPointError(ErrorCode.for_code(response.error_code))
         results: dict[TopicPartition, FetchResponsePartition] = {}
-        for topic in response.responses:  # type: ignore[attr-defined]
+        for topic in response.responses:
             for p in topic.partitions:
-                diverging = p.diverging_epoch
+                diverging, records = p.diverging_epoch, p.records
+                assert records is None or isinstance(records, memoryview)  # decoded: a view of the response frame
                 results[TopicPartition(topic.topic, p.partition_index)] = FetchResponsePartition(
-                    ErrorCode.for_code(p.error_code), p.high_watermark, p.log_start_offset, p.records or b"",
+                    ErrorCode.for_code(p.error_code), p.high_watermark, p.log_start_offset, records or b"",
                     (diverging.epoch, diverging.end_offset)
                     if diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0) else None,
                 )
@@ -111,7 +133,7 @@ class RemoteLeaderEndPoint:
             ]),
         ])
         response = await self._send(ApiKey.LIST_OFFSETS, message, LIST_OFFSETS_VERSION)
-        for topic in response.topics:  # type: ignore[attr-defined]
+        for topic in response.topics:
             for p in topic.partitions:
                 if topic.name == tp.topic and p.partition_index == tp.partition:
                     if p.error_code != ErrorCode.NONE:
@@ -143,7 +165,7 @@ class RemoteLeaderEndPoint:
             TopicPartition(topic.topic, p.partition): EpochEndOffset(
                 ErrorCode.for_code(p.error_code), p.leader_epoch, p.end_offset
             )
-            for topic in response.topics  # type: ignore[attr-defined]
+            for topic in response.topics
             for p in topic.partitions
         }
 

@@ -8,6 +8,8 @@ resource types (Kafka's ``common/acl`` and ``SecurityUtils``). No decision here:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
+from typing import TypeVar
 
 from pybroker.security.authorizer import (
     WILDCARD_RESOURCE,
@@ -24,13 +26,16 @@ WILDCARD_HOST = "*"
 # --- Kafka's text names (SecurityUtils: PascalCase; parsing also takes the upper-case form) -------
 
 
+E = TypeVar("E", bound=Enum)
+
+
 def _pascal(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-def _names(enum_type: type) -> dict[str, object]:
-    table: dict[str, object] = {}
-    for member in enum_type:  # type: ignore[attr-defined]
+def _names(enum_type: type[E]) -> dict[str, E]:
+    table: dict[str, E] = {}
+    for member in enum_type:
         pascal = _pascal(member.name)
         table[pascal] = member
         table[pascal.upper()] = member
@@ -56,7 +61,7 @@ def resource_type_name(resource_type: ResourceType) -> str:
     return _pascal(resource_type.name)
 
 
-def _lookup(table: dict[str, object], name: str, unknown: object) -> object:
+def _lookup(table: dict[str, E], name: str, unknown: E) -> E:
     value = table.get(name)
     if value is None:
         value = table.get(name.upper())
@@ -66,15 +71,15 @@ def _lookup(table: dict[str, object], name: str, unknown: object) -> object:
 def parse_operation(name: str) -> AclOperation:
     """Kafka's ``SecurityUtils.operation``: ``Read`` or ``READ`` (``IdempotentWrite`` or
     ``IDEMPOTENTWRITE``); anything else is UNKNOWN."""
-    return _lookup(_OPERATIONS, name, AclOperation.UNKNOWN)  # type: ignore[return-value]
+    return _lookup(_OPERATIONS, name, AclOperation.UNKNOWN)
 
 
 def parse_permission_type(name: str) -> AclPermissionType:
-    return _lookup(_PERMISSIONS, name, AclPermissionType.UNKNOWN)  # type: ignore[return-value]
+    return _lookup(_PERMISSIONS, name, AclPermissionType.UNKNOWN)
 
 
 def parse_resource_type(name: str) -> ResourceType:
-    return _lookup(_RESOURCE_TYPES, name, ResourceType.UNKNOWN)  # type: ignore[return-value]
+    return _lookup(_RESOURCE_TYPES, name, ResourceType.UNKNOWN)
 
 
 # --- bindings and filters --------------------------------------------------------------------------

@@ -20,6 +20,7 @@ by one lock (Kafka's ``lock synchronized``); the decision never waits for it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterable
@@ -275,7 +276,7 @@ class AclAuthorizer:
                 try:
                     for entry in entries:
                         KafkaPrincipal.parse(entry.principal)  # Kafka's AclEntry: a bad principal fails the group
-                    await self._update_resource_acls(pattern, lambda current, e=entries: current | e)
+                    await self._update_resource_acls(pattern, functools.partial(_added, entries))
                 except (PrincipalFormatError, AclUpdateFailed) as e:
                     log.info("Failed to create ACLs for %s: %s", pattern, e)
                     for i in indexes:
@@ -410,3 +411,7 @@ def _filter_to_resources(pattern_filter: ResourcePatternFilter) -> list[Resource
         return [ResourcePattern(pattern_filter.resource_type, pattern_filter.name, PatternType.LITERAL),
                 ResourcePattern(pattern_filter.resource_type, pattern_filter.name, PatternType.PREFIXED)]
     return []
+
+
+def _added(entries: frozenset[AccessControlEntry], current: frozenset[AccessControlEntry]) -> frozenset[AccessControlEntry]:
+    return current | entries

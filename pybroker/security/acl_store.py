@@ -27,11 +27,12 @@ version, and tells of changes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from pybroker.log.file_sync import CoalescingFileWriter
 from pybroker.scheduler import SYSTEM_TIME, Time
@@ -104,6 +105,39 @@ class AclStore(Protocol):
 
     async def close(self) -> None:
         ...
+
+
+class ClosedAclStore:
+    """The store an ACL authorizer holds before its broker opens the real one, and after it is
+    closed: every call but ``close`` fails."""
+
+    async def start(self, on_change: OnChange) -> None:
+        _not_open()
+
+    async def load_all(self) -> list[tuple[ResourcePattern, VersionedAcls]]:
+        _not_open()
+
+    async def read(self, pattern: ResourcePattern) -> VersionedAcls:
+        _not_open()
+
+    async def create(self, pattern: ResourcePattern, acls: frozenset[AccessControlEntry]) -> int | None:
+        _not_open()
+
+    async def set(self, pattern: ResourcePattern, acls: frozenset[AccessControlEntry], version: int) -> int | None:
+        _not_open()
+
+    async def delete(self, pattern: ResourcePattern, version: int) -> bool:
+        _not_open()
+
+    async def notify_change(self, pattern: ResourcePattern) -> None:
+        _not_open()
+
+    async def close(self) -> None:
+        pass
+
+
+def _not_open() -> NoReturn:
+    raise RuntimeError("the ACL store is not open (Broker.start() opens it)")
 
 
 # --- Kafka's JSON -------------------------------------------------------------------------------
@@ -301,7 +335,7 @@ class ZkChangeListener:
             if sequence <= self.last_executed_change:
                 continue
             try:
-                data, _ = await self._retry(lambda c=child: self.zk.get(f"{self.path}/{c}"))
+                data, _ = await self._retry(functools.partial(self.zk.get, f"{self.path}/{child}"))
             except NoNodeError:
                 data = None
             if data:
@@ -321,14 +355,14 @@ class ZkChangeListener:
 
         for _, child in numbered:
             path = f"{self.path}/{child}"
-            stat = await self._retry(lambda p=path: self.zk.exists(p))
+            stat = await self._retry(functools.partial(self.zk.exists, path))
             if stat is None:
                 continue
             if now - stat.ctime <= self.expiration_ms:
                 return
             log.debug("Purging change notification %s", path)
             try:
-                await self._retry(lambda p=path: self.zk.delete(p))
+                await self._retry(functools.partial(self.zk.delete, path))
             except NoNodeError:
                 pass
 
@@ -387,7 +421,7 @@ class ZooKeeperAclStore:
         for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
             root = _type_root(pattern_type)
             try:
-                type_names = await self._retry(lambda r=root: self.zk.get_children(r))
+                type_names = await self._retry(functools.partial(self.zk.get_children, root))
             except NoNodeError:
                 continue
             for type_name in sorted(type_names):
@@ -396,7 +430,7 @@ class ZooKeeperAclStore:
                     log.warning("Ignoring unknown ResourceType: %s", type_name)
                     continue
                 try:
-                    names = await self._retry(lambda r=root, t=type_name: self.zk.get_children(f"{r}/{t}"))
+                    names = await self._retry(functools.partial(self.zk.get_children, f"{root}/{type_name}"))
                 except NoNodeError:
                     continue
                 patterns = [ResourcePattern(resource_type, name, pattern_type) for name in sorted(names)]

@@ -100,8 +100,9 @@ class AdminManager:
 
     def _racks(self) -> dict[int, str] | None:
         """The live brokers' racks when every one has a rack (Kafka then assigns rack-aware)."""
-        racks = {b.broker_id: b.rack for b in self.metadata_cache.live_brokers.values()}
-        return racks if racks and all(racks.values()) else None  # type: ignore[return-value]
+        racks = {b.broker_id: b.rack for b in self.metadata_cache.live_brokers.values() if b.rack}
+        every_one = racks and len(racks) == len(self.metadata_cache.live_brokers)
+        return racks if every_one else None
 
     def assign_replicas(self, num_partitions: int, replication_factor: int) -> list[list[int]]:
         """Replica lists for a new topic's partitions: Kafka's assignment over the live brokers."""

@@ -17,6 +17,7 @@ come between), so producers and consumers carry on against the new log.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -139,7 +140,11 @@ class ReplicaAlterLogDirsManager:
         if tp not in self.tasks:
             task = asyncio.get_running_loop().create_task(self._move(tp), name=f"ReplicaAlterLogDirs-{tp}")
             self.tasks[tp] = task
-            task.add_done_callback(lambda t, tp=tp: self.tasks.get(tp) is t and self.tasks.pop(tp))
+            task.add_done_callback(functools.partial(self._moved, tp))
+
+    def _moved(self, tp: TopicPartition, task: asyncio.Task[None]) -> None:
+        if self.tasks.get(tp) is task:
+            del self.tasks[tp]
 
     def remove_partitions(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:

@@ -22,7 +22,7 @@ import logging
 import math
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from pybroker.client.connection import KafkaClientError
 from pybroker.common.cluster import BrokerEndpoint, LiveBroker
@@ -49,13 +49,13 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import ControlledShutdownRequest
 from pybroker.replication.fetcher import FetcherConfig
 from pybroker.replication.remote_endpoint import RemoteLeaderEndPoint
-from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler
+from pybroker.scheduler import SYSTEM_TIME, AsyncioScheduler, Scheduler, Time
 from pybroker.security.acl_authorizer import (
     ACL_AUTHORIZER_CLASS_NAMES,
     AclAuthorizer,
     parse_super_users,
 )
-from pybroker.security.acl_store import LocalAclStore, ZooKeeperAclStore
+from pybroker.security.acl_store import ClosedAclStore, LocalAclStore, ZooKeeperAclStore
 from pybroker.security.authorizer import AllowAllAuthorizer, Authorizer
 from pybroker.security.credential_cache import CredentialCache
 from pybroker.security.principal import PrincipalFormatError
@@ -126,12 +126,13 @@ class Broker:
         # The store is opened in start() in cluster mode (a ZooKeeper session is needed).
         self.zookeeper_connect: str | None = config.get("zookeeper.connect")
         self.store: ControllerStore = (
-            _NotConnected() if self.zookeeper_connect else LocalStore(log_dirs[0], self.cluster_id, self.store_listener)
+            _NotConnected() if self.zookeeper_connect  # type: ignore[assignment]  # a placeholder until start()
+            else LocalStore(log_dirs[0], self.cluster_id, self.store_listener)
         )
         self.metadata_cache = MetadataCache(self.node_id)
         self.broker_epoch = -1
-        self.time = SYSTEM_TIME
-        self.scheduler = AsyncioScheduler()
+        self.time: Time = SYSTEM_TIME
+        self.scheduler: Scheduler = AsyncioScheduler()
         self.log_manager = LogManager(
             log_dirs,
             self.log_config,
@@ -238,7 +239,7 @@ class Broker:
         self._network_log_offsets = NetworkLogOffsets(
             self.node_id, config.get("controller.socket.timeout.ms") / 1000, self.inter_broker)
         self.controller.listener(self.store_listener)
-        self.api_versions = supported_api_versions()
+        self.api_versions: Sequence[tuple[int, int, int]] = supported_api_versions()
         self.dispatcher = dispatcher = RequestDispatcher(self)
         self.metrics_server = metrics_server(self)  # metrics.prometheus.port: GET /metrics (pybroker.metrics)
         self.socket_server = SocketServer(
@@ -333,9 +334,7 @@ class Broker:
 
     async def _propagate_log_dir_event(self) -> None:
         """Tell the controller, through ZooKeeper, that a log dir of this broker failed."""
-        propagate = getattr(self.store, "propagate_log_dir_event", None)
-        if propagate is not None:
-            await propagate(self.node_id)
+        await self.store.propagate_log_dir_event(self.node_id)
 
     async def _open_store(self) -> None:
         """Cluster mode: connect to ZooKeeper, and take the cluster id from it (a data dir of
@@ -388,7 +387,7 @@ class Broker:
                 await asyncio.sleep(backoff_s)
         log.warning("Proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
 
-    async def _ask_controller_to_shut_down(self) -> tuple[ErrorCode, list[object]]:
+    async def _ask_controller_to_shut_down(self) -> tuple[ErrorCode, Sequence[object]]:
         controller_id = self.metadata_cache.controller_id
         if controller_id == self.node_id:
             return await self.controller.controlled_shutdown(self.node_id, self.broker_epoch)
@@ -565,8 +564,8 @@ class Broker:
         await self.authorizer.start()
 
     async def _close_authorizer(self) -> None:
-        if isinstance(self.authorizer, AclAuthorizer) and not isinstance(self.authorizer.store, _NoAclStore):
-            store, self.authorizer.store = self.authorizer.store, _NoAclStore()
+        if isinstance(self.authorizer, AclAuthorizer) and not isinstance(self.authorizer.store, ClosedAclStore):
+            store, self.authorizer.store = self.authorizer.store, ClosedAclStore()
             await store.close()
 
 
@@ -593,17 +592,7 @@ def _configured_authorizer(config: BrokerConfig) -> Authorizer:
         super_users = parse_super_users(config.get("super.users"))
     except PrincipalFormatError as e:
         raise RuntimeError(f"super.users: {e}") from None
-    return AclAuthorizer(_NoAclStore(), super_users, bool(config.get("allow.everyone.if.no.acl.found")))
-
-
-class _NoAclStore:
-    """The ACL authorizer's store before start() has opened it (and after it is closed)."""
-
-    async def close(self) -> None:
-        pass
-
-    def __getattr__(self, name: str) -> object:
-        raise RuntimeError("the ACL store is not open (Broker.start() opens it)")
+    return AclAuthorizer(ClosedAclStore(), super_users, bool(config.get("allow.everyone.if.no.acl.found")))
 
 
 class _NotConnected:

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pybroker.common.config import parse_list
 from pybroker.common.errors import ErrorCode
 from pybroker.controller.store import DEFAULT_ENTITY
+from pybroker.protocol.messages import AlterConfigsRequest, IncrementalAlterConfigsRequest
 from pybroker.security.authorizer import AclOperation
 from pybroker.server import broker_loggers
 from pybroker.server.config import BROKER_CONFIGS
@@ -79,18 +80,20 @@ def _authorized(ctx: RequestContext) -> None:
         raise _Refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
 
 
-async def alter_broker(ctx: RequestContext, resource: object, validate_only: bool) -> Outcome:
+async def alter_broker(
+    ctx: RequestContext, resource: AlterConfigsRequest.AlterConfigsResource, validate_only: bool
+) -> Outcome:
     """Legacy AlterConfigs of a BROKER resource: its whole dynamic config map replaced (a
     BROKER_LOGGER resource is refused, as Kafka refuses it on this API)."""
-    kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
-    configs = list(resource.configs)  # type: ignore[attr-defined]
+    kind, name = resource.resource_type, resource.resource_name
+    configs = list(resource.configs)
     try:
         _check_keys([c.name for c in configs], [c.name for c in configs if c.value is None])
         if kind != ResourceType.BROKER:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {kind}")
         if name:
             _check_node_id(ctx, name)
-        props = {c.name: c.value for c in configs}
+        props = {c.name: c.value for c in configs if c.value is not None}  # _check_keys refused nulls
         _validate(ctx, props, bool(name))
         _authorized(ctx)
         if not validate_only:
@@ -100,12 +103,15 @@ async def alter_broker(ctx: RequestContext, resource: object, validate_only: boo
     return ErrorCode.NONE, None
 
 
-def _incremental_props(current: dict[str, str], ops: Sequence[object]) -> dict[str, str]:
+def _incremental_props(
+    current: dict[str, str], ops: Sequence[IncrementalAlterConfigsRequest.AlterableConfig]
+) -> dict[str, str]:
     """Kafka's ``prepareIncrementalConfigs`` over a broker's stored map."""
     props = dict(current)
     for op in ops:
-        name, value, kind = op.name, op.value, op.config_operation  # type: ignore[attr-defined]
+        name, value, kind = op.name, op.value, op.config_operation
         if kind == SET:
+            assert value is not None  # _check_keys refused a null value to set
             props[name] = value
         elif kind == DELETE:
             props.pop(name, None)
@@ -125,11 +131,13 @@ def _incremental_props(current: dict[str, str], ops: Sequence[object]) -> dict[s
     return props
 
 
-async def incremental_alter_broker(ctx: RequestContext, resource: object, validate_only: bool) -> Outcome:
+async def incremental_alter_broker(
+    ctx: RequestContext, resource: IncrementalAlterConfigsRequest.AlterConfigsResource, validate_only: bool
+) -> Outcome:
     """IncrementalAlterConfigs of a BROKER resource (its stored map changed op by op) or a
     BROKER_LOGGER resource (this broker's logger levels)."""
-    kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
-    ops = list(resource.configs)  # type: ignore[attr-defined]
+    kind, name = resource.resource_type, resource.resource_name
+    ops = list(resource.configs)
     try:
         _check_keys([op.name for op in ops], [op.name for op in ops if op.config_operation != DELETE and op.value is None])
         if kind == ResourceType.BROKER_LOGGER:

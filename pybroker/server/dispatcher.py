@@ -111,8 +111,8 @@ class RequestDispatcher:
 
     def _handle(self, call: _Call) -> Any:
         handler, header, request, connection = call.handler, call.header, call.request, call.connection
-        quotas = getattr(self.broker, "quotas", None)
-        if quotas is not None and quotas.enabled:  # client quotas (pybroker.server.quota.throttling)
+        quotas = self.broker.quotas
+        if quotas.enabled:  # client quotas (pybroker.server.quota.throttling)
             call.throttler = quotas.throttler
             started = time.perf_counter_ns()
         try:

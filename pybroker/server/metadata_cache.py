@@ -136,7 +136,7 @@ class MetadataCache:
 
     # --- waiting -------------------------------------------------------------------------------
 
-    async def wait_for(self, condition: Callable[[], bool], timeout_ms: int) -> bool:
+    async def wait_for(self, condition: Callable[[], bool], timeout_ms: float) -> bool:
         """Wait until ``condition()`` holds after an update (True), or ``timeout_ms`` passes
         (False)."""
         if condition():

@@ -207,10 +207,12 @@ class DelayedProduce(DelayedOperation):
     def blocked_on(self, key: Hashable) -> bool:
         """Its append to ``key`` waits for that partition's high watermark: so do the later
         appends, whose operations were watched after this one."""
-        result = self.results.get(key) if isinstance(key, TopicPartition) else None
+        if not isinstance(key, TopicPartition):
+            return False
+        result = self.results.get(key)
         if result is None or result.error != ErrorCode.NONE or result.required_offset < 0:
             return False
-        partition = self._partitions(key)  # type: ignore[arg-type]  # key is a TopicPartition
+        partition = self._partitions(key)
         return partition is not None and not partition.check_enough_replicas_reach_offset(result.required_offset)[0]
 
     def on_complete(self) -> None:
@@ -404,7 +406,7 @@ class ReplicaManager:
     def is_leader_throttled(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is in its topic's leader.replication.throttled.replicas for this broker."""
         quota, partition = self.leader_replication_quota, self.partitions.get(tp)
-        return quota is not None and partition is not None and partition.log is not None and quota.is_throttled(
+        return quota is not None and partition is not None and quota.is_throttled(
             tp, partition.log.config.leader_replication_throttled_replicas)
 
     def _should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
@@ -578,7 +580,7 @@ class ReplicaManager:
     ) -> dict[TopicPartition, ErrorCode]:
         """KIP-253: the partitions, led here, that refuse a Produce or Fetch for the client's
         undeleted partition count (-1: it sent none); see ``Partition.partition_count_error``."""
-        errors = {}
+        errors: dict[TopicPartition, ErrorCode] = {}
         for tp, client_count in requested:
             partition = self.partitions.get(tp)
             if partition is not None and partition.is_leader:

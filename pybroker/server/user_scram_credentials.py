@@ -141,6 +141,14 @@ async def describe_user_scram_credentials(store: ControllerStore, users: Sequenc
     return [results[user] for user in counts]
 
 
+def _mechanism_name(mechanism: int) -> str:
+    """The name of a mechanism `_refusal` let through."""
+    scram = ScramMechanism.for_type(mechanism)
+    if scram is None:  # refused before: UNKNOWN_SCRAM_MECHANISM
+        raise ValueError(f"Unknown SCRAM mechanism {mechanism}")
+    return scram.mechanism_name
+
+
 def _refusal(name: str, mechanism: int, iterations: int | None) -> str | None:
     """Why an upsertion (``iterations`` given) or a deletion is refused, or None."""
     if name == "":
@@ -189,18 +197,15 @@ async def alter_user_scram_credentials(
     configs = await store.read_user_configs(candidates)
     missing: dict[str, None] = {}
     for deletion in deletions:
-        if deletion.name in configs:
-            mechanism = ScramMechanism.for_type(deletion.mechanism)
-            assert mechanism is not None
-            if mechanism.mechanism_name not in configs[deletion.name]:
-                missing[deletion.name] = None
+        if deletion.name in configs and _mechanism_name(deletion.mechanism) not in configs[deletion.name]:
+            missing[deletion.name] = None
     results.extend(AlterResult(user, ErrorCode.RESOURCE_NOT_FOUND, DELETE_MISSING) for user in missing)
 
     to_alter = [user for user in candidates if user not in missing]
     try:
         for deletion in deletions:
             if deletion.name in to_alter:
-                configs[deletion.name].pop(ScramMechanism.for_type(deletion.mechanism).mechanism_name)  # type: ignore[union-attr]
+                configs[deletion.name].pop(_mechanism_name(deletion.mechanism))
         for upsertion in upsertions:
             if upsertion.name in to_alter:
                 mechanism = ScramMechanism.for_type(upsertion.mechanism)

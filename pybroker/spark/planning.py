@@ -64,7 +64,7 @@ def topic_partitions(client: BlockingClient, options: SourceOptions) -> list[Top
     else:
         pattern = re.compile(options.subscribe_pattern or "")
         names = [t for t in client.run(client.admin.list_topics()) if pattern.fullmatch(t) and t not in INTERNAL_TOPICS]
-    out = []
+    out: list[TopicPartition] = []
     for name in names:
         try:
             leaders = client.run(client.admin.partition_leaders([name]))

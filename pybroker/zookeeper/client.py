@@ -430,7 +430,7 @@ class ZooKeeperClient:
         return results
 
 
-class HandshakeBoundedConnection(ConnectionHandler):  # type: ignore[misc]
+class HandshakeBoundedConnection(ConnectionHandler):
     """kazoo's connection handler, with the session handshake (ConnectRequest and its answer)
     given at most ``handshake_timeout_s`` before the connection is dropped and retried.
 

@@ -35,6 +35,7 @@ holds no state but the session ids of its last broker registration and of its la
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
@@ -764,7 +765,8 @@ class KafkaZkClient:
             else:
                 block = ProducerIdsBlock(broker_id, 0)
             try:
-                await self._retry(lambda b=block, v=stat.version: self.zk.set(PRODUCER_ID_BLOCK_PATH, encode_producer_id_block(b), v))
+                await self._retry(functools.partial(
+                    self.zk.set, PRODUCER_ID_BLOCK_PATH, encode_producer_id_block(block), stat.version))
             except BadVersionError:
                 continue  # another broker took a block meanwhile
             except NoNodeError:

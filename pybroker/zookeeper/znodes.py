@@ -404,10 +404,11 @@ def decode_partition_epochs(data: bytes) -> tuple[dict[int, int], dict[int, int]
     if not data:
         return {}, {}
     body = from_json(data, "a partition znode")
-    return tuple(  # type: ignore[return-value]
+    after_creation, before_deletion = (
         {int(p): int(e) for p, e in (body.get(key) or {}).items()}
         for key in ("leaderEpochAfterCreation", "leaderEpochBeforeDeletion")
     )
+    return after_creation, before_deletion
 
 
 def encode_partition_state(state: LeaderIsrAndControllerEpoch) -> bytes:

@@ -141,8 +141,15 @@ def test_the_other_broker_serves_what_the_first_wrote(zookeeper, tmp_path, first
     finally:
         reader.stop()
         reader.kill()
+    # Seen twice under load, Kafka first and SIGKILL: pybroker answered watermarks (3, 13) and
+    # (0, 13) where Kafka had 17. On a difference the records each side served and, for pybroker,
+    # what its log says of the load are in the message.
+    loaded = "" if second != "pybroker" else "\n".join(
+        line for line in reader.log().splitlines()
+        if any(word in line for word in ("ecover", "runcat", "producer state", "high watermark", "Leader", "ERROR")))
     for part in ("watermarks", "committed"):
-        assert got[part] == served[part], f"{part}: {second} {got[part]}, {first} {served[part]}"
+        assert got[part] == served[part], (f"{part}: {second} {got[part]}, {first} {served[part]}; records "
+                                           f"{second} {got['records']}, {first} {served['records']}\n{loaded}")
     missing = [r for r in served["records"] if r not in got["records"]]
     extra = [r for r in got["records"] if r not in served["records"]]
     assert got["records"] == served["records"], f"{second} lacks {missing} and has {extra} more"

@@ -317,7 +317,7 @@ def test_over_a_socket_to_another_brokers_alter_partition_handler():
             return answers.pop(0)
 
         remote = SimpleNamespace(controller=SimpleNamespace(alter_partition=alter_partition), authorizer=AllowAllAuthorizer(),
-                                 api_versions=supported_api_versions())
+                                 api_versions=supported_api_versions(), quotas=SimpleNamespace(enabled=False))
         server = SocketServer([Endpoint("PLAINTEXT", "127.0.0.1", 0)], RequestDispatcher(remote), 1 << 20)
         await server.start()
         port = server.bound[0][1]

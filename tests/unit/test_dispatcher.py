@@ -134,7 +134,7 @@ def ready_broker(initialized: bool = True) -> Any:
     event = asyncio.Event()
     if initialized:
         event.set()
-    return SimpleNamespace(metadata_cache=SimpleNamespace(initialized=event))
+    return SimpleNamespace(metadata_cache=SimpleNamespace(initialized=event), quotas=SimpleNamespace(enabled=False))
 
 
 def _metadata_answer(frame: Any) -> Any:

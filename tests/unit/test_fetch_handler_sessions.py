@@ -82,7 +82,7 @@ class Broker:
             self.append(tp, records)
         self.authorizer: Any = AllowAllAuthorizer()
         self.fetch_manager = FetchManager(self.time, FetchSessionCache.create(slots))
-        self.quotas: Any = None
+        self.quotas: Any = SimpleNamespace(enabled=False)  # no client quotas
         self.dispatcher = RequestDispatcher(self)  # type: ignore[arg-type]
         self.connection = Connection()
         self._correlation = 0

@@ -567,7 +567,7 @@ def api_broker(cluster: Cluster) -> Any:
     initialized.set()
     return SimpleNamespace(metadata_cache=SimpleNamespace(initialized=initialized),
                            authorizer=SimpleNamespace(authorize=lambda *args: True),
-                           group_coordinator=cluster.coordinator)
+                           group_coordinator=cluster.coordinator, quotas=SimpleNamespace(enabled=False))
 
 
 def test_leader_and_waiting_sync_group_answers_are_done_in_the_step_the_write_completes():

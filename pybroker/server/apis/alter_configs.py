@@ -13,6 +13,8 @@ name='t'): " (`topic_config_error_message`; IncrementalAlterConfigs uses the sam
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pybroker.common.config import ConfigError
 from pybroker.common.errors import ErrorCode
 from pybroker.log.config import InvalidTopicConfigError, validate_topic_configs
@@ -20,7 +22,7 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 from pybroker.security.authorizer import AclOperation
 from pybroker.security.authorizer import ResourceType as AclResource
-from pybroker.server.apis.describe_configs import config_authorization_error
+from pybroker.server.apis.describe_configs import ConfigResource, config_authorization_error
 from pybroker.server.broker_config_changes import alter_broker
 from pybroker.server.config_describer import ResourceType
 from pybroker.server.request_context import RequestContext
@@ -36,6 +38,8 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
     responses = []
     repeated = repeated_resources(request.resources)
     for resource in request.resources:
+        code: ErrorCode
+        message: str | None
         if (resource.resource_type, resource.resource_name) in repeated:
             code, message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
         elif resource.resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
@@ -48,9 +52,9 @@ async def handle(ctx: RequestContext, request: AlterConfigsRequest) -> AlterConf
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-async def _alter(ctx: RequestContext, resource: object, configs: dict[str, str | None], validate_only: bool) -> tuple[ErrorCode, str | None]:
+async def _alter(ctx: RequestContext, resource: AlterConfigsRequest.AlterConfigsResource, configs: dict[str, str | None], validate_only: bool) -> tuple[ErrorCode, str | None]:
     broker = ctx.services
-    kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
+    kind, name = resource.resource_type, resource.resource_name
     refused = config_authorization_error(ctx, AclOperation.ALTER_CONFIGS, resource)
     if refused is not None:
         return refused, None
@@ -80,12 +84,12 @@ def topic_config_error_message(topic: str, error: ConfigError) -> str:
     return f"Invalid config value for resource ConfigResource(type=TOPIC, name='{topic}'): {error}"
 
 
-def repeated_resources(resources: list[object]) -> set[tuple[int, str]]:
+def repeated_resources(resources: Sequence[ConfigResource]) -> set[tuple[int, str]]:
     """The (type, name) pairs named more than once in a request (Kafka refuses each copy)."""
     seen: set[tuple[int, str]] = set()
-    repeated = set()
+    repeated: set[tuple[int, str]] = set()
     for resource in resources:
-        key = (resource.resource_type, resource.resource_name)  # type: ignore[attr-defined]
+        key = (resource.resource_type, resource.resource_name)
         (repeated if key in seen else seen).add(key)
     return repeated
 

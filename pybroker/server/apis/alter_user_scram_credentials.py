@@ -47,7 +47,7 @@ def error_response(
 ) -> AlterUserScramCredentialsResponse:
     """Kafka's getErrorResponse: ``error`` for every distinct user of the request, in Java's
     string order, message null."""
-    users = {entry.name for entry in [*request.deletions, *request.upsertions]}
+    users = {entry.name for entry in request.deletions} | {entry.name for entry in request.upsertions}
     return AlterUserScramCredentialsResponse(
         throttle_time_ms=0,
         results=[_Result(user=user, error_code=error, error_message=None)

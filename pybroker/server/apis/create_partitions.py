@@ -46,22 +46,22 @@ async def handle(ctx: RequestContext, request: CreatePartitionsRequest) -> Creat
                                    error_message="The topic authorization is failed."))
             continue
         results.append(await _increase(ctx, request, topic))
-    counts = {t.name: t.count for t in request.topics}
+    wanted = {t.name: t.count for t in request.topics}
     changed = [r.name for r in results if r.error_code == ErrorCode.NONE and not request.validate_only]
     if changed:  # answer once the new partitions have leaders, or the shrink reached the cache
-        await ctx.services.admin_manager.wait_for_leaders(changed, request.timeout_ms, counts)
+        await ctx.services.admin_manager.wait_for_leaders(changed, request.timeout_ms, wanted)
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
-async def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic: object) -> _Result:
+async def _increase(ctx: RequestContext, request: CreatePartitionsRequest, topic: CreatePartitionsRequest.CreatePartitionsTopic) -> _Result:
     admin = ctx.services.admin_manager
-    name, count = topic.name, topic.count  # type: ignore[attr-defined]
+    name, count = topic.name, topic.count
     try:
         cached = ctx.services.metadata_cache.topic(name)
         if cached is not None and count < cached.counts[1]:
             return await _decrease(ctx, request, topic)
         current = admin.check_partition_increase(name, count)
-        assignments = topic.assignments  # type: ignore[attr-defined]
+        assignments = topic.assignments
         if assignments is not None:
             _check_assignments(ctx, name, current, count, [list(a.broker_ids) for a in assignments])
         if not request.validate_only:
@@ -101,10 +101,10 @@ def _check_assignments(ctx: RequestContext, name: str, current: int, count: int,
             "respectively.")
 
 
-async def _decrease(ctx: RequestContext, request: CreatePartitionsRequest, topic: object) -> _Result:
+async def _decrease(ctx: RequestContext, request: CreatePartitionsRequest, topic: CreatePartitionsRequest.CreatePartitionsTopic) -> _Result:
     admin = ctx.services.admin_manager
-    name, count = topic.name, topic.count  # type: ignore[attr-defined]
-    if topic.assignments is not None:  # type: ignore[attr-defined]
+    name, count = topic.name, topic.count
+    if topic.assignments is not None:
         raise InvalidPartitionsError("Replica assignments are only for added partitions, not for a shrink.")
     admin.check_partition_decrease(name, count)
     if not request.validate_only:

@@ -91,8 +91,8 @@ async def handle(ctx: RequestContext, request: CreateTopicsRequest) -> CreateTop
     wanted = {r.name: partition_counts[r.name] for r in created}
     if created and not await ctx.services.admin_manager.wait_for_leaders(list(wanted), request.timeout_ms, wanted):
         for result in created:
-            topic = ctx.services.metadata_cache.topic(result.name)
-            if topic is None or not topic.has_all_leaders or len(topic.partitions) < wanted[result.name]:
+            cached = ctx.services.metadata_cache.topic(result.name)
+            if cached is None or not cached.has_all_leaders or len(cached.partitions) < wanted[result.name]:
                 result.error_code = ErrorCode.REQUEST_TIMED_OUT
                 result.error_message = None
                 # Kafka resets what it described of a topic whose creation failed.
@@ -129,8 +129,7 @@ def _hide_configs(result: _Result, version: int) -> None:
     ``maybePopulateMetadataAndConfigs`` is skipped, leaving its result's empty config list)."""
     result.num_partitions = result.replication_factor = -1
     result.configs = []
-    if getattr(result, "topic_id", None) is not None:
-        result.topic_id = uuid.UUID(int=0)
+    result.topic_id = uuid.UUID(int=0)
     if version >= 5:
         result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
@@ -140,7 +139,7 @@ def _error(name: str, code: ErrorCode, message: str | None) -> _Result:
     return _Result(name=name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1, configs=[])
 
 
-def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int, list[list[int]] | None]:
+def _partition_layout(ctx: RequestContext, topic: CreateTopicsRequest.CreatableTopic) -> tuple[int, int, list[list[int]] | None]:
     """The partition count, replication factor and explicit assignment (None: the broker
     assigns) of a topic to create, checked as ZooKeeper-mode Kafka checks them
     (``ZkAdminManager.createTopics``, ``AdminZkClient.validateTopicCreate``): an existing name
@@ -148,14 +147,14 @@ def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int, lis
     named in an explicit assignment need not exist (Kafka: "this follows the existing logic in
     TopicCommand"): a replica on a broker that is not registered starts offline and out of the
     ISR. A partition index given twice keeps its last replica list, as in Kafka's map."""
-    assignments = topic.assignments  # type: ignore[attr-defined]
-    partitions, replication = topic.num_partitions, topic.replication_factor  # type: ignore[attr-defined]
+    assignments = topic.assignments
+    partitions, replication = topic.num_partitions, topic.replication_factor
     if not assignments:
         return partitions, replication, None
     if partitions != -1 or replication != -1:
         raise InvalidRequestError("Both numPartitions or replicationFactor and "
                                   "replicasAssignments were set. Both cannot be used at the same time.")
-    name = topic.name  # type: ignore[attr-defined]
+    name = topic.name
     ctx.services.admin_manager.check_topic_absent(name)
     by_index: dict[int, list[int]] = {}
     for a in assignments:
@@ -172,10 +171,10 @@ def _partition_layout(ctx: RequestContext, topic: object) -> tuple[int, int, lis
     return len(ordered), len(ordered[0]), ordered
 
 
-async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: object) -> _Result:
+async def _create(ctx: RequestContext, request: CreateTopicsRequest, topic: CreateTopicsRequest.CreatableTopic) -> _Result:
     broker = ctx.services
-    name = topic.name  # type: ignore[attr-defined]
-    configs = {c.name: c.value for c in topic.configs}  # type: ignore[attr-defined]
+    name = topic.name
+    configs = {c.name: c.value for c in topic.configs}
     checked: dict[str, str] = {}
     try:
         partitions, replication, assignment = _partition_layout(ctx, topic)

@@ -63,7 +63,7 @@ def handle(
     if isinstance(results, dict):
         return build(results)
     response: asyncio.Future[DeleteRecordsResponse] = asyncio.get_running_loop().create_future()
-    results.add_done_callback(lambda done: response.done() or response.set_result(build(done.result())))
+    results.add_done_callback(lambda done: None if response.done() else response.set_result(build(done.result())))
     return response
 
 

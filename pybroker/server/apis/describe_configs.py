@@ -14,6 +14,8 @@ a describe through any broker sees an alter through another at once, as in Kafka
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
@@ -41,11 +43,20 @@ async def handle(ctx: RequestContext, request: DescribeConfigsRequest) -> Descri
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def config_authorization_error(ctx: RequestContext, operation: AclOperation, resource: object) -> ErrorCode | None:
+class ConfigResource(Protocol):
+    """A resource of a DescribeConfigs, AlterConfigs or IncrementalAlterConfigs request."""
+
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+
+
+def config_authorization_error(ctx: RequestContext, operation: AclOperation, resource: ConfigResource) -> ErrorCode | None:
     """The error for a config resource ``operation`` (DESCRIBE_CONFIGS or ALTER_CONFIGS) is refused
     on: a broker's or broker logger's needs it on the cluster, a topic's on the topic; None when
     allowed (or for another resource type, which the handler answers itself)."""
-    kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
+    kind, name = resource.resource_type, resource.resource_name
     if kind in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
         return None if ctx.authorize_cluster(operation) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if kind == ResourceType.TOPIC:
@@ -53,11 +64,13 @@ def config_authorization_error(ctx: RequestContext, operation: AclOperation, res
     return None
 
 
-async def _describe(ctx: RequestContext, request: DescribeConfigsRequest, resource: object) -> _Result:
+async def _describe(
+    ctx: RequestContext, request: DescribeConfigsRequest, resource: DescribeConfigsRequest.DescribeConfigsResource
+) -> _Result:
     broker = ctx.services
-    kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
+    kind, name = resource.resource_type, resource.resource_name
     # Kafka's ConfigHelper: a null or an empty key list both mean every config.
-    keys = resource.configuration_keys or None  # type: ignore[attr-defined]
+    keys = resource.configuration_keys or None
 
     def error(code: ErrorCode, message: str) -> _Result:
         return _Result(error_code=code, error_message=message, resource_type=kind, resource_name=name, configs=[])

@@ -46,13 +46,14 @@ async def handle(ctx: RequestContext, request: ElectLeadersRequest) -> ElectLead
         return _error_response(request, ctx.api_version, ErrorCode.UNKNOWN_SERVER_ERROR,
                                f"Unknown election type {request.election_type}")
     cache = broker.metadata_cache
-    every_partition = request.topic_partitions is None
-    if every_partition:
+    requested = request.topic_partitions
+    every_partition = requested is None
+    if requested is None:
         partitions = [TopicPartition(name, index) for name, topic in cache.topics.items() for index in sorted(topic.partitions)]
     else:
         # Kafka reads the request into a Java HashSet and answers in its order.
         partitions = java_hash_map_order(
-            (TopicPartition(topic.topic, index) for topic in request.topic_partitions for index in topic.partitions),
+            (TopicPartition(topic.topic, index) for topic in requested for index in topic.partitions),
             lambda tp: java_topic_partition_hash(tp.topic, tp.partition),
         )
     outcomes = await broker.controller.elect_leaders(partitions, election_type)

@@ -33,6 +33,7 @@ preferred read replica instead of records (`pybroker.server.replica_selector`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import replace
 
 from pybroker import _native
@@ -62,7 +63,7 @@ AUTHORIZES = frozenset(
 )
 
 
-def handle(ctx: RequestContext, request: FetchRequest) -> PendingFetchResponse | asyncio.Future:
+def handle(ctx: RequestContext, request: FetchRequest) -> PendingFetchResponse | Awaitable[PendingFetchResponse]:
     fetch_data = {
         TopicPartition(topic.topic, p.partition): FetchPartitionRequest(
             TopicPartition(topic.topic, p.partition),

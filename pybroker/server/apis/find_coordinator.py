@@ -15,6 +15,7 @@ for no error), a v4 answer has none (""), and a refused request the error's defa
 from __future__ import annotations
 
 import logging
+from typing import TypedDict
 
 from pybroker.common.errors import ErrorCode
 from pybroker.protocol.api_keys import ApiKey
@@ -34,6 +35,15 @@ AUTHORIZES = frozenset({(AclOperation.DESCRIBE, ResourceType.GROUP), (AclOperati
 log = logging.getLogger(__name__)
 
 
+class _Found(TypedDict):
+    """A key's answer: the error, and the coordinator's node id, host and port."""
+
+    error_code: ErrorCode
+    node_id: int
+    host: str
+    port: int
+
+
 async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCoordinatorResponse:
     key_type = request.key_type if ctx.api_version >= 1 else KEY_TYPE_GROUP
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
@@ -50,8 +60,7 @@ async def handle(ctx: RequestContext, request: FindCoordinatorRequest) -> FindCo
                                    error_message=code.name if code == ErrorCode.NONE else code.message)
 
 
-async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, ErrorCode | int | str]:
-    """The error, node id, host and port answering ``key``."""
+async def _find(ctx: RequestContext, key_type: int, key: str) -> _Found:
     broker = ctx.services
     if key_type == KEY_TYPE_GROUP and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
         return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -67,11 +76,11 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> dict[str, Error
     endpoint = None if leader is None else leader.endpoint(ctx.listener_name)  # the request's listener
     if leader is None or endpoint is None:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    return {"error_code": ErrorCode.NONE, "node_id": leader.broker_id, "host": endpoint.host, "port": endpoint.port}
+    return _Found(error_code=ErrorCode.NONE, node_id=leader.broker_id, host=endpoint.host, port=endpoint.port)
 
 
-def _error(code: ErrorCode) -> dict[str, ErrorCode | int | str]:
-    return {"error_code": code, "node_id": -1, "host": "", "port": -1}
+def _error(code: ErrorCode) -> _Found:
+    return _Found(error_code=code, node_id=-1, host="", port=-1)
 
 
 def error_response(request: FindCoordinatorRequest, version: int, error: ErrorCode) -> FindCoordinatorResponse:

@@ -66,6 +66,8 @@ async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -
     responses = []
     repeated = repeated_resources(request.resources)
     for resource in request.resources:
+        code: ErrorCode
+        message: str | None
         if (resource.resource_type, resource.resource_name) in repeated:
             code, message = ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
         elif resource.resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
@@ -77,25 +79,26 @@ async def handle(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-def _preprocess(ops: list[object]) -> None:
+def _preprocess(ops: list[IncrementalAlterConfigsRequest.AlterableConfig]) -> None:
     """Kafka's ``ConfigAdminManager.preprocess``, before any authorization: a name given twice,
     then every null value but a DELETE's."""
-    names = [op.name for op in ops]  # type: ignore[attr-defined]
+    names = [op.name for op in ops]
     if len(set(names)) != len(names):
         raise _RequestError("Error due to duplicate config keys")
-    nulls = [op.name for op in ops if op.config_operation != OpType.DELETE and op.value is None]  # type: ignore[attr-defined]
+    nulls = [op.name for op in ops if op.config_operation != OpType.DELETE and op.value is None]
     if nulls:
         raise _RequestError(f"Null value not supported for : {', '.join(nulls)}")
 
 
-def _apply(current: dict[str, str], ops: list[object], defaults: dict[str, str]) -> dict[str, str]:
+def _apply(current: dict[str, str], ops: list[IncrementalAlterConfigsRequest.AlterableConfig], defaults: dict[str, str]) -> dict[str, str]:
     """``current`` with ``ops`` applied in order (Kafka's ``prepareIncrementalConfigs``); unknown
     names of SET and DELETE are left to the validation of the result."""
     updated = dict(current)
     for op in ops:
-        name, value, kind = op.name, op.value, op.config_operation  # type: ignore[attr-defined]
+        name, value, kind = op.name, op.value, op.config_operation
         definition = TOPIC_CONFIGS.get(name)
         if kind == OpType.SET:
+            assert value is not None  # _preprocess refused a null value to set
             updated[name] = value
         elif kind == OpType.DELETE:
             updated.pop(name, None)
@@ -117,11 +120,13 @@ def _apply(current: dict[str, str], ops: list[object], defaults: dict[str, str])
     return updated
 
 
-async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> tuple[ErrorCode, str | None]:
+async def _alter(
+    ctx: RequestContext, resource: IncrementalAlterConfigsRequest.AlterConfigsResource, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
     broker = ctx.services
-    kind, name = resource.resource_type, resource.resource_name  # type: ignore[attr-defined]
+    kind, name = resource.resource_type, resource.resource_name
     try:
-        _preprocess(resource.configs)  # type: ignore[attr-defined]
+        _preprocess(resource.configs)
     except _RequestError as e:
         return ErrorCode.INVALID_REQUEST, str(e)
     refused = config_authorization_error(ctx, AclOperation.ALTER_CONFIGS, resource)
@@ -135,7 +140,7 @@ async def _alter(ctx: RequestContext, resource: object, validate_only: bool) -> 
     stored = await broker.admin_manager.read_topic_configs(name)
     try:
         # Kafka applies the operations before it looks the topic up.
-        applied = _apply(stored, resource.configs, defaults)  # type: ignore[attr-defined]
+        applied = _apply(stored, resource.configs, defaults)
         if broker.metadata_cache.topic(name) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown_topic_message(name)
         updated = validate_topic_configs(applied)

@@ -11,6 +11,8 @@ at the high watermark for a consumer; it has no duplicate check and no leader ep
 
 from __future__ import annotations
 
+from collections import Counter
+
 from pybroker.common.errors import ErrorCode, KafkaError
 from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
@@ -32,13 +34,8 @@ _Partition = ListOffsetsResponse.ListOffsetsPartitionResponse
 def handle(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
     if ctx.api_version == 0:
         return _handle_v0(ctx, request)
-    seen: set[TopicPartition] = set()
-    duplicates = {
-        tp
-        for topic in request.topics
-        for p in topic.partitions
-        if (tp := TopicPartition(topic.name, p.partition_index)) in seen or seen.add(tp)
-    }
+    asked = Counter(TopicPartition(topic.name, p.partition_index) for topic in request.topics for p in topic.partitions)
+    duplicates = {tp for tp, count in asked.items() if count > 1}
     allowed = {name: ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
                for name in dict.fromkeys(t.name for t in request.topics)}
     topics = []
@@ -78,9 +75,9 @@ def _handle_v0(ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsR
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics + unauthorized)
 
 
-def _legacy_offsets(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPartition, p: object) -> _Partition:
+def _legacy_offsets(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPartition, p: ListOffsetsRequest.ListOffsetsPartition) -> _Partition:
     index = tp.partition
-    timestamp = p.timestamp  # type: ignore[attr-defined]
+    timestamp = p.timestamp
     if timestamp < EARLIEST_TIMESTAMP:
         return _Partition(partition_index=index, error_code=ErrorCode.UNSUPPORTED_VERSION)
     replica_manager = ctx.services.replica_manager
@@ -89,7 +86,7 @@ def _legacy_offsets(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicP
         return _Partition(partition_index=index, error_code=replica_manager.missing_partition_error(tp))
     try:
         offsets = partition.legacy_fetch_offsets_for_timestamp(
-            timestamp, p.max_num_offsets,  # type: ignore[attr-defined]
+            timestamp, p.max_num_offsets,
             is_from_consumer=request.replica_id == CONSUMER_REPLICA_ID,
             fetch_only_from_leader=request.replica_id != DEBUGGING_REPLICA_ID,
         )
@@ -102,8 +99,8 @@ def _error(index: int, code: ErrorCode) -> _Partition:
     return _Partition(partition_index=index, error_code=code, timestamp=-1, offset=-1, leader_epoch=-1)
 
 
-def _list_offset(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPartition, p: object) -> _Partition:
-    timestamp = p.timestamp  # type: ignore[attr-defined]
+def _list_offset(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPartition, p: ListOffsetsRequest.ListOffsetsPartition) -> _Partition:
+    timestamp = p.timestamp
     index = tp.partition
     if timestamp < 0 and timestamp not in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP):
         return _error(index, ErrorCode.UNSUPPORTED_VERSION)
@@ -116,7 +113,7 @@ def _list_offset(ctx: RequestContext, request: ListOffsetsRequest, tp: TopicPart
     try:
         found = partition.fetch_offset_for_timestamp(
             timestamp, None if request.replica_id >= 0 else request.isolation_level,
-            p.current_leader_epoch,  # type: ignore[attr-defined]
+            p.current_leader_epoch,
             fetch_only_from_leader=request.replica_id != DEBUGGING_REPLICA_ID,
         )
     except KafkaError as e:

@@ -70,7 +70,7 @@ async def handle(ctx: RequestContext, request: MetadataRequest) -> MetadataRespo
 
 
 def _refused(
-    ctx: RequestContext, requested: list[object], auto_create: bool
+    ctx: RequestContext, requested: list[MetadataRequest.MetadataRequestTopic], auto_create: bool
 ) -> dict[int, MetadataResponse.MetadataResponseTopic]:
     """The requested topics (by ``id`` of the request entry) answered TOPIC_AUTHORIZATION_FAILED:
     without DESCRIBE, or missing and to be auto-created without CREATE."""
@@ -79,7 +79,7 @@ def _refused(
     describe: dict[str, bool] = {}
     missing: list[tuple[int, str]] = []
     for wanted in requested:
-        name = wanted.name  # type: ignore[attr-defined]
+        name = wanted.name
         if name is None:  # by topic id (v12): an unknown id answers UNKNOWN_TOPIC_ID
             topic_id = getattr(wanted, "topic_id", ZERO_UUID) or ZERO_UUID
             found = cache.topic_by_id(topic_id)
@@ -135,11 +135,11 @@ def _response(
 
 
 async def _requested_topic(
-    ctx: RequestContext, wanted: object, auto_create: bool
+    ctx: RequestContext, wanted: MetadataRequest.MetadataRequestTopic, auto_create: bool
 ) -> MetadataResponse.MetadataResponseTopic:
     cache = ctx.services.metadata_cache
-    name = wanted.name  # type: ignore[attr-defined]
-    topic_id = getattr(wanted, "topic_id", ZERO_UUID) or ZERO_UUID
+    name = wanted.name
+    topic_id = wanted.topic_id or ZERO_UUID
     if name is None:
         found = cache.topic_by_id(topic_id)
         if found is None:

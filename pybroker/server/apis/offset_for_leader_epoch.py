@@ -46,7 +46,7 @@ def denied_topics(ctx: RequestContext, names: list[str]) -> set[str]:
     return {name for name in dict.fromkeys(names) if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)}
 
 
-def _end_offset(ctx: RequestContext, tp: TopicPartition, p: object) -> _Result:
+def _end_offset(ctx: RequestContext, tp: TopicPartition, p: OffsetForLeaderEpochRequest.OffsetForLeaderPartition) -> _Result:
     def error(code: ErrorCode) -> _Result:
         return _Result(error_code=code, partition=tp.partition, leader_epoch=-1, end_offset=-1)
 
@@ -55,7 +55,7 @@ def _end_offset(ctx: RequestContext, tp: TopicPartition, p: object) -> _Result:
         return error(ctx.services.replica_manager.missing_partition_error(tp))
     try:
         epoch, end_offset = partition.last_offset_for_leader_epoch(
-            p.current_leader_epoch, p.leader_epoch  # type: ignore[attr-defined]
+            p.current_leader_epoch, p.leader_epoch
         )
     except KafkaError as e:
         return error(e.code)

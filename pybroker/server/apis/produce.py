@@ -24,9 +24,9 @@ and calls its send callbacks, in the answer's order.
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from collections.abc import Awaitable, Iterable
+from typing import cast
 
 from pybroker import _native
 from pybroker.common.errors import CorruptRecordError, ErrorCode
@@ -59,10 +59,11 @@ FIRST_ZSTD_VERSION = 7
 _TRANSACTIONAL_FLAG = 0x10
 
 
-def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | asyncio.Future | None:
+def handle(ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | Awaitable[ProduceResponse | None] | None:
     acks = request.acks
+    # The codec decodes a request's records as a view of its frame.
     entries = [
-        (TopicPartition(topic.name, partition.index), partition.records)
+        (TopicPartition(topic.name, partition.index), cast(memoryview | None, partition.records))
         for topic in request.topic_data
         for partition in topic.partition_data
     ]

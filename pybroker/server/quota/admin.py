@@ -99,8 +99,8 @@ async def describe_client_quotas(
             if entity is not None:
                 entities[entity] = config
     results = []
-    for entity, config in sorted(entities.items(), key=lambda item: item[0].store_path()):
-        values = quota_values(config)
+    for entity, entity_config in sorted(entities.items(), key=lambda item: item[0].store_path()):
+        values = quota_values(entity_config)
         if not values:
             continue
         names = entity.names()

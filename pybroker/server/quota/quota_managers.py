@@ -15,6 +15,7 @@ leader replication throttle is set, and then requests cost nothing more.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
@@ -100,7 +101,7 @@ class QuotaManagers:
         quotas = cls(broker.config, broker.node_id, broker.time, broker.scheduler)
         for entity_type in ("clients", "users"):
             broker.entity_config_handlers[entity_type].append(
-                lambda name, config, entity_type=entity_type: quotas.update_quota_config(entity_type, name, config))
+                functools.partial(quotas.update_quota_config, entity_type))
         broker.config.add_reconfigurable((LEADER_RATE, FOLLOWER_RATE), quotas.update_replication_rates)
         broker.replica_manager.leader_replication_quota = quotas.leader
         quotas.throttler.leader_throttled = broker.replica_manager.is_leader_throttled

@@ -388,15 +388,15 @@ class TransactionMarkerChannelManager:
                     errors[TopicPartition(topic.name, p.partition_index)] = ErrorCode(p.error_code)
         for entry in entries:
             marker = entry.marker
-            errors = errors_by_producer.get(marker.producer_id)
-            if errors is None:
+            found = errors_by_producer.get(marker.producer_id)
+            if found is None:
                 log.error("WriteTxnMarkers response does not contain expected error map for producer id %d",
                           marker.producer_id)
                 continue
             current = self._current(entry)
             if current is None:
                 continue
-            self._apply_marker_errors(entry, current.transaction_metadata, errors)
+            self._apply_marker_errors(entry, current.transaction_metadata, found)
 
     def _apply_marker_errors(
         self, entry: TxnIdAndMarkerEntry, metadata: TransactionMetadata, errors: dict[TopicPartition, ErrorCode]
