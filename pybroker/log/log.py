@@ -265,6 +265,9 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset, flush=False)
         self._snapshot_offsets = snapshot_offsets(directory)
         self._load_producer_state(recovered_from, had_clean_shutdown)
+        # Kafka's updateHighWatermark of the checkpointed value when the partition's log is made:
+        # transactions the load closed below it hold the last stable offset back no longer.
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
 
     # --- loading and recovery ----------------------------------------------------------------
 

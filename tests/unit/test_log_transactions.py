@@ -186,6 +186,26 @@ def test_crash_recovery_rebuilds_the_index_and_producer_state_from_the_batches(t
     assert log.last_stable_offset == open_first
 
 
+def test_transactions_the_checkpointed_high_watermark_covers_are_stable_after_a_crash(tmp_path):
+    """A crash after the high watermark checkpoint passed two markers (Kafka left such a log dir
+    when killed; issue 34's files both ways): the replay closes both transactions, and the high
+    watermark read from the checkpoint lets them go at once, as Kafka's ``updateHighWatermark``
+    at the log's creation does. Nothing else moves the high watermark before a consumer asks."""
+    log = make_log(tmp_path)
+    send(log, 1, 0, b"plain", transactional=False)
+    committed = send(log, 7, 0, b"a")
+    mark(log, 7, commit=True)
+    send(log, 7, 1, b"b", epoch=0)
+    mark(log, 7, commit=False)
+    replicated(log)
+    assert log.last_stable_offset == log.high_watermark == 5 and committed == 1
+    for segment in log.segments:
+        segment.flush()
+    log = reopen(log, clean=False)
+    assert log.high_watermark == 5
+    assert log.last_stable_offset == 5
+
+
 def test_damaged_index_is_detected_and_rebuilt_even_after_a_clean_stop(tmp_path):
     log = make_log(tmp_path)
     send(log, 7, 0, b"a")
