@@ -628,10 +628,12 @@ class ReplicaManager:
         producer = None
         guards: dict[TopicPartition, object] = {}
         for tp, records in entries:
-            found = None if records is None else _native.transactional_producer(records)
             partition = self.partitions.get(tp)
-            if found is None or partition is None or not partition.is_leader:
+            if records is None or partition is None or not partition.is_leader:
                 continue  # the append answers the partition's error
+            found = _native.transactional_producer(records)
+            if found is None:
+                continue
             guard = partition.maybe_start_transaction_verification(*found, now_ms)
             if guard is not None:
                 producer = found

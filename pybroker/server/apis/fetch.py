@@ -42,6 +42,7 @@ from pybroker.protocol.api_keys import ApiKey
 from pybroker.protocol.messages import FetchRequest, FetchResponse
 from pybroker.security.authorizer import AclOperation, ResourceType
 from pybroker.server.fetch_session import FetchContext, FetchMetadata, SessionResponse
+from pybroker.server.partition import READ_COMMITTED
 from pybroker.server.quota.throttling import DeferredResponse
 from pybroker.server.replica_manager import (
     ClientMetadata,
@@ -57,7 +58,6 @@ LAST_MESSAGE_SET_VERSION = 3  # versions up to this one read message format v0 (
 LAST_HARD_LIMIT_VERSION = 2  # partition_max_bytes binds even the first batch (KIP-74 came with v3)
 LAST_VERSION_WITHOUT_STORAGE_ERROR = 5
 FIRST_CLIENT_METADATA_VERSION = 11  # KIP-392: the consumer's rack; it may read followers
-READ_COMMITTED = 1
 AUTHORIZES = frozenset(
     {(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER), (AclOperation.READ, ResourceType.TOPIC)}
 )
